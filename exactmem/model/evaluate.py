@@ -1,0 +1,68 @@
+"""Exact evaluation of a network on a dataset and the memorization verdict per position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from exactmem.model.dataset import Dataset
+from exactmem.model.forward import forward
+from exactmem.model.spec import NetworkSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A read position whose exact output does not give the label."""
+
+    sequence: int
+    position: int
+    expected: int
+    found: str
+
+    def __str__(self) -> str:
+        return (f"sequence {self.sequence}, position {self.position}: expected label "
+                f"{self.expected}, the network gives {self.found}")
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Predictions (scalar output or argmax class; ``None`` for a tie) and failures."""
+
+    predictions: tuple[tuple[Fraction | int | None, ...], ...]
+    failures: tuple[Failure, ...]
+
+    @property
+    def memorized(self) -> bool:
+        return not self.failures
+
+
+def evaluate(spec: NetworkSpec, ds: Dataset) -> Evaluation:
+    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels."""
+    state = forward(spec, ds)
+    positions = spec.read_positions()
+    scalar = spec.readout.kind == "scalar"
+    preds: list[tuple[Fraction | int | None, ...]] = []
+    fails: list[Failure] = []
+    den = state.den
+    for i in range(ds.N):
+        labels = ds.position_labels(i)
+        row: list[Fraction | int | None] = []
+        for k, y in zip(positions, labels, strict=True):
+            col = state.cols[:, state.index[i, k]]
+            if scalar:
+                v = int(col[0])
+                pred: Fraction | int | None = Fraction(v, den)
+                ok = v == y * den
+                found = str(pred)
+            else:
+                vals = [int(v) for v in col]
+                best = max(vals)
+                winners = [c for c, v in enumerate(vals) if v == best]
+                pred = winners[0] if len(winners) == 1 else None
+                ok = pred == y
+                found = f"class {pred}" if pred is not None else f"a tie between classes {winners}"
+            row.append(pred)
+            if not ok:
+                fails.append(Failure(i, k, y, found))
+        preds.append(tuple(row))
+    return Evaluation(tuple(preds), tuple(fails))

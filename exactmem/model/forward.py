@@ -1,0 +1,273 @@
+"""The exact forward pass of a :class:`NetworkSpec` over a whole dataset.
+
+Activations are integer matrices over one shared denominator (design §3.5).  Work is done
+on the *distinct* token columns only: every position holds an index into a table of unique
+columns, so token-wise layers cost ``O(#distinct columns)``, not ``O(N n)``.  Integer
+arithmetic runs in numpy ``int64`` when a bound proves it cannot overflow, and on Python
+integers (numpy ``object`` arrays) otherwise.  No float is ever involved.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import reduce
+from typing import Any
+
+import numpy as np
+
+from exactmem.arith import ScaledMatrix
+from exactmem.errors import NeedsRigorousSoftmaxError, SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
+from exactmem.model.univariate import sweep_eval
+
+_INT64_SAFE = 1 << 62
+SWEEP_MIN_HIDDEN = 32
+
+
+@dataclass(slots=True)
+class State:
+    """Activations: ``cols[:, index[i, k]] / den`` is the vector at sequence i, position k."""
+
+    cols: np.ndarray  # (dim, u), int64 or object
+    den: int
+    index: np.ndarray  # (N, n) int64; -1 where a position is no longer needed
+
+
+def _maxabs(a: np.ndarray) -> int:
+    if a.size == 0:
+        return 0
+    return int(max(abs(int(a.max())), abs(int(a.min()))))
+
+
+def _as_array(m: ScaledMatrix) -> np.ndarray:
+    big = any(abs(x) >= _INT64_SAFE for row in m.num for x in row)
+    return np.array(m.num, dtype=object if big else np.int64).reshape(m.shape)
+
+
+def _to_object(a: np.ndarray) -> np.ndarray:
+    return a if a.dtype == object else a.astype(object)
+
+
+def _matmul(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Exact integer product; int64 only when the bound excludes overflow."""
+    if w.dtype != object and x.dtype != object:
+        bound = _maxabs(w) * _maxabs(x) * max(w.shape[1], 1)
+        if bound < _INT64_SAFE:
+            return w @ x
+    return _to_object(w).dot(_to_object(x))
+
+
+def _scale(a: np.ndarray, factor: int) -> np.ndarray:
+    if factor == 1:
+        return a
+    if a.dtype != object and _maxabs(a) * factor < _INT64_SAFE:
+        return a * factor
+    return _to_object(a) * factor
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype != object and b.dtype != object and _maxabs(a) + _maxabs(b) < _INT64_SAFE:
+        return a + b
+    return _to_object(a) + _to_object(b)
+
+
+def _normalize(a: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+    """Divide numerators and denominator by their gcd; shrink object arrays back to int64."""
+    if a.size:
+        if a.dtype == object:
+            g = reduce(math.gcd, (int(v) for v in a.flat), den)
+        else:
+            g = math.gcd(int(np.gcd.reduce(a, axis=None)), den)
+        if g > 1:
+            a = a // g
+            den //= g
+    if a.dtype == object and _maxabs(a) < _INT64_SAFE:
+        a = a.astype(np.int64)
+    return a, den
+
+
+def apply_affine(aff: Affine, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+    """``W x + b`` on every column, exactly."""
+    w = _as_array(aff.weight)
+    out = _matmul(w, cols)
+    out_den = aff.weight.den * den
+    if aff.bias is not None:
+        b = _as_array(aff.bias)
+        lcm = out_den * aff.bias.den // math.gcd(out_den, aff.bias.den)
+        out = _add(_scale(out, lcm // out_den), _scale(b, lcm // aff.bias.den))
+        out_den = lcm
+    return _normalize(out, out_den)
+
+
+def _relu(a: np.ndarray) -> np.ndarray:
+    return np.maximum(a, 0) if a.dtype != object else np.where(a > 0, a, 0).astype(object)
+
+
+def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep."""
+    if len(ff.layers) == 2 and ff.in_dim == 1 and ff.layers[0].out_dim >= SWEEP_MIN_HIDDEN:
+        rows, out_den = sweep_eval(ff.layers[0], ff.layers[1], [int(v) for v in cols[0]], den)
+        out = np.array(rows, dtype=object).reshape(len(rows), cols.shape[1])
+        out, out_den = _normalize(out, out_den)
+    else:
+        out, out_den = cols, den
+        for i, aff in enumerate(ff.layers):
+            if i > 0:
+                out = _relu(out)
+            out, out_den = apply_affine(aff, out, out_den)
+    if ff.residual:
+        lcm = out_den * den // math.gcd(out_den, den)
+        out, out_den = _normalize(_add(_scale(out, lcm // out_den), _scale(cols, lcm // den)), lcm)
+    return out, out_den
+
+
+def _dedupe(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep one copy of each distinct column; remap ``index`` (``-1`` stays ``-1``)."""
+    used = np.unique(index[index >= 0])
+    table: dict[tuple[Any, ...], int] = {}
+    remap = np.full(cols.shape[1], -1, dtype=np.int64)
+    keep: list[int] = []
+    for c in used.tolist():
+        key = tuple(cols[:, c].tolist())
+        j = table.get(key)
+        if j is None:
+            j = table[key] = len(keep)
+            keep.append(c)
+        remap[c] = j
+    new_index = np.where(index >= 0, remap[np.maximum(index, 0)], -1)
+    return cols[:, keep], new_index
+
+
+def _lcm_range(counts: np.ndarray) -> int:
+    return reduce(lambda a, b: a * b // math.gcd(a, b), {int(c) for c in counts.flat}, 1)
+
+
+def apply_attention(att: Attention, state: State, queries: list[int]) -> State:
+    """Column-wise attention (eq. 2) at the query positions ``queries``; exact for
+    hardmax and for zero-score (uniform) heads; softmax with scores raises."""
+    n = state.index.shape[1]
+    keys = list(att.keys) if att.keys is not None else list(range(n))
+    if (state.index[:, keys] < 0).any() or (state.index[:, queries] < 0).any():
+        raise SpecError("attention needs positions that an earlier stage dropped")
+    cols, den = state.cols, state.den
+    total: np.ndarray | None = None
+    total_den = 1
+    for h, head in enumerate(att.heads):
+        ov = head.output.matmul(head.value)  # m x m
+        vals, vden = apply_affine(Affine(ov), cols, den)  # W_O W_V z on unique columns
+        kv = vals[:, state.index[:, keys]]  # (m, N, K)
+        if att.kind == "uniform" or head.scores_are_zero():
+            s = kv.sum(axis=2)  # (m, N): same for every query
+            out = np.repeat(s[:, :, None], len(queries), axis=2)
+            out_den = vden * len(keys)
+        elif att.kind == "softmax":
+            raise NeedsRigorousSoftmaxError(
+                f"head {h}: softmax attention with non-zero scores has irrational weights; "
+                "it needs the rigorous softmax evaluation (interval bounds), not the exact pass")
+        else:
+            kmat, _ = apply_affine(Affine(head.key), cols, den)
+            qmat, _ = apply_affine(Affine(head.query), cols, den)
+            kk = _to_object(kmat[:, state.index[:, keys]])  # (s, N, K)
+            qq = _to_object(qmat[:, state.index[:, queries]])  # (s, N, P)
+            scores = (kk[:, :, :, None] * qq[:, :, None, :]).sum(axis=0)  # (N, K, P)
+            best = scores.max(axis=1)
+            mask = scores == best[:, None, :]  # tie set I_j (eq. 1)
+            counts = mask.sum(axis=1)  # (N, P)
+            lcm = _lcm_range(counts)
+            weights = np.where(mask, (lcm // counts)[:, None, :], 0)  # lcm / |I_j| on ties
+            out = (_to_object(kv)[:, :, :, None] * weights[None, :, :, :]).sum(axis=2)
+            out_den = vden * lcm
+        out, out_den = _normalize(out, out_den)
+        if total is None:
+            total, total_den = out, out_den
+        else:
+            lcm2 = total_den * out_den // math.gcd(total_den, out_den)
+            total = _add(_scale(total, lcm2 // total_den), _scale(out, lcm2 // out_den))
+            total_den = lcm2
+    assert total is not None
+    N = state.index.shape[0]
+    if att.residual:
+        base = cols[:, state.index[:, queries]]
+        lcm = total_den * den // math.gcd(total_den, den)
+        total = _add(_scale(total, lcm // total_den), _scale(base, lcm // den))
+        total_den = lcm
+    m = total.shape[0]
+    flat = total.reshape(m, N * len(queries))
+    index = np.full(state.index.shape, -1, dtype=np.int64)
+    index[:, queries] = np.arange(N * len(queries), dtype=np.int64).reshape(N, len(queries))
+    flat, total_den = _normalize(flat, total_den)
+    new_cols, new_index = _dedupe(flat, index)
+    return State(new_cols, total_den, new_index)
+
+
+def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
+    """The input as a table of distinct tokens; token ids are embedded by the first layer."""
+    if spec.input_kind != ds.inputs:
+        raise SpecError(f"the network reads {spec.input_kind}, the dataset has {ds.inputs}")
+    if ds.n != spec.seq_len:
+        raise SpecError(f"the network was built for n = {spec.seq_len}, the dataset has n = {ds.n}")
+    if ds.inputs == "token-ids":
+        if ds.vocab_size is not None and ds.vocab_size > spec.input_dim:
+            raise SpecError(f"the network embeds {spec.input_dim} token ids, the dataset's "
+                            f"vocabulary has {ds.vocab_size}")
+        emb = spec.layers[0]
+        assert isinstance(emb, Embedding)
+        index = np.array(ds.sequences, dtype=np.int64).reshape(ds.N, ds.n)
+        return State(_as_array(emb.table), emb.table.den, index), 1
+    if ds.dim != spec.input_dim:
+        raise SpecError(f"the network reads tokens of dimension {spec.input_dim}, the dataset "
+                        f"has {ds.dim}")
+    table: dict[Any, int] = {}
+    index = np.empty((ds.N, ds.n), dtype=np.int64)
+    for i, seq in enumerate(ds.sequences):
+        for k, tok in enumerate(seq):
+            index[i, k] = table.setdefault(tok, len(table))
+    toks = list(table)
+    m = ScaledMatrix.from_rows(list(zip(*toks, strict=True)), cols=len(toks))
+    return State(_as_array(m), m.den, index), 0
+
+
+def needed_positions(spec: NetworkSpec) -> list[list[int]]:
+    """For each layer, the positions whose outputs later layers or the readout use."""
+    need = list(spec.read_positions())
+    out: list[list[int]] = [[] for _ in spec.layers]
+    for i in range(len(spec.layers) - 1, -1, -1):
+        out[i] = need
+        if isinstance(spec.layers[i], Attention):
+            need = list(range(spec.seq_len))
+    return out
+
+
+def forward(spec: NetworkSpec, ds: Dataset) -> State:
+    """Run the network on every sequence exactly; the state holds the final outputs."""
+    state, start = initial_state(spec, ds)
+    need = needed_positions(spec)
+    for i in range(start, len(spec.layers)):
+        layer = spec.layers[i]
+        if isinstance(layer, Linear):
+            cols, den = apply_affine(layer.map, state.cols, state.den)
+            state = State(cols, den, state.index)
+        elif isinstance(layer, FeedForward):
+            cols, den = apply_feedforward(layer, state.cols, state.den)
+            state = State(cols, den, state.index)
+        elif isinstance(layer, Attention):
+            state = apply_attention(layer, state, need[i])
+        else:
+            raise SpecError(f"layer {i}: an embedding may only be the first layer")
+    return state
+
+
+def outputs(spec: NetworkSpec, state: State) -> list[list[tuple[Fraction, ...]]]:
+    """Exact output vectors: ``[sequence][read position] -> vector``."""
+    pos = spec.read_positions()
+    res = []
+    for i in range(state.index.shape[0]):
+        row = []
+        for k in pos:
+            col = state.cols[:, state.index[i, k]]
+            row.append(tuple(Fraction(int(v), state.den) for v in col))
+        res.append(row)
+    return res
