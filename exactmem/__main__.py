@@ -1,0 +1,7 @@
+"""``python -m exactmem``."""
+
+import sys
+
+from exactmem.cli import main
+
+sys.exit(main())
