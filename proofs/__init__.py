@@ -1,0 +1,1 @@
+"""Proof obligations of exactmem's gadgets and bounds, re-checked by ``exactmem prove``."""
