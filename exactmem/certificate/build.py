@@ -1,0 +1,107 @@
+"""Assemble, digest, write and read certificates (format ``exactmem.certificate/1``).
+
+The digest is the SHA-256 of the canonical JSON text of the certificate without its
+``digest`` field (sorted keys, no spaces, ASCII), written as ``"sha256:<hex>"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from exactmem.arith import format_rational
+from exactmem.certificate.encode import spec_from_json, spec_to_json
+from exactmem.constructions.base import BuildResult
+from exactmem.errors import CertificateError, DatasetError
+from exactmem.model.atomic import write_text_atomic
+from exactmem.model.dataset import Dataset, canonical_json, dataset_from_json
+from exactmem.model.evaluate import Evaluation
+from exactmem.model.sizes import sizes
+from exactmem.model.spec import NetworkSpec
+
+CERTIFICATE_FORMAT = "exactmem.certificate/1"
+
+
+def digest_of(cert: dict[str, Any]) -> str:
+    body = {k: v for k, v in cert.items() if k != "digest"}
+    return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def _claim(v: Fraction | int | None) -> str | None:
+    return None if v is None else format_rational(v)
+
+
+def build_certificate(ds: Dataset, result: BuildResult, construction: str,
+                      evaluation: Evaluation | None = None,
+                      dataset_path: str | None = None) -> dict[str, Any]:
+    """The certificate for ``result.spec`` memorizing ``ds``.
+
+    ``evaluation`` (from :func:`exactmem.model.evaluate`) supplies the claimed outputs;
+    it is computed when omitted.  With ``dataset_path`` the dataset is bound by its
+    SHA-256 and path instead of being embedded.
+    """
+    if evaluation is None:
+        from exactmem.model.evaluate import evaluate
+
+        evaluation = evaluate(result.spec, ds)
+    dataset: dict[str, Any] = {"sha256": ds.sha256()}
+    if dataset_path is None:
+        dataset["data"] = ds.to_json()
+    else:
+        dataset["path"] = dataset_path
+    cert: dict[str, Any] = {
+        "format": CERTIFICATE_FORMAT,
+        "construction": {"name": construction, "params": dict(result.params)},
+        "dataset": dataset,
+        "network": spec_to_json(result.spec),
+        "claims": {"outputs": [[_claim(v) for v in row] for row in evaluation.predictions]},
+        "sizes": sizes(result.spec).as_dict(),
+        "hints": dict(result.hints),
+    }
+    cert["digest"] = digest_of(cert)
+    return cert
+
+
+def certificate_text(cert: dict[str, Any]) -> str:
+    """Canonical text: byte-identical for identical certificates."""
+    return canonical_json(cert) + "\n"
+
+
+def write_certificate(cert: dict[str, Any], path: str | Path) -> None:
+    write_text_atomic(Path(path), certificate_text(cert))
+
+
+def read_certificate(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        obj = json.loads(p.read_text())
+    except OSError as exc:
+        raise CertificateError(f"{p}: cannot read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise CertificateError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
+        raise CertificateError(f"{p}: not an {CERTIFICATE_FORMAT} certificate")
+    return obj
+
+
+def spec_from_certificate(cert: dict[str, Any]) -> NetworkSpec:
+    return spec_from_json(cert.get("network"))
+
+
+def dataset_from_certificate(cert: dict[str, Any], base: Path | None = None) -> Dataset:
+    """The embedded dataset, or the bound file (path relative to ``base``), hash-checked."""
+    entry = cert.get("dataset") or {}
+    if "data" in entry:
+        ds = dataset_from_json(entry["data"])
+    elif "path" in entry:
+        from exactmem.model.dataset import load_dataset
+
+        ds = load_dataset((base or Path(".")) / entry["path"])
+    else:
+        raise CertificateError("dataset: neither embedded data nor a path")
+    if ds.sha256() != entry.get("sha256"):
+        raise DatasetError("dataset: its SHA-256 does not match the certificate")
+    return ds

@@ -1,0 +1,126 @@
+"""NetworkSpec <-> JSON, in the certificate's canonical layout (docs/certificate-format.md).
+
+Matrices are lists of rows of ``"p/q"`` strings (integers as ``"p"``), biases flat lists.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from exactmem.arith import ScaledMatrix, format_rational, to_rational
+from exactmem.errors import CertificateError, NotExactError
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Layer,
+    Linear,
+    NetworkSpec,
+    Readout,
+)
+
+
+def matrix_to_json(m: ScaledMatrix) -> list[list[str]]:
+    den = m.den
+    return [[format_rational(Fraction(x, den)) for x in row] for row in m.num]
+
+
+def vector_to_json(m: ScaledMatrix | None) -> list[str] | None:
+    return None if m is None else [format_rational(v) for v in m.column_values()]
+
+
+def _affine_json(a: Affine) -> dict[str, Any]:
+    return {"weight": matrix_to_json(a.weight), "bias": vector_to_json(a.bias)}
+
+
+def layer_to_json(layer: Layer) -> dict[str, Any]:
+    if isinstance(layer, Embedding):
+        return {"type": "embedding", "table": matrix_to_json(layer.table)}
+    if isinstance(layer, Linear):
+        return {"type": "linear", **_affine_json(layer.map)}
+    if isinstance(layer, FeedForward):
+        return {"type": "feedforward", "residual": layer.residual,
+                "maps": [_affine_json(a) for a in layer.layers]}
+    if isinstance(layer, Attention):
+        return {"type": "attention", "kind": layer.kind, "residual": layer.residual,
+                "keys": list(layer.keys) if layer.keys is not None else None,
+                "heads": [{"query": matrix_to_json(h.query), "key": matrix_to_json(h.key),
+                           "value": matrix_to_json(h.value), "output": matrix_to_json(h.output)}
+                          for h in layer.heads]}
+    raise CertificateError(f"cannot encode layer {type(layer).__name__}")
+
+
+def spec_to_json(spec: NetworkSpec) -> dict[str, Any]:
+    return {"input": {"kind": spec.input_kind, "dim": spec.input_dim, "seq_len": spec.seq_len},
+            "layers": [layer_to_json(la) for la in spec.layers],
+            "readout": {"kind": spec.readout.kind, "positions": spec.readout.positions}}
+
+
+# decoding ---------------------------------------------------------------------------
+def _matrix(obj: object, where: str) -> ScaledMatrix:
+    if not isinstance(obj, list) or not obj or not all(isinstance(r, list) for r in obj):
+        raise CertificateError(f"{where}: expected a non-empty list of rows")
+    try:
+        return ScaledMatrix.from_rows(obj)  # type: ignore[arg-type]
+    except (NotExactError, ValueError) as exc:
+        raise CertificateError(f"{where}: {exc}") from exc
+
+
+def _vector(obj: object, where: str) -> ScaledMatrix | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, list):
+        raise CertificateError(f"{where}: expected a list or null")
+    try:
+        return ScaledMatrix.column([to_rational(x, where) for x in obj])
+    except (NotExactError, ValueError) as exc:
+        raise CertificateError(f"{where}: {exc}") from exc
+
+
+def _affine(obj: dict[str, Any], where: str) -> Affine:
+    return Affine(_matrix(obj.get("weight"), f"{where}.weight"),
+                  _vector(obj.get("bias"), f"{where}.bias"))
+
+
+def layer_from_json(obj: object, where: str) -> Layer:
+    if not isinstance(obj, dict):
+        raise CertificateError(f"{where}: expected an object")
+    kind = obj.get("type")
+    if kind == "embedding":
+        return Embedding(_matrix(obj.get("table"), f"{where}.table"))
+    if kind == "linear":
+        return Linear(_affine(obj, where))
+    if kind == "feedforward":
+        maps = obj.get("maps")
+        if not isinstance(maps, list):
+            raise CertificateError(f"{where}.maps: expected a list")
+        return FeedForward(tuple(_affine(m, f"{where}.maps[{i}]") for i, m in enumerate(maps)),
+                           residual=bool(obj.get("residual")))
+    if kind == "attention":
+        heads = obj.get("heads")
+        if not isinstance(heads, list):
+            raise CertificateError(f"{where}.heads: expected a list")
+        hs = tuple(Head(*(_matrix(h.get(p), f"{where}.heads[{i}].{p}")
+                          for p in ("query", "key", "value", "output")))
+                   for i, h in enumerate(heads))
+        keys = obj.get("keys")
+        return Attention(hs, kind=obj.get("kind"), residual=bool(obj.get("residual")),  # type: ignore[arg-type]
+                         keys=tuple(keys) if keys is not None else None)
+    raise CertificateError(f"{where}.type: unknown layer type {kind!r}")
+
+
+def spec_from_json(obj: object) -> NetworkSpec:
+    if not isinstance(obj, dict):
+        raise CertificateError("network: expected an object")
+    inp = obj.get("input") or {}
+    layers = obj.get("layers")
+    ro = obj.get("readout") or {}
+    if not isinstance(layers, list):
+        raise CertificateError("network.layers: expected a list")
+    return NetworkSpec(
+        input_kind=inp.get("kind"), input_dim=inp.get("dim"), seq_len=inp.get("seq_len"),
+        layers=tuple(layer_from_json(la, f"network.layers[{i}]") for i, la in enumerate(layers)),
+        readout=Readout(ro.get("kind"), ro.get("positions")))
