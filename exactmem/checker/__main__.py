@@ -1,0 +1,21 @@
+"""``python -m exactmem.checker CERT``: one line ``s VERIFIED`` / ``s REJECTED`` on stdout,
+every failure on stderr, exit 0 (verified), 1 (rejected), 2 (unusable input)."""
+
+import sys
+
+from .verify import check_file
+
+
+def main(argv):
+    if len(argv) != 1:
+        print("usage: python -m exactmem.checker CERT", file=sys.stderr)
+        return 2
+    report = check_file(argv[0])
+    for line in report.failures:
+        print(f"c {line}", file=sys.stderr)
+    print("s VERIFIED" if report.verified else "s REJECTED")
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,161 @@
+"""The checker's own exact forward pass (standard library only).
+
+State: a table of distinct columns (tuples of ints over one shared denominator) and, for
+each sequence, the table index of each position (``-1`` once a position is not needed).
+Token-wise layers run once per distinct column.
+"""
+
+from bisect import bisect_left, bisect_right
+from fractions import Fraction
+from itertools import accumulate
+from math import gcd
+
+SWEEP_MIN_HIDDEN = 32
+
+
+def _lcm(a, b):
+    return a * b // gcd(a, b)
+
+
+def normalize(cols, den):
+    """Divide every numerator and the denominator by their common gcd."""
+    g = den
+    for c in cols:
+        for x in c:
+            g = gcd(g, x)
+            if g == 1:
+                return cols, den
+    return [tuple(x // g for x in c) for c in cols], den // g
+
+
+def affine(mat, bias, cols, den):
+    """``W x + b`` on every column; ``mat``/``bias`` are (rows, den) pairs."""
+    (w, wd), (b, bd) = mat, bias
+    out_den = _lcm(wd * den, bd)
+    fw, fb = out_den // (wd * den), out_den // bd
+    sparse = [[(j, x) for j, x in enumerate(row) if x] for row in w]
+    bs = [r[0] * fb for r in b]
+    out = [tuple(sum(x * c[j] for j, x in row) * fw + bb for row, bb in zip(sparse, bs))
+           for c in cols]
+    return normalize(out, out_den)
+
+
+def _sweep(first, second, cols, den):
+    """``second(relu(first(x)))`` for scalar inputs by sorting the ReLU breakpoints."""
+    (w1, d1), (b1, e1) = first
+    (w2, d2), (b2, e2) = second
+    a = [r[0] for r in w1]
+    b = [r[0] for r in b1]
+    units = range(len(a))
+    pos = sorted((Fraction(-b[j] * d1, a[j] * e1), j) for j in units if a[j] > 0)
+    neg = sorted((Fraction(-b[j] * d1, a[j] * e1), j) for j in units if a[j] < 0)
+    tp, tn = [t for t, _ in pos], [t for t, _ in neg]
+    k = len(w2)
+    const = [sum(w2[r][j] * b[j] for j in units if a[j] == 0 and b[j] > 0) for r in range(k)]
+
+    def sums(order, coef):
+        return [[0, *accumulate(w2[r][j] * coef[j] for _, j in order)] for r in range(k)]
+
+    p1, p0 = sums(pos, a), sums(pos, b)
+    n1, n0 = sums(reversed(neg), a), sums(reversed(neg), b)
+    out_den = d2 * d1 * e1 * den * e2
+    out = []
+    for c in cols:
+        x = c[0]
+        ip = bisect_left(tp, Fraction(x, den))
+        im = len(tn) - bisect_right(tn, Fraction(x, den))
+        out.append(tuple((p1[r][ip] + n1[r][im]) * x * e1 * e2
+                         + (p0[r][ip] + n0[r][im] + const[r]) * d1 * den * e2
+                         + b2[r][0] * d2 * d1 * e1 * den for r in range(k)))
+    return normalize(out, out_den)
+
+
+def feedforward(layer, cols, den):
+    maps = layer["maps"]
+    if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
+        out, out_den = _sweep(maps[0], maps[1], cols, den)
+    else:
+        out, out_den = cols, den
+        for i, (w, b) in enumerate(maps):
+            if i:
+                out = [tuple(x if x > 0 else 0 for x in c) for c in out]
+            out, out_den = affine(w, b, out, out_den)
+    if layer["residual"]:
+        m = _lcm(out_den, den)
+        out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(o, c))
+               for o, c in zip(out, cols)]
+        out, out_den = normalize(out, m)
+    return out, out_den
+
+
+def _no_bias(rows):
+    return [[0] for _ in rows], 1
+
+
+def attention(layer, cols, den, index, queries, softmax_hook=None):
+    """Column-wise attention (eq. 2) at positions ``queries``; returns the new state.
+
+    Hardmax splits the weight uniformly over all tied maximal scores; a head with zero
+    query or key weights is uniform.  Softmax with non-zero scores goes to ``softmax_hook``.
+    """
+    n = len(index[0])
+    keys = layer["keys"] if layer["keys"] is not None else list(range(n))
+    nk = len(keys)
+    L = 1
+    for c in range(1, nk + 1):
+        L = _lcm(L, c)
+    per_head = []
+    for h, zero in zip(layer["heads"], layer["zero_scores"]):
+        (o, od), (v, vd) = h["output"], h["value"]
+        ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
+              for i in range(len(o))]
+        vals, vden = affine((ov, od * vd), _no_bias(ov), cols, den)
+        if not zero and layer["kind"] == "softmax":
+            if softmax_hook is None:
+                raise ValueError("softmax attention with non-zero scores needs the rigorous "
+                                 "softmax check, which this certificate does not support")
+            per_head.append(softmax_hook(layer, h, cols, den, index, queries))
+            continue
+        if not zero:
+            kk, _ = affine(h["key"], _no_bias(h["key"][0]), cols, den)
+            qq, _ = affine(h["query"], _no_bias(h["query"][0]), cols, den)
+        rows, m = [], len(vals[0]) if vals else 0
+        for seq in index:
+            kv = [vals[seq[p]] for p in keys]
+            total = [sum(c[r] for c in kv) for r in range(m)]
+            for q in queries:
+                if zero:
+                    rows.append(tuple(x * (L // nk) for x in total))
+                    continue
+                qc = qq[seq[q]]
+                scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in keys]
+                best = max(scores)
+                ties = [c for c, s in zip(kv, scores) if s == best]
+                f = L // len(ties)
+                rows.append(tuple(sum(c[r] for c in ties) * f for r in range(m)))
+        per_head.append((rows, vden * L))
+    out, out_den = per_head[0]
+    for rows, d in per_head[1:]:
+        m = _lcm(out_den, d)
+        out = [tuple(x * (m // out_den) + y * (m // d) for x, y in zip(a, b))
+               for a, b in zip(out, rows)]
+        out_den = m
+    if layer["residual"]:
+        base = [cols[seq[q]] for seq in index for q in queries]
+        m = _lcm(out_den, den)
+        out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(a, b))
+               for a, b in zip(out, base)]
+        out_den = m
+    out, out_den = normalize(out, out_den)
+    table, new_cols, new_index, it = {}, [], [], iter(out)
+    for _seq in index:
+        row = [-1] * n
+        for q in queries:
+            c = next(it)
+            j = table.get(c)
+            if j is None:
+                j = table[c] = len(new_cols)
+                new_cols.append(c)
+            row[q] = j
+        new_index.append(row)
+    return new_cols, out_den, new_index
