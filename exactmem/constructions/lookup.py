@@ -38,7 +38,6 @@ from exactmem.model.spec import (
     Affine,
     Attention,
     Embedding,
-    FeedForward,
     Head,
     Layer,
     Linear,

@@ -17,7 +17,8 @@ from itertools import accumulate
 from exactmem.model.spec import Affine
 
 
-def sweep_eval(first: Affine, second: Affine, xs: Sequence[int], x_den: int) -> tuple[list[list[int]], int]:
+def sweep_eval(first: Affine, second: Affine, xs: Sequence[int],
+               x_den: int) -> tuple[list[list[int]], int]:
     """Evaluate ``second(relu(first(x)))`` at ``x = xs[q] / x_den`` exactly.
 
     Returns ``(rows, den)``: ``rows[r][q] / den`` is output ``r`` at input ``q``.

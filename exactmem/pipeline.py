@@ -1,0 +1,61 @@
+"""The certify pipeline, one stage per line: validate -> build -> evaluate -> certificate ->
+checker -> write.  A certificate is written only after the independent checker verified it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exactmem import constructions
+from exactmem.certificate import build_certificate, write_certificate
+from exactmem.checker import CheckReport, check_certificate
+from exactmem.errors import ConstructionError
+from exactmem.model.dataset import Dataset
+from exactmem.model.dataset_checks import validate
+from exactmem.model.evaluate import evaluate
+
+
+@dataclass(slots=True)
+class CertifyOutcome:
+    """The certificate, the checker's report, and how long each stage took (seconds)."""
+
+    certificate: dict[str, Any]
+    report: CheckReport
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = None,
+            out: Path | None = None, log: Callable[[str], None] | None = None) -> CertifyOutcome:
+    """Build ``construction`` for ``ds``, evaluate exactly, check, and write ``out`` if verified."""
+    say = log or (lambda _msg: None)
+    con = constructions.get(construction)
+    if ds.task not in con.tasks or ds.inputs not in con.inputs:
+        raise ConstructionError(f"{construction} supports tasks {con.tasks} with inputs "
+                                f"{con.inputs}; the dataset is {ds.task} with {ds.inputs}")
+    opts = {**con.defaults(), **(options or {})}
+    t: dict[str, float] = {}
+    clock = time.perf_counter()
+    for line in validate(ds).lines():
+        say(line)
+    t["validate"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    result = con.build(ds, opts)
+    t["build"] = time.perf_counter() - clock
+    say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
+    clock = time.perf_counter()
+    evaluation = evaluate(result.spec, ds)
+    t["evaluate"] = time.perf_counter() - clock
+    if evaluation.failures:
+        say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
+    cert = build_certificate(ds, result, construction, evaluation)
+    clock = time.perf_counter()
+    report = check_certificate(cert)
+    t["check"] = time.perf_counter() - clock
+    say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
+    if report.verified and out is not None:
+        write_certificate(cert, out)
+    return CertifyOutcome(cert, report, t, tuple(result.notes))
