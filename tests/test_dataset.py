@@ -1,0 +1,91 @@
+"""Dataset parsing and the exact checks (duplicates, consistency, separation)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from exactmem.errors import DatasetError, InconsistentLabelsError
+from exactmem.model import Dataset, dataset_from_json, load_dataset, require_consistent, validate
+from exactmem.model.dataset_checks import separation_squared
+from exactmem.model.generate import generate
+
+
+def ids(seqs: list[tuple[int, ...]], labels: list[int], vocab: int = 5) -> Dataset:
+    return Dataset("next-token", "token-ids", tuple(seqs), tuple(labels), vocab_size=vocab)
+
+
+def test_round_trip_and_hash(tmp_path: Path) -> None:
+    ds = generate("seq2seq", N=20, n=3, vocab=4, classes=3, seed=2, dim=2)
+    obj = ds.to_json()
+    again = dataset_from_json(json.loads(json.dumps(obj)))
+    assert again == ds and again.sha256() == ds.sha256()
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(obj))
+    assert load_dataset(path) == ds
+
+
+def test_floats_are_refused_with_the_field() -> None:
+    obj = generate("next-token", N=3, n=2, vocab=3, classes=2, dim=2).to_json()
+    obj["sequences"][1][0][1] = 0.5
+    with pytest.raises(DatasetError, match=r"sequences\[1\]\[0\]\[1\].*float"):
+        dataset_from_json(obj)
+    obj = generate("next-token", N=3, n=2, vocab=3, classes=2).to_json()
+    obj["labels"][2] = 1.0
+    with pytest.raises(DatasetError, match=r"labels\[2\]"):
+        dataset_from_json(obj)
+
+
+def test_malformed_fields_are_named() -> None:
+    with pytest.raises(DatasetError, match="format"):
+        dataset_from_json({"format": "x"})
+    obj = generate("next-token", N=3, n=2, vocab=3, classes=2).to_json()
+    obj["sequences"][1] = [0, 1, 2]
+    with pytest.raises(DatasetError, match=r"sequences\[1\]: length 3"):
+        dataset_from_json(obj)
+    obj["sequences"][1] = [0, 7]
+    with pytest.raises(DatasetError, match=r"sequences\[1\]\[1\]"):
+        dataset_from_json(obj)
+
+
+def test_conflicting_duplicates_name_both_indices() -> None:
+    ds = ids([(1, 2), (2, 2), (1, 2)], [0, 1, 1])
+    with pytest.raises(InconsistentLabelsError, match="sequences 0 and 2") as err:
+        validate(ds)
+    assert err.value.pair == (0, 2)
+
+
+def test_permutations_with_the_same_last_token_must_agree() -> None:
+    ok = ids([(1, 2, 3), (2, 1, 3), (3, 1, 2)], [0, 0, 1])
+    require_consistent(ok)
+    assert validate(ok).consistent
+    bad = ids([(1, 2, 3), (3, 1, 2), (2, 1, 3)], [0, 1, 1])
+    with pytest.raises(InconsistentLabelsError, match="sequences 0 and 2"):
+        require_consistent(bad)
+    assert validate(bad).inconsistency == (0, 2)
+
+
+def test_seq2seq_consistency_compares_positions() -> None:
+    ds = Dataset("seq2seq", "token-ids", ((1, 2), (2, 1)), ((0, 1), (1, 0)), vocab_size=3)
+    require_consistent(ds)
+    bad = Dataset("seq2seq", "token-ids", ((1, 2), (2, 1)), ((0, 1), (0, 0)), vocab_size=3)
+    with pytest.raises(InconsistentLabelsError):
+        require_consistent(bad)
+
+
+def test_separation_is_exact() -> None:
+    toks = [(Fraction(0), Fraction(0)), (Fraction(3), Fraction(4)), (Fraction(1, 2), Fraction(0))]
+    ds = Dataset("next-token", "vectors", ((toks[0], toks[1]), (toks[2], toks[1])), (0, 1), dim=2)
+    assert separation_squared(ds) == (Fraction(1, 4), Fraction(25))
+
+
+def test_generated_datasets_are_consistent_and_distinct() -> None:
+    for task in ("next-token", "seq2seq"):
+        ds = generate(task, N=200, n=4, vocab=5, classes=3, seed=7)
+        require_consistent(ds)
+        assert len(set(ds.sequences)) == ds.N
+    with pytest.raises(DatasetError, match="distinct sequences"):
+        generate("next-token", N=10, n=1, vocab=3, classes=2)
