@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark of the certify pipeline for the lookup construction.
+
+For each N (next-token, n = 16, vocab 64, 8 classes) it measures, in a fresh process:
+build time, exact evaluation time, checker time, peak memory (max RSS), and the same
+network's dense float64 numpy evaluation as the speed-of-light reference.
+
+    .venv/bin/python scripts/bench_certify.py            # N = 1e3, 1e4, 1e5
+    .venv/bin/python scripts/bench_certify.py --N 1000 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def float_forward(spec, ds, chunk_cells: int = 20_000_000) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Dense float64 evaluation of a uniform-attention network (the lookup pipeline)."""
+    from exactmem.model.spec import Attention, Embedding, FeedForward, Linear
+
+    def arr(m):  # type: ignore[no-untyped-def]
+        return np.array([[x / m.den for x in row] for row in m.num], dtype=np.float64)
+
+    seqs = np.array(ds.sequences, dtype=np.int64)  # (N, n)
+    emb = spec.layers[0]
+    assert isinstance(emb, Embedding)
+    z = arr(emb.table)[:, seqs]  # (m, N, n)
+    for layer in spec.layers[1:]:
+        if isinstance(layer, Linear):
+            w = arr(layer.map.weight)
+            z = np.einsum("ij,jbn->ibn", w, z)
+            if layer.map.bias is not None:
+                z = z + arr(layer.map.bias)[:, :, None]
+        elif isinstance(layer, Attention):
+            total = 0.0
+            for h in layer.heads:
+                ov = arr(h.output) @ arr(h.value)
+                total = total + np.einsum("ij,jb->ib", ov, z.mean(axis=2))[:, :, None]
+            z = z + total if layer.residual else np.broadcast_to(total, z.shape)
+        elif isinstance(layer, FeedForward):
+            z = z[:, :, -1:]  # only the read position is needed after the last attention
+            m, b, n = z.shape
+            x = z.reshape(m, b * n)
+            ws = [(arr(a.weight), None if a.bias is None else arr(a.bias)) for a in layer.layers]
+            width = max(w.shape[0] for w, _ in ws)
+            step = max(1, chunk_cells // width)
+            outs = []
+            for s in range(0, x.shape[1], step):
+                v = x[:, s:s + step]
+                for k, (w, bias) in enumerate(ws):
+                    if k:
+                        v = np.maximum(v, 0.0)
+                    v = w @ v
+                    if bias is not None:
+                        v = v + bias
+                outs.append(v)
+            z = np.concatenate(outs, axis=1).reshape(-1, b, n)
+    return z[:, :, -1]
+
+
+def one(N: int) -> dict[str, float]:  # noqa: N803
+    from exactmem.certificate import build_certificate
+    from exactmem.checker import check_certificate
+    from exactmem.constructions import get
+    from exactmem.model import evaluate
+    from exactmem.model.generate import generate
+
+    ds = generate("next-token", N=N, n=16, vocab=64, classes=8, seed=1)
+    t0 = time.perf_counter()
+    result = get("lookup").build(ds, {"seed": 0})
+    t1 = time.perf_counter()
+    ev = evaluate(result.spec, ds)
+    t2 = time.perf_counter()
+    assert ev.memorized
+    cert = build_certificate(ds, result, "lookup", ev)
+    t3 = time.perf_counter()
+    report = check_certificate(cert)
+    t4 = time.perf_counter()
+    assert report.verified, report.failures[:3]
+    out = float_forward(result.spec, ds)
+    t5 = time.perf_counter()
+    correct = float(np.mean(np.rint(out[0]) == np.array(ds.labels)))
+    return {"N": N, "build_s": t1 - t0, "exact_eval_s": t2 - t1, "check_s": t4 - t3,
+            "float64_s": t5 - t4, "float64_correct": correct,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--N", type=int, nargs="*", default=[1000, 10_000, 100_000])
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one)))
+        return 0
+    cols = ("N", "build s", "exact eval s", "check s", "peak MiB", "float64 s",
+            "exact/float", "check/float")
+    print(" | ".join(f"{c:>12s}" for c in cols))
+    for N in args.N:  # noqa: N806
+        proc = subprocess.run([sys.executable, __file__, "--one", str(N)], capture_output=True,
+                              text=True, check=True)
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = (f"{r['N']:>12d}", f"{r['build_s']:12.2f}", f"{r['exact_eval_s']:12.2f}",
+               f"{r['check_s']:12.2f}", f"{r['peak_rss_mib']:12.0f}", f"{r['float64_s']:12.2f}",
+               f"{r['exact_eval_s'] / r['float64_s']:12.2f}",
+               f"{r['check_s'] / r['float64_s']:12.2f}")
+        print(" | ".join(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
