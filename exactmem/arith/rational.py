@@ -51,7 +51,8 @@ def to_rational(value: object, where: str = "value") -> Fraction:
         "mpq", "mpz", "Rational", "Integer", "fmpq", "fmpz",
     ):
         return Fraction(int(num_attr), int(den_attr))
-    raise NotExactError(f"{where}: cannot read {type(value).__name__} {value!r} as an exact rational")
+    raise NotExactError(
+        f"{where}: cannot read {type(value).__name__} {value!r} as an exact rational")
 
 
 def format_rational(value: Fraction | int) -> str:
@@ -64,5 +65,5 @@ def format_rational(value: Fraction | int) -> str:
 
 
 def bit_length(value: Fraction) -> int:
-    """Bits needed to write ``value``: the larger bit length of its reduced numerator and denominator."""
+    """Bits to write ``value``: the larger bit length of its reduced numerator and denominator."""
     return max(abs(value.numerator).bit_length(), value.denominator.bit_length())

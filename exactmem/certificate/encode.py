@@ -64,7 +64,7 @@ def _matrix(obj: object, where: str) -> ScaledMatrix:
     if not isinstance(obj, list) or not obj or not all(isinstance(r, list) for r in obj):
         raise CertificateError(f"{where}: expected a non-empty list of rows")
     try:
-        return ScaledMatrix.from_rows(obj)  # type: ignore[arg-type]
+        return ScaledMatrix.from_rows(obj)
     except (NotExactError, ValueError) as exc:
         raise CertificateError(f"{where}: {exc}") from exc
 
@@ -115,12 +115,15 @@ def layer_from_json(obj: object, where: str) -> Layer:
 def spec_from_json(obj: object) -> NetworkSpec:
     if not isinstance(obj, dict):
         raise CertificateError("network: expected an object")
-    inp = obj.get("input") or {}
+    inp = obj.get("input")
     layers = obj.get("layers")
-    ro = obj.get("readout") or {}
-    if not isinstance(layers, list):
-        raise CertificateError("network.layers: expected a list")
+    ro = obj.get("readout")
+    if not isinstance(inp, dict) or not isinstance(ro, dict) or not isinstance(layers, list):
+        raise CertificateError("network: needs 'input' and 'readout' objects and a 'layers' list")
+    dim, n = inp.get("dim"), inp.get("seq_len")
+    if type(dim) is not int or type(n) is not int:
+        raise CertificateError("network.input: 'dim' and 'seq_len' must be integers")
     return NetworkSpec(
-        input_kind=inp.get("kind"), input_dim=inp.get("dim"), seq_len=inp.get("seq_len"),
+        input_kind=inp.get("kind"), input_dim=dim, seq_len=n,  # type: ignore[arg-type]
         layers=tuple(layer_from_json(la, f"network.layers[{i}]") for i, la in enumerate(layers)),
-        readout=Readout(ro.get("kind"), ro.get("positions")))
+        readout=Readout(ro.get("kind"), ro.get("positions")))  # type: ignore[arg-type]

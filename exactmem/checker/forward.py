@@ -147,7 +147,10 @@ def attention(layer, cols, den, index, queries, softmax_hook=None):
                for a, b in zip(out, base)]
         out_den = m
     out, out_den = normalize(out, out_den)
-    table, new_cols, new_index, it = {}, [], [], iter(out)
+    table: dict = {}
+    new_cols: list = []
+    new_index: list = []
+    it = iter(out)
     for _seq in index:
         row = [-1] * n
         for q in queries:

@@ -77,7 +77,9 @@ def dataset(entry, base):
 
 def initial(net, toks, first):
     """Distinct input columns and the index of every position."""
-    table, cols, index = {}, [], []
+    table: dict = {}
+    cols: list = []
+    index: list = []
     if net["kind"] == "token-ids":
         rows, den = first["table"]
         cols = list(zip(*rows))

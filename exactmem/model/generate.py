@@ -27,7 +27,7 @@ def random_vocabulary(size: int, dim: int, rng: random.Random) -> list[tuple[Fra
 
 def generate(task: Task, N: int, n: int, vocab: int, classes: int, seed: int = 0,  # noqa: N803
              dim: int | None = None, consistent: bool = True) -> Dataset:
-    """N distinct random sequences of length n over ``vocab`` tokens (ids, or vectors of ``dim``)."""
+    """N distinct random sequences of length n over ``vocab`` tokens (ids or ``dim``-vectors)."""
     if N < 1 or n < 1 or vocab < 1 or classes < 1:
         raise DatasetError("N, n, vocab and classes must be positive")
     if vocab ** n < N:

@@ -211,7 +211,8 @@ class NetworkSpec:
 
     def __post_init__(self) -> None:
         if self.input_kind not in ("token-ids", "vectors"):
-            raise SpecError(f"input kind must be 'token-ids' or 'vectors', found {self.input_kind!r}")
+            raise SpecError(f"input kind must be 'token-ids' or 'vectors', "
+                            f"found {self.input_kind!r}")
         if self.seq_len < 1 or self.input_dim < 1:
             raise SpecError("seq_len and input_dim must be positive")
         dim = self.input_dim
