@@ -3,6 +3,7 @@ checker -> write.  A certificate is written only after the independent checker v
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,8 +30,13 @@ class CertifyOutcome:
 
 
 def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = None,
-            out: Path | None = None, log: Callable[[str], None] | None = None) -> CertifyOutcome:
-    """Build ``construction`` for ``ds``, evaluate exactly, check, and write ``out`` if verified."""
+            out: Path | None = None, log: Callable[[str], None] | None = None,
+            dataset_file: Path | None = None) -> CertifyOutcome:
+    """Build ``construction`` for ``ds``, evaluate exactly, check, and write ``out`` if verified.
+
+    With ``dataset_file`` (the file ``ds`` was read from) the certificate binds the dataset by
+    SHA-256 and a path relative to ``out`` instead of embedding it.
+    """
     say = log or (lambda _msg: None)
     con = constructions.get(construction)
     if ds.task not in con.tasks or ds.inputs not in con.inputs:
@@ -51,9 +57,11 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     t["evaluate"] = time.perf_counter() - clock
     if evaluation.failures:
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
-    cert = build_certificate(ds, result, construction, evaluation)
+    base = (out or Path("x")).resolve().parent
+    rel = None if dataset_file is None else os.path.relpath(dataset_file.resolve(), base)
+    cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
     clock = time.perf_counter()
-    report = check_certificate(cert)
+    report = check_certificate(cert, base)
     t["check"] = time.perf_counter() - clock
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:

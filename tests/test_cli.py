@@ -93,3 +93,18 @@ def test_standalone_checker_copy(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-S", "-m", "mychecker", str(c)],
                           cwd=copy.parent, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout == "s VERIFIED\n", proc.stderr
+
+
+def test_bound_dataset_is_checked_by_hash(tmp_path: Path) -> None:
+    d, c = tmp_path / "data" / "d.json", tmp_path / "c.json"
+    d.parent.mkdir()
+    assert main(["generate", "--N", "30", "--n", "3", "--vocab", "5", "-o", str(d)]) == 0
+    assert main(["certify", str(d), "-c", "lookup", "-o", str(c), "--bind-dataset", "-q"]) == 0
+    cert = json.loads(c.read_text())
+    assert cert["dataset"]["path"] == "data/d.json" and "data" not in cert["dataset"]
+    assert run("check", str(c)).returncode == 0
+    data = json.loads(d.read_text())
+    data["labels"][0] = 1 - data["labels"][0]
+    d.write_text(json.dumps(data))
+    proc = run("check", str(c))
+    assert proc.returncode == 1 and "SHA-256" in proc.stderr

@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="construction to build: " + ", ".join(reg))
     p.add_argument("-o", "--output", required=True, help="certificate file to write")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
+    p.add_argument("--bind-dataset", action="store_true",
+                   help="bind DATA by its SHA-256 and relative path instead of embedding it")
     seen: dict[str, type] = {}
     for con in reg.values():
         for opt in con.options:
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     ds = load_dataset(args.data)
     out = Path(args.output)
-    outcome = certify(ds, con.name, options, out=out, log=log)
+    outcome = certify(ds, con.name, options, out=out, log=log,
+                      dataset_file=Path(args.data) if args.bind_dataset else None)
     for note in outcome.notes:
         log(note)
     if not outcome.report.verified:
