@@ -1,0 +1,230 @@
+"""``dana2024-aot``: a one-layer attention-only Transformer memorizing ``T = H d_h + d``
+associations (Dana, Pydi & Chevaleyre, AISTATS 2025, Theorem 1 / Corollary 1).
+
+Model (their eqs. 1-2): token embedding ``e`` (``d x V``), ``H`` softmax heads whose query is
+the last token and whose keys are all positions, the skip connection kept, unembedding
+``W_U`` (``V x d``) and argmax over the vocabulary:
+
+    T(t) = W_U (x_S + sum_h W_O^h W_V^h sum_s a^h_s x_s),  a^h = softmax_s(x_s^T W_K^hT W_Q^h x_S)
+
+Their proof: features ``[x_S ; W_V^h A_h(t)]`` (``d + H d_h`` rows) have rank ``T`` for generic
+(irrational) embeddings, the skip connection acts as an extra "head 0" with a free ``d x d``
+map, ``W_O`` solves a linear system onto targets ``lambda w_{y(t)}`` on a circle (Prop. 3), and
+``lambda -> infinity`` limits make the argmax exact.  Here, exactly:
+
+1. random dyadic embeddings and random rational ``W_Q, W_K, W_V`` (seeded);
+2. rigorous softmax enclosures; midpoints stand in for the patterns; exact rank check of
+   the ``T x (d + H d_h)`` feature matrix;
+3. unembedding rows = distinct rational points on the unit circle (``((1-t^2)/(1+t^2),
+   2t/(1+t^2))``) in the first two coordinates, so ``w_i . w_y < 1 = w_y . w_y``; targets
+   ``z(t) = w_{y(t)}`` plus random free coordinates; solve ``[M_0 | O] G(t) = z(t)`` exactly
+   (padded with random rows to a square system so that ``M_0`` is invertible);
+4. the skip connection is the identity, so ``M_0`` moves into the readout: ``W_O^h =
+   M_0^{-1} O_h`` and ``W_U' = W_U M_0``; weights are rounded to dyadics;
+5. the argmax of every sequence is certified by the interval forward pass (finite weights,
+   no limit); precision escalates until certified.
+
+No positional embedding is used: for ``S = 2`` (the paper's bigram experiments) a sequence is
+determined by its multiset and last token.  For longer sequences the dataset must be
+consistent in that sense (checked; a violation names the two sequences).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
+from exactmem.constructions._linalg import inverse, rank, round_dyadic, solve_rows
+from exactmem.constructions.base import BuildResult, Construction, Option
+from exactmem.errors import AssumptionError, ConstructionError
+from exactmem.model.dataset import Dataset
+from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
+from exactmem.model.interval import certify_interval, softmax_hint
+from exactmem.model.spec import Affine as AffineMap
+from exactmem.model.spec import Attention, Embedding, Head, Linear, NetworkSpec, Readout
+
+PATTERN_PRECISIONS = (64, 128, 256)
+MAX_SEEDS = 4
+DENOM = 8
+
+
+def capacity(heads: int, head_dim: int, d: int) -> int:
+    """Theorem 1 / Corollary 1: ``H d_h + d`` associations."""
+    return heads * head_dim + d
+
+
+def check_assumptions(ds: Dataset) -> None:
+    """Assumption 1 (association: one next token per context) and, without positional
+    embeddings, consistency; raises :class:`AssumptionError` naming the sequences."""
+    if ds.inputs != "token-ids" or ds.task != "next-token":
+        raise AssumptionError(f"dana2024-aot reads token-id sequences with a next token each; "
+                              f"found {ds.task} with {ds.inputs}")
+    dup = find_conflicting_duplicate(ds)
+    if dup is not None:
+        i, j = dup
+        raise AssumptionError(f"Assumption 1 (association: a deterministic next token) "
+                              f"violated: sequences {i} and {j} are equal with next tokens "
+                              f"{ds.labels[i]} and {ds.labels[j]}")
+    bad = find_inconsistency(ds)
+    if bad is not None:
+        i, j, _ = bad
+        raise AssumptionError(f"consistency without positional embeddings violated: sequences "
+                              f"{i} and {j} have the same tokens and last token but next tokens "
+                              f"{ds.labels[i]} and {ds.labels[j]}")
+
+
+def circle_points(count: int) -> list[tuple[Fraction, Fraction]]:
+    """``count`` distinct rational points on the unit circle (Pythagorean parametrisation)."""
+    pts = []
+    for c in range(count):
+        t = Fraction(2 * c - count + 1, count // 2 + 1)
+        pts.append(((1 - t * t) / (1 + t * t), 2 * t / (1 + t * t)))
+    return pts
+
+
+def _rand(rng: random.Random, rows: int, cols: int, scale: Fraction) -> list[list[Fraction]]:
+    return [[rng.randint(-2, 2) * scale for _ in range(cols)] for _ in range(rows)]
+
+
+def _mv(m: list[list[Fraction]], v: Any) -> list[Fraction]:
+    return [sum((a * b for a, b in zip(r, v, strict=True)), Fraction(0)) for r in m]
+
+
+def _features(seqs: list[tuple[int, ...]], emb: list[list[Fraction]], wq: list[Any],
+              wk: list[Any], wv: list[Any], precision: int) -> list[list[Fraction]]:
+    d = len(emb)
+    cols = [[emb[r][t] for r in range(d)] for t in range(len(emb[0]))]
+    rows = []
+    for seq in seqs:
+        xs = [cols[t] for t in seq]
+        row = list(xs[-1])
+        for q_m, k_m, v_m in zip(wq, wk, wv, strict=True):
+            q = _mv(q_m, xs[-1])
+            scores = [sum((a * b for a, b in zip(_mv(k_m, x), q, strict=True)), Fraction(0))
+                      for x in xs]
+            enc = softmax_enclosure(scores, precision=precision)
+            p = [(lo + hi) / 2 for lo, hi in zip(enc.lower, enc.upper, strict=True)]
+            a = [sum((pj * x[c] for pj, x in zip(p, xs, strict=True)), Fraction(0))
+                 for c in range(d)]
+            row.extend(_mv(v_m, a))
+        rows.append(row)
+    return rows
+
+
+def _matmul(a: list[list[Fraction]], b: list[list[Fraction]]) -> list[list[Fraction]]:
+    bt = list(zip(*b, strict=True))
+    return [[sum((x * y for x, y in zip(r, c, strict=True)), Fraction(0)) for c in bt]
+            for r in a]
+
+
+def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
+    """Check the assumptions, build embedding, heads and readout, certify (module docstring)."""
+    check_assumptions(ds)
+    H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
+    d = int(options.get("dim", 2))
+    seed = int(options.get("seed", 0))
+    scale = to_rational(options.get("scale", "1/2"), "scale")
+    if d < 2 or H < 1 or not 1 <= dh <= d:
+        raise ConstructionError(f"dana2024-aot needs d >= 2, H >= 1 and 1 <= d_h <= d; found "
+                                f"d = {d}, H = {H}, d_h = {dh}")
+    assert ds.vocab_size is not None
+    V = ds.vocab_size
+    C = max(V, ds.num_classes)
+    seqs = list(dict.fromkeys(ds.sequences))
+    label = {s: y for s, y in zip(ds.sequences, ds.labels, strict=True)}
+    T, D = len(seqs), capacity(H, dh, d)
+    if T > D:
+        raise ConstructionError(f"T = {T} distinct sequences exceed H d_h + d = {D}: the "
+                                f"feature matrix cannot have rank T")
+    circle = circle_points(C)
+    w_u = [[x, y] + [Fraction(0)] * (d - 2) for x, y in circle]
+    last = ""
+    for attempt in range(MAX_SEEDS):
+        rng = random.Random(seed * 1000 + attempt)
+        emb = [[Fraction(rng.randint(-DENOM, DENOM), DENOM) for _ in range(V)] for _ in range(d)]
+        wq = [_rand(rng, dh, d, scale) for _ in range(H)]
+        wk = [_rand(rng, dh, d, scale) for _ in range(H)]
+        wv = [_rand(rng, dh, d, Fraction(1)) for _ in range(H)]
+        targets = [[*circle[label[s]], *(Fraction(rng.randint(-DENOM, DENOM), DENOM)
+                                         for _ in range(d - 2))] for s in seqs]
+        for prec in PATTERN_PRECISIONS:
+            g = _features(seqs, emb, wq, wk, wv, prec)
+            r = rank(g)
+            if r < T:
+                last = f"attempt {attempt}: feature rank {r} < T = {T}"
+                break
+            pad_g = g + [[Fraction(rng.randint(-DENOM, DENOM), DENOM) for _ in range(D)]
+                         for _ in range(D - T)]
+            pad_z = targets + [[Fraction(rng.randint(-DENOM, DENOM), DENOM) for _ in range(d)]
+                               for _ in range(D - T)]
+            if rank(pad_g) < D:
+                last = f"attempt {attempt}: padding left the system singular"
+                break
+            x = solve_rows(pad_g, pad_z)  # D x d, [M0 | O] = x^T
+            m0 = [[x[j][i] for j in range(d)] for i in range(d)]
+            o = [[x[d + j][i] for j in range(H * dh)] for i in range(d)]
+            if rank(m0) < d:
+                last = f"attempt {attempt}: M0 singular"
+                break
+            bits = prec // 2
+            m0r = [[round_dyadic(v, bits) for v in row] for row in m0]
+            try:
+                m0inv = inverse(m0r)
+            except ConstructionError:
+                last = f"attempt {attempt}: rounded M0 singular"
+                break
+            w_o = [[round_dyadic(v, bits) for v in row] for row in _matmul(m0inv, o)]
+            heads = tuple(
+                Head(query=ScaledMatrix.from_rows(wq[h]), key=ScaledMatrix.from_rows(wk[h]),
+                     value=ScaledMatrix.from_rows(wv[h]),
+                     output=ScaledMatrix.from_rows([row[h * dh:(h + 1) * dh] for row in w_o]))
+                for h in range(H))
+            spec = NetworkSpec(
+                "token-ids", V, ds.n,
+                (Embedding(ScaledMatrix.from_rows(emb)),
+                 Attention(heads, kind="softmax", residual=True),
+                 Linear(AffineMap(ScaledMatrix.from_rows(_matmul(w_u, m0r))))),
+                Readout("argmax", "last"))
+            outcome = certify_interval(spec, ds, None, (prec, 2 * prec))
+            if outcome.verified:
+                params = {"heads": H, "head_dim": dh, "dim": d, "seed": seed,
+                          "attempt": attempt, "scale": f"{scale.numerator}/{scale.denominator}",
+                          "T": T, "theorem_capacity": D, "feature_rank": r,
+                          "weight_bits": bits}
+                note = (f"certified the argmax of all {ds.N} sequences (T = {T} distinct; "
+                        f"H d_h + d = {D}) with softmax bounds at {outcome.precision} bits, "
+                        f"Taylor order <= {outcome.order}")
+                return BuildResult(spec=spec, params=params, notes=(note,),
+                                   hints={"softmax": softmax_hint(outcome)})
+            last = f"attempt {attempt}: {outcome.status} at {outcome.precision} bits"
+    raise ConstructionError(f"dana2024-aot could not certify T = {T} associations with H = {H}, "
+                            f"d_h = {dh}, d = {d} (H d_h + d = {D}); last: {last}")
+
+
+def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
+    """Theorem 1: ``T = H d_h + d`` associations with ``d (S + 2 N + 4 d_h H)`` parameters."""
+    H, dh, dim = int(kw.get("heads", 2)), int(kw.get("head_dim", 2)), int(kw.get("dim", 2))
+    return {"capacity": capacity(H, dh, dim),
+            "params": dim * (n + 2 * max(C, 1) + 4 * dh * H)}
+
+
+CONSTRUCTION = Construction(
+    name="dana2024-aot",
+    summary="one-layer attention-only Transformer (softmax, query = last token, skip), "
+            "H d_h + d associations, argmax certified",
+    reference="Dana, Pydi & Chevaleyre, AISTATS 2025, Theorem 1 and Corollary 1",
+    tasks=("next-token",),
+    inputs=("token-ids",),
+    build=build,
+    options=(
+        Option("heads", int, 2, "number of heads H"),
+        Option("head_dim", int, 2, "head dimension d_h (<= dim)"),
+        Option("dim", int, 2, "embedding dimension d (>= 2)"),
+        Option("seed", int, 0, "random seed for embeddings and weights"),
+        Option("scale", str, "1/2", "query/key weights are random integers in [-2, 2] x scale"),
+    ),
+    bound=bound,
+)

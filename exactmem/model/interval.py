@@ -1,0 +1,369 @@
+"""Rigorous evaluation of networks with softmax attention: an interval forward pass.
+
+``exp`` of a non-zero rational is irrational, so a softmax layer with non-zero scores has no
+exact rational output.  This module carries, for every activation, a *midpoint-radius*
+interval with rational endpoints, ``[mid - rad, mid + rad]`` (integer numerators ``mid``,
+``rad >= 0`` over one shared denominator per layer):
+
+* exact layers (affine maps, ReLU, uniform attention) act on intervals exactly
+  (``W x``: ``mid -> W mid``, ``rad -> |W| rad``; ReLU maps endpoints);
+* a softmax head encloses every attention row with :func:`exactmem.arith.softmax_enclosure`
+  (rigorous Taylor bounds of ``exp``), rounds the weights outward to a fixed dyadic grid and
+  multiplies intervals (``|a b - a0 b0| <= |a0| rb + ra |b0| + ra rb``);
+* the readout is *certified* when the label is forced by the bounds: argmax - the label's
+  lower bound beats every other class's upper bound; scalar - ``|out - label| <= epsilon``
+  on the whole interval (``epsilon = None`` demands an exact point).  It is *refuted* when
+  the bounds exclude the label, and *undecided* otherwise.
+
+:func:`certify_interval` escalates the precision (bits of the exp/softmax bounds) until every
+read position is decided or a limit is hit; the verdict is then ``"undecided"``, never
+``"verified"``.  Networks without softmax scores are evaluated by the exact forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+
+from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
+from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.evaluate import Evaluation, Failure, evaluate
+from exactmem.model.forward import State, apply_attention, initial_state, needed_positions
+from exactmem.model.spec import Affine, Attention, FeedForward, Linear, NetworkSpec
+
+Status = Literal["verified", "refuted", "undecided"]
+DEFAULT_PRECISIONS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+
+
+class _Undecided(Exception):
+    """A comparison inside the network (hardmax on intervals) cannot be decided."""
+
+
+@dataclass(slots=True)
+class IState:
+    """Activations ``[mid - rad, mid + rad] / den`` on a table of columns (see ``State``)."""
+
+    mid: np.ndarray  # (dim, M) object ints
+    rad: np.ndarray  # (dim, M) object ints >= 0
+    den: int
+    index: np.ndarray  # (N, n)
+
+    def exact(self) -> bool:
+        return not self.rad.any()
+
+
+def has_softmax_scores(spec: NetworkSpec) -> bool:
+    """True when some softmax head has non-zero scores (the exact pass cannot run it)."""
+    return any(isinstance(la, Attention) and la.kind == "softmax"
+               and not all(h.scores_are_zero() for h in la.heads) for la in spec.layers)
+
+
+def _obj(m: ScaledMatrix) -> np.ndarray:
+    return np.array(m.num, dtype=object).reshape(m.shape)
+
+
+def _zeros_like(a: np.ndarray) -> np.ndarray:
+    return np.zeros(a.shape, dtype=object)
+
+
+def _lcm(a: int, b: int) -> int:
+    return a * b // math.gcd(a, b)
+
+
+def _rescale(mid: np.ndarray, rad: np.ndarray, den: int, new: int) -> tuple[np.ndarray, np.ndarray]:
+    f = new // den
+    return (mid, rad) if f == 1 else (mid * f, rad * f)
+
+
+def _add(a: tuple[np.ndarray, np.ndarray, int], b: tuple[np.ndarray, np.ndarray, int],
+         ) -> tuple[np.ndarray, np.ndarray, int]:
+    den = _lcm(a[2], b[2])
+    am, ar = _rescale(a[0], a[1], a[2], den)
+    bm, br = _rescale(b[0], b[1], b[2], den)
+    return am + bm, ar + br, den
+
+
+def _reduce(mid: np.ndarray, rad: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray, int]:
+    g = den
+    for v in (*mid.flat, *rad.flat):
+        g = math.gcd(g, int(v))
+        if g == 1:
+            return mid, rad, den
+    return mid // g, rad // g, den // g
+
+
+def affine_interval(aff: Affine, mid: np.ndarray, rad: np.ndarray, den: int,
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``W x + b`` on interval columns: ``mid -> W mid + b``, ``rad -> |W| rad`` (exact)."""
+    w = _obj(aff.weight)
+    out_m = w.dot(mid)
+    out_r = np.abs(w).dot(rad) if rad.any() else _zeros_like(out_m)
+    out_den = aff.weight.den * den
+    if aff.bias is not None:
+        b = _obj(aff.bias)
+        res = _add((out_m, out_r, out_den), (np.repeat(b, mid.shape[1], axis=1),
+                                             _zeros_like(out_m), aff.bias.den))
+        out_m, out_r, out_den = res
+    return _reduce(out_m, out_r, out_den)
+
+
+def _relu(mid: np.ndarray, rad: np.ndarray, den: int) -> tuple[np.ndarray, np.ndarray, int]:
+    lo = np.where(mid - rad > 0, mid - rad, 0).astype(object)
+    hi = np.where(mid + rad > 0, mid + rad, 0).astype(object)
+    return _reduce(lo + hi, hi - lo, 2 * den)
+
+
+def _weights_grid(lo: Fraction, hi: Fraction, bits: int) -> tuple[int, int]:
+    """Outward rounding of ``[lo, hi]`` to the grid ``2^-bits``: (mid, rad) over ``2^(bits+1)``."""
+    a = (lo.numerator << bits) // lo.denominator
+    b = -((-(hi.numerator << bits)) // hi.denominator)
+    return a + b, b - a
+
+
+def _scores(km: np.ndarray, kr: np.ndarray, qm: np.ndarray, qr: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Score intervals ``k . q`` for (s, N, K) keys and (s, N, P) queries -> (N, K, P)."""
+    mid = (km[:, :, :, None] * qm[:, :, None, :]).sum(axis=0)
+    if not kr.any() and not qr.any():
+        return mid, _zeros_like(mid)
+    rad = (np.abs(km)[:, :, :, None] * qr[:, :, None, :]
+           + kr[:, :, :, None] * np.abs(qm)[:, :, None, :]
+           + kr[:, :, :, None] * qr[:, :, None, :]).sum(axis=0)
+    return mid, rad
+
+
+def _attention_weights(att: Attention, smid: np.ndarray, srad: np.ndarray, sden: int,
+                       precision: int, stats: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Interval attention weights (N, K, P) as (mid, rad) over ``2^(bits+1)``."""
+    N, K, P = smid.shape
+    bits = precision + 8
+    wm = np.empty((N, K, P), dtype=object)
+    wr = np.empty((N, K, P), dtype=object)
+    for i in range(N):
+        for p in range(P):
+            col_m = [int(x) for x in smid[i, :, p]]
+            col_r = [int(x) for x in srad[i, :, p]]
+            if att.kind == "softmax":
+                lo_s = [Fraction(m - r, sden) for m, r in zip(col_m, col_r, strict=True)]
+                exact = not any(col_r)
+                hi_s = None if exact else [Fraction(m + r, sden)
+                                           for m, r in zip(col_m, col_r, strict=True)]
+                enc = softmax_enclosure(lo_s, hi_s, precision)
+                stats["order"] = max(stats.get("order", 0), enc.order)
+                for j in range(K):
+                    wm[i, j, p], wr[i, j, p] = _weights_grid(enc.lower[j], enc.upper[j], bits)
+            else:  # hardmax on intervals: only a unique, strictly separated winner is decided
+                lows = [m - r for m, r in zip(col_m, col_r, strict=True)]
+                highs = [m + r for m, r in zip(col_m, col_r, strict=True)]
+                top = max(range(K), key=lambda j: lows[j])
+                if any(highs[j] >= lows[top] for j in range(K) if j != top):
+                    raise _Undecided(f"hardmax winner of sequence {i} is not separated")
+                for j in range(K):
+                    wm[i, j, p] = (2 << bits) if j == top else 0
+                    wr[i, j, p] = 0
+    return wm, wr, 2 << bits
+
+
+def attention_interval(att: Attention, st: IState, queries: list[int], precision: int,
+                       stats: dict[str, int]) -> IState:
+    """Column-wise attention (spec eq. 2) on interval activations at ``queries``."""
+    if st.exact() and (att.kind != "softmax" or all(h.scores_are_zero() for h in att.heads)):
+        cols = st.mid
+        ex = apply_attention(att, State(cols, st.den, st.index), queries)
+        mid = np.asarray(ex.cols).astype(object)
+        return IState(mid, _zeros_like(mid), ex.den, ex.index)
+    n = st.index.shape[1]
+    keys = list(att.keys) if att.keys is not None else list(range(n))
+    if (st.index[:, keys] < 0).any() or (st.index[:, queries] < 0).any():
+        raise SpecError("attention needs positions that an earlier stage dropped")
+    total: tuple[np.ndarray, np.ndarray, int] | None = None
+    N, P = st.index.shape[0], len(queries)
+    for head in att.heads:
+        ov = head.output.matmul(head.value)
+        vm, vr, vden = affine_interval(Affine(ov), st.mid, st.rad, st.den)
+        V_m, V_r = vm[:, st.index[:, keys]], vr[:, st.index[:, keys]]  # (m, N, K)
+        if head.scores_are_zero() or att.kind == "uniform":
+            out_m = np.repeat(V_m.sum(axis=2)[:, :, None], P, axis=2)
+            out_r = np.repeat(V_r.sum(axis=2)[:, :, None], P, axis=2)
+            part = (out_m, out_r, vden * len(keys))
+        else:
+            qm, qr, qden = affine_interval(Affine(head.query), st.mid, st.rad, st.den)
+            km, kr, kden = affine_interval(Affine(head.key), st.mid, st.rad, st.den)
+            smid, srad = _scores(km[:, st.index[:, keys]], kr[:, st.index[:, keys]],
+                                 qm[:, st.index[:, queries]], qr[:, st.index[:, queries]])
+            wm, wr, wden = _attention_weights(att, smid, srad, qden * kden, precision, stats)
+            # sum_j w_j v_j with w >= 0:  mid = sum wm vm;  rad = sum wm vr + wr |vm| + wr vr
+            out_m = (V_m[:, :, :, None] * wm[None]).sum(axis=2)
+            out_r = (V_r[:, :, :, None] * wm[None] + np.abs(V_m)[:, :, :, None] * wr[None]
+                     + V_r[:, :, :, None] * wr[None]).sum(axis=2)
+            part = (out_m, out_r, vden * wden)
+        total = part if total is None else _add(total, part)
+    assert total is not None
+    tm, tr, tden = total
+    if att.residual:
+        bm = st.mid[:, st.index[:, queries]]
+        br = st.rad[:, st.index[:, queries]]
+        tm, tr, tden = _add((tm, tr, tden), (bm, br, st.den))
+    m = tm.shape[0]
+    flat_m = tm.reshape(m, N * P)
+    flat_r = tr.reshape(m, N * P)
+    index = np.full(st.index.shape, -1, dtype=np.int64)
+    index[:, queries] = np.arange(N * P, dtype=np.int64).reshape(N, P)
+    flat_m, flat_r, tden = _reduce(flat_m, flat_r, tden)
+    return IState(flat_m, flat_r, tden, index)
+
+
+def interval_forward(spec: NetworkSpec, ds: Dataset, precision: int,
+                     ) -> tuple[IState, dict[str, int]]:
+    """Interval outputs of every layer's needed positions; ``stats['order']`` = the largest
+    Taylor order used by the exp bounds."""
+    st0, start = initial_state(spec, ds)
+    mid = np.asarray(st0.cols).astype(object)
+    st = IState(mid, _zeros_like(mid), st0.den, st0.index)
+    need = needed_positions(spec)
+    stats: dict[str, int] = {"order": 0}
+    for i in range(start, len(spec.layers)):
+        layer = spec.layers[i]
+        if isinstance(layer, Linear):
+            m, r, d = affine_interval(layer.map, st.mid, st.rad, st.den)
+            st = IState(m, r, d, st.index)
+        elif isinstance(layer, FeedForward):
+            m, r, d = st.mid, st.rad, st.den
+            for j, aff in enumerate(layer.layers):
+                if j:
+                    m, r, d = _relu(m, r, d)
+                m, r, d = affine_interval(aff, m, r, d)
+            if layer.residual:
+                m, r, d = _add((m, r, d), (st.mid, st.rad, st.den))
+            st = IState(m, r, d, st.index)
+        elif isinstance(layer, Attention):
+            st = attention_interval(layer, st, need[i], precision, stats)
+        else:
+            raise SpecError(f"layer {i}: an embedding may only be the first layer")
+    return st, stats
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalOutcome:
+    """The verdict of a rigorous evaluation.
+
+    ``status``: ``verified`` (every read position certified), ``refuted`` (some position is
+    proved wrong) or ``undecided`` (precision limit hit).  ``evaluation`` holds the certified
+    predictions (``None`` where not certified) and one failure per position not certified.
+    ``precision`` is the last precision used, ``order`` the largest Taylor order.
+    """
+
+    status: Status
+    evaluation: Evaluation
+    precision: int
+    order: int
+    epsilon: Fraction | None
+    undecided: tuple[Failure, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+
+def _decide(spec: NetworkSpec, ds: Dataset, st: IState, epsilon: Fraction | None,
+            ) -> tuple[list[tuple[Fraction | int | None, ...]], list[Failure], list[Failure]]:
+    """Per read position: certified prediction, or a refuted / undecided failure."""
+    preds: list[tuple[Fraction | int | None, ...]] = []
+    refuted: list[Failure] = []
+    undecided: list[Failure] = []
+    den = st.den
+    for i in range(ds.N):
+        row: list[Fraction | int | None] = []
+        for k, y in zip(spec.read_positions(), ds.position_labels(i), strict=True):
+            c = st.index[i, k]
+            mid = [int(v) for v in st.mid[:, c]]
+            rad = [int(v) for v in st.rad[:, c]]
+            lo = [m - r for m, r in zip(mid, rad, strict=True)]
+            hi = [m + r for m, r in zip(mid, rad, strict=True)]
+            pred: Fraction | int | None = None
+            if spec.readout.kind == "argmax":
+                others = [hi[j] for j in range(len(hi)) if j != y]
+                if y >= len(mid) or any(lo[j] > hi[y] for j in range(len(mid)) if j != y):
+                    refuted.append(Failure(i, k, y, "another class provably scores higher"))
+                elif all(lo[y] > v for v in others):
+                    pred = y
+                else:
+                    best = max(range(len(mid)), key=lambda j: mid[j])
+                    undecided.append(Failure(i, k, y, f"undecided (class {best} overlaps "
+                                                      f"the label's bounds)"))
+            else:
+                tol = (epsilon or Fraction(0)) * den
+                dev = abs(Fraction(mid[0]) - y * den)
+                if dev + rad[0] <= tol:
+                    pred = Fraction(y)
+                elif dev - rad[0] > tol:
+                    refuted.append(Failure(i, k, y, f"output in [{Fraction(lo[0], den)}, "
+                                                    f"{Fraction(hi[0], den)}], outside the "
+                                                    f"tolerance {epsilon or 0}"))
+                else:
+                    undecided.append(Failure(i, k, y, "undecided: the output interval "
+                                                      "straddles the tolerance"))
+            row.append(pred)
+        preds.append(tuple(row))
+    return preds, refuted, undecided
+
+
+def certify_interval(spec: NetworkSpec, ds: Dataset, epsilon: object | None = None,
+                     precisions: Sequence[int] = DEFAULT_PRECISIONS) -> IntervalOutcome:
+    """Decide memorization rigorously, escalating the precision (bits) of the softmax
+    bounds through ``precisions`` until every read position is decided."""
+    eps = None if epsilon is None else to_rational(epsilon, "epsilon")
+    if eps is not None and eps < 0:
+        raise SpecError(f"epsilon must be >= 0, found {eps}")
+    if not has_softmax_scores(spec):
+        ev = evaluate(spec, ds)
+        if eps is None or spec.readout.kind != "scalar":
+            return IntervalOutcome("verified" if ev.memorized else "refuted", ev, 0, 0, eps)
+    if not precisions:
+        raise SpecError("certify_interval needs at least one precision")
+    last: IntervalOutcome | None = None
+    for p in precisions:
+        try:
+            st, stats = interval_forward(spec, ds, p)
+        except _Undecided as exc:
+            fail = Failure(-1, -1, -1, f"undecided inside the network: {exc}")
+            none = tuple((None,) * len(spec.read_positions()) for _ in range(ds.N))
+            last = IntervalOutcome("undecided", Evaluation(none, (fail,)), p, 0, eps, (fail,))
+            continue
+        preds, refuted, undecided = _decide(spec, ds, st, eps)
+        ev = Evaluation(tuple(preds), tuple(refuted + undecided))
+        if refuted:
+            return IntervalOutcome("refuted", ev, p, stats["order"], eps, tuple(undecided))
+        if not undecided:
+            return IntervalOutcome("verified", ev, p, stats["order"], eps)
+        last = IntervalOutcome("undecided", ev, p, stats["order"], eps, tuple(undecided))
+    assert last is not None
+    return last
+
+
+def softmax_hint(outcome: IntervalOutcome) -> dict[str, Any]:
+    """The JSON-ready ``hints["softmax"]`` entry for a certificate (see docs/softmax.md)."""
+    hint: dict[str, Any] = {"precision": outcome.precision, "taylor_order": outcome.order}
+    if outcome.epsilon is not None:
+        hint["epsilon"] = f"{outcome.epsilon.numerator}/{outcome.epsilon.denominator}"
+    return hint
+
+
+def evaluate_certified(spec: NetworkSpec, ds: Dataset,
+                       hints: Mapping[str, Any] | None = None) -> Evaluation:
+    """Exact evaluation, or the rigorous interval evaluation for softmax networks, using
+    ``hints["softmax"]`` (``precision``, ``epsilon``) when present.  Positions not certified
+    are failures; a certified scalar position predicts its label (within ``epsilon``)."""
+    if not has_softmax_scores(spec):
+        return evaluate(spec, ds)
+    hint = (hints or {}).get("softmax", {})
+    eps = hint.get("epsilon")
+    start = int(hint.get("precision", DEFAULT_PRECISIONS[0]))
+    ladder = [start] + [p for p in DEFAULT_PRECISIONS if p > start]
+    return certify_interval(spec, ds, eps, ladder).evaluation
