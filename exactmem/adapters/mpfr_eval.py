@@ -1,0 +1,222 @@
+"""The forward pass in ``p``-bit binary floating point, every operation correctly rounded.
+
+gmpy2's MPFR rounds the result of each ``+``, ``*``, ``/`` (and ``exp`` for softmax) to
+nearest, ties to even, at precision ``p``; the evaluation order is fixed, so the result is
+deterministic and is a *fact* about ``p``-bit arithmetic, not a float experiment.  The order
+is the one :class:`exactmem.adapters.torch.ExactmemNetwork` uses, with dot products summed
+left to right:
+
+* weights and vector inputs are rounded once from the exact rationals;
+* an affine map is ``((w_1 x_1 + w_2 x_2) + ...) + b`` (a zero weight column is skipped:
+  ``0 * x`` is exactly 0 and adding it changes nothing);
+* uniform attention: ``(v_1 + ... + v_K) / K``; hardmax: the tied keys (exact comparison of
+  the rounded scores) summed in key order, divided by their count; softmax:
+  ``e_k = exp(s_k - max)``, ``a_k = e_k / (e_1 + ... + e_K)``, ``sum_k a_k v_k``;
+  then ``W_O`` and the residual, as in Kajitsuka & Sato eq. (2).
+
+Token-wise layers are evaluated once per *distinct* column, as in the exact forward pass.
+The exponent range is MPFR's default (no overflow in practice) unless the format has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+import numpy as np
+
+from exactmem.adapters.formats import FloatFormat, mpfr_to_fraction, to_mpfr
+from exactmem.arith import ScaledMatrix
+from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.forward import needed_positions
+from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
+
+
+@dataclass(slots=True)
+class FloatState:
+    """``cols[:, index[i, k]]`` is the vector at sequence i, position k (mpfr objects)."""
+
+    cols: np.ndarray  # (dim, u) object
+    index: np.ndarray  # (N, n) int64, -1 where no longer needed
+
+
+def _round_matrix(m: ScaledMatrix, ctx: gmpy2.context) -> np.ndarray:
+    out = np.empty(m.shape, dtype=object)
+    for i, row in enumerate(m.num):
+        for j, x in enumerate(row):
+            out[i, j] = to_mpfr(Fraction(x, m.den), ctx)
+    return out
+
+
+class _Rounded:
+    """Weights of one spec rounded to a format, cached per matrix."""
+
+    def __init__(self, ctx: gmpy2.context) -> None:
+        self.ctx = ctx
+        self.cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, m: ScaledMatrix) -> np.ndarray:
+        key = id(m)
+        if key not in self.cache:
+            self.cache[key] = _round_matrix(m, self.ctx)
+        return self.cache[key]
+
+
+def _zero_like(shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    out.fill(gmpy2.mpfr(0))
+    return out
+
+
+def _matvec(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``w @ x`` summed left to right over the inner index, each operation rounded."""
+    acc: np.ndarray | None = None
+    for j in range(w.shape[1]):
+        wj = w[:, j]
+        if not any(wj):
+            continue
+        term = np.multiply.outer(wj, x[j, :])
+        acc = term if acc is None else acc + term
+    return acc if acc is not None else _zero_like((w.shape[0], x.shape[1]))
+
+
+def _affine(aff: Affine, x: np.ndarray, rw: _Rounded) -> np.ndarray:
+    y = _matvec(rw(aff.weight), x)
+    if aff.bias is not None:
+        y = y + rw(aff.bias)
+    return y
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    pos = (x > 0).astype(bool)  # NaN compares false: relu(NaN) is taken as 0 here
+    return np.where(pos, x, gmpy2.mpfr(0))
+
+
+def _dedupe(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    used = np.unique(index[index >= 0])
+    table: dict[tuple[Any, ...], int] = {}
+    remap = np.full(cols.shape[1], -1, dtype=np.int64)
+    keep: list[int] = []
+    for c in used.tolist():
+        key = tuple(cols[:, c].tolist())
+        j = table.get(key)
+        if j is None:
+            j = table[key] = len(keep)
+            keep.append(c)
+        remap[c] = j
+    return cols[:, keep], np.where(index >= 0, remap[np.maximum(index, 0)], -1)
+
+
+def _seqsum(vals: list[Any]) -> Any:
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = acc + v
+    return acc
+
+
+def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded) -> FloatState:
+    n = st.index.shape[1]
+    keys = list(att.keys) if att.keys is not None else list(range(n))
+    if (st.index[:, keys] < 0).any() or (st.index[:, queries] < 0).any():
+        raise SpecError("attention needs positions that an earlier stage dropped")
+    N = st.index.shape[0]
+    cols = st.cols
+    m = cols.shape[0]
+    total: np.ndarray | None = None
+    nk = gmpy2.mpfr(len(keys))
+    for head in att.heads:
+        vals = _matvec(rw(head.value), cols)  # (s, u)
+        s = vals.shape[0]
+        agg = np.empty((s, N, len(queries)), dtype=object)
+        if att.kind == "uniform" or head.scores_are_zero():
+            for i in range(N):
+                idx = st.index[i, keys]
+                for r in range(s):
+                    mean = _seqsum([vals[r, c] for c in idx]) / nk
+                    agg[r, i, :] = mean
+        else:
+            qm = _matvec(rw(head.query), cols)
+            km = _matvec(rw(head.key), cols)
+            for i in range(N):
+                kidx, qidx = st.index[i, keys], st.index[i, queries]
+                for a, qc in enumerate(qidx):
+                    scores = [_seqsum([km[r, kc] * qm[r, qc] for r in range(km.shape[0])])
+                              if km.shape[0] else gmpy2.mpfr(0) for kc in kidx]
+                    for r in range(s):
+                        agg[r, i, a] = _combine(att.kind, scores, [vals[r, c] for c in kidx])
+        flat = agg.reshape(s, N * len(queries))
+        out = _matvec(rw(head.output), flat)
+        total = out if total is None else total + out
+    assert total is not None
+    if att.residual:
+        base = cols[:, st.index[:, queries]].reshape(m, N * len(queries))
+        total = base + total
+    index = np.full(st.index.shape, -1, dtype=np.int64)
+    index[:, queries] = np.arange(N * len(queries), dtype=np.int64).reshape(N, len(queries))
+    new_cols, new_index = _dedupe(total, index)
+    return FloatState(new_cols, new_index)
+
+
+def _combine(kind: str, scores: list[Any], values: list[Any]) -> Any:
+    best = max(scores)
+    if kind == "hardmax":
+        tied = [v for sc, v in zip(scores, values, strict=True) if sc == best]
+        return _seqsum(tied) / gmpy2.mpfr(len(tied))
+    exps = [gmpy2.exp(sc - best) for sc in scores]
+    den = _seqsum(exps)
+    return _seqsum([(e / den) * v for e, v in zip(exps, values, strict=True)])
+
+
+def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[list[tuple[Any, ...]]]:
+    """Outputs ``[sequence][read position] -> vector`` of mpfr values, computed in ``fmt``."""
+    ctx = fmt.context()
+    with gmpy2.context(ctx):
+        rw = _Rounded(ctx)
+        need = needed_positions(spec)
+        if spec.input_kind != ds.inputs or spec.seq_len != ds.n:
+            raise SpecError(f"the network reads {spec.input_kind} of length {spec.seq_len}, "
+                            f"the dataset has {ds.inputs} of length {ds.n}")
+        start = 0
+        if ds.inputs == "token-ids":
+            emb = spec.layers[0]
+            assert isinstance(emb, Embedding)
+            st = FloatState(rw(emb.table), np.array(ds.sequences, dtype=np.int64))
+            start = 1
+        else:
+            table: dict[Any, int] = {}
+            index = np.empty((ds.N, ds.n), dtype=np.int64)
+            for i, seq in enumerate(ds.sequences):
+                for k, tok in enumerate(seq):
+                    index[i, k] = table.setdefault(tok, len(table))
+            toks = list(table)
+            cols = np.empty((spec.input_dim, len(toks)), dtype=object)
+            for c, tok in enumerate(toks):
+                for r, x in enumerate(tok):
+                    cols[r, c] = to_mpfr(x, ctx)
+            st = FloatState(cols, index)
+        for li in range(start, len(spec.layers)):
+            layer = spec.layers[li]
+            if isinstance(layer, Linear):
+                st = FloatState(_affine(layer.map, st.cols, rw), st.index)
+            elif isinstance(layer, FeedForward):
+                y = st.cols
+                for j, aff in enumerate(layer.layers):
+                    if j > 0:
+                        y = _relu(y)
+                    y = _affine(aff, y, rw)
+                st = FloatState(st.cols + y if layer.residual else y, st.index)
+            elif isinstance(layer, Attention):
+                st = _attention(layer, st, need[li], rw)
+            else:
+                raise SpecError(f"layer {li}: an embedding may only be the first layer")
+        pos = spec.read_positions()
+        return [[tuple(st.cols[:, st.index[i, k]].tolist()) for k in pos]
+                for i in range(ds.N)]
+
+
+def exact_values(outputs: list[list[tuple[Any, ...]]]) -> list[list[tuple[Fraction | None, ...]]]:
+    """mpfr outputs as exact dyadic rationals (``None`` for infinities and NaN)."""
+    return [[tuple(mpfr_to_fraction(v) for v in vec) for vec in row] for row in outputs]

@@ -1,0 +1,321 @@
+"""Where float precision breaks memorization: the fidelity report.
+
+For a certified network and its dataset this answers, per float format, whether the
+network still memorizes when run in that format, and gives two exact answers:
+
+(a) ``weights``: the smallest significand width ``p`` (MPFR convention: float32 = 24) such
+    that the weights rounded once to ``p`` bits, *evaluated exactly*, still memorize;
+(b) ``forward``: the smallest ``p`` such that the whole forward pass run in ``p``-bit
+    floating point (every operation correctly rounded, :mod:`exactmem.adapters.mpfr_eval`)
+    still memorizes.
+
+Float readout rule (the float counterpart of the exact readout): a scalar output ``o``
+gives label ``y`` iff ``o`` is finite and ``|o - y| < 1/2``; an argmax readout needs one
+unique, finite maximum at class ``y``.  Both answers come with their witnesses: memorization
+holds at ``p`` on every sequence, and fails at ``p - 1`` on a named sequence.  The search
+bisects between ``p = 1`` and an upper bound where memorization holds (for dyadic weights
+the bound of (a) is the widest significand, where rounding changes nothing); ``scan=True``
+instead walks down from the bound, so that memorization holds at *every* ``p`` in
+``[p, bound]``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from exactmem.adapters.formats import FORMATS, FloatFormat, bits, round_to_format, significand_bits
+from exactmem.adapters.mpfr_eval import exact_values, forward_float
+from exactmem.arith import ScaledMatrix
+from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.evaluate import evaluate
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Layer,
+    Linear,
+    NetworkSpec,
+)
+
+Values = Sequence[Sequence[Sequence[Fraction | None]]]  # [sequence][position][coordinate]
+MAX_P = 4096
+IEEE_BY_PRECISION = {f.precision: f for f in FORMATS.values()}
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """A read position whose float output does not give the label."""
+
+    sequence: int
+    position: int
+    expected: int
+    found: str
+
+    def __str__(self) -> str:
+        return (f"sequence {self.sequence}, position {self.position}: expected {self.expected}, "
+                f"found {self.found}")
+
+
+def judge(spec: NetworkSpec, ds: Dataset, values: Values) -> list[Miss]:
+    """Every read position where the outputs ``values`` do not give the label (float rule)."""
+    misses: list[Miss] = []
+    positions = spec.read_positions()
+    scalar = spec.readout.kind == "scalar"
+    for i in range(ds.N):
+        for k, y, vec in zip(positions, ds.position_labels(i), values[i], strict=True):
+            if any(v is None for v in vec):
+                misses.append(Miss(i, k, y, "a non-finite output"))
+                continue
+            if scalar:
+                o = vec[0]
+                assert o is not None
+                if not abs(o - y) < Fraction(1, 2):
+                    misses.append(Miss(i, k, y, f"{float(o)!r}"))
+            else:
+                best = max(v for v in vec if v is not None)
+                winners = [c for c, v in enumerate(vec) if v == best]
+                if winners != [y]:
+                    misses.append(Miss(i, k, y, f"argmax {winners}"))
+    return misses
+
+
+def memorized_fraction(ds: Dataset, misses: Sequence[Miss]) -> float:
+    return 1 - len({m.sequence for m in misses}) / ds.N
+
+
+# (a) weights rounded to p bits, evaluated exactly -----------------------------------------
+def _round(m: ScaledMatrix, fmt: FloatFormat) -> ScaledMatrix:
+    rows = []
+    for row in m.num:
+        r = []
+        for x in row:
+            v = round_to_format(Fraction(x, m.den), fmt)
+            if v is None:
+                raise SpecError(f"a weight overflows {fmt.name}")
+            r.append(v)
+        rows.append(r)
+    return ScaledMatrix.from_rows(rows, cols=m.cols)
+
+
+def _round_affine(a: Affine, fmt: FloatFormat) -> Affine:
+    return Affine(_round(a.weight, fmt), None if a.bias is None else _round(a.bias, fmt))
+
+
+def round_spec(spec: NetworkSpec, fmt: FloatFormat) -> NetworkSpec:
+    """``spec`` with every weight rounded once to nearest into ``fmt`` (exact rationals)."""
+    layers: list[Layer] = []
+    for layer in spec.layers:
+        if isinstance(layer, Embedding):
+            layers.append(Embedding(_round(layer.table, fmt)))
+        elif isinstance(layer, Linear):
+            layers.append(Linear(_round_affine(layer.map, fmt)))
+        elif isinstance(layer, FeedForward):
+            layers.append(FeedForward(tuple(_round_affine(a, fmt) for a in layer.layers),
+                                      residual=layer.residual))
+        else:
+            assert isinstance(layer, Attention)
+            heads = tuple(Head(*(_round(getattr(h, part), fmt)
+                                 for part in ("query", "key", "value", "output")))
+                          for h in layer.heads)
+            layers.append(Attention(heads, kind=layer.kind, residual=layer.residual,
+                                    keys=layer.keys))
+    return NetworkSpec(spec.input_kind, spec.input_dim, spec.seq_len, tuple(layers), spec.readout)
+
+
+def exact_values_of(spec: NetworkSpec, ds: Dataset) -> list[list[tuple[Fraction | None, ...]]]:
+    """Exact outputs of ``spec`` at the read positions (the exact forward pass)."""
+    from exactmem.model.forward import forward, outputs
+
+    return [[tuple(vec) for vec in row] for row in outputs(spec, forward(spec, ds))]
+
+
+def weights_misses(spec: NetworkSpec, ds: Dataset, p: int) -> list[Miss]:
+    """Misses of the exact evaluation of ``spec`` with weights rounded to ``p`` bits."""
+    if spec.readout.kind == "argmax":
+        ev = evaluate(round_spec(spec, bits(p)), ds)
+        return [Miss(f.sequence, f.position, f.expected, f.found) for f in ev.failures]
+    return judge(spec, ds, exact_values_of(round_spec(spec, bits(p)), ds))
+
+
+def forward_misses(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[Miss]:
+    """Misses of the forward pass run in ``fmt`` (MPFR emulation)."""
+    return judge(spec, ds, exact_values(forward_float(spec, ds, fmt)))
+
+
+def widest_significand(spec: NetworkSpec) -> int | None:
+    """Significand bits of the widest weight; ``None`` when a weight is not dyadic."""
+    from exactmem.adapters.skeleton import named_matrices
+
+    best = 2
+    for _, m, _ in named_matrices(spec):
+        for row in m.num:
+            for x in row:
+                b = significand_bits(Fraction(x, m.den))
+                if b < 0:
+                    return None
+                best = max(best, b)
+    return best
+
+
+# the search ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class MinimalBits:
+    """``p``: memorization holds at ``p`` and fails at ``p - 1`` (``witness``); ``None`` when
+    it fails even at ``upper``.  ``probes`` maps every evaluated ``p`` to its memorized
+    fraction; ``method`` is ``"bisect"`` or ``"scan"``."""
+
+    what: str
+    p: int | None
+    upper: int
+    witness: Miss | None
+    method: str
+    probes: dict[int, float] = field(default_factory=dict)
+
+    def line(self) -> str:
+        if self.p is None:
+            return f"{self.what}: does not memorize at any p <= {self.upper}"
+        claim = (f"holds at every p in [{self.p}, {self.upper}]" if self.method == "scan"
+                 else f"holds at p = {self.p}")
+        fail = (f"fails at p = {self.p - 1}: {self.witness}" if self.witness is not None
+                else "p = 1 is not a float format")
+        return f"{self.what}: p = {self.p} ({claim}; {fail})"
+
+
+def minimal_bits(what: str, misses_at: Callable[[int], list[Miss]], ds: Dataset, upper: int,
+                 scan: bool = False, log: Callable[[str], None] | None = None,
+                 grow: bool = True) -> MinimalBits:
+    """Smallest ``p`` where ``misses_at(p)`` is empty, with the witness at ``p - 1``."""
+    say = log or (lambda _m: None)
+    probes: dict[int, float] = {}
+    found: dict[int, list[Miss]] = {}
+
+    def probe(p: int) -> list[Miss]:
+        if p not in found:
+            clock = time.perf_counter()
+            found[p] = misses_at(p)
+            probes[p] = memorized_fraction(ds, found[p])
+            say(f"{what}: p = {p}: {probes[p]:.4f} memorized ({time.perf_counter() - clock:.1f}s)")
+        return found[p]
+
+    hi = upper
+    while probe(hi):
+        if not grow or hi >= MAX_P:
+            return MinimalBits(what, None, hi, found[hi][0], "bisect", probes)
+        hi = min(2 * hi, MAX_P)
+    if scan:
+        p = hi
+        while p > 2 and not probe(p - 1):
+            p -= 1
+        witness = found[p - 1][0] if p > 2 else None
+        return MinimalBits(what, p, hi, witness, "scan", probes)
+    lo = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    witness = found[lo][0] if lo >= 2 else None
+    return MinimalBits(what, hi, upper if upper >= hi else hi, witness, "bisect", probes)
+
+
+# the report ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DtypeRow:
+    """One float format run directly (torch): memorized fraction and first failing sequences."""
+
+    dtype: str
+    precision: int
+    memorized: float
+    failing: tuple[int, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionReport:
+    rows: tuple[DtypeRow, ...]
+    weights: MinimalBits
+    forward: MinimalBits
+    p53_disagreements: tuple[int, ...] | None
+    p53_verdict_disagreements: tuple[int, ...] | None
+    notes: tuple[str, ...] = ()
+
+    def table(self) -> str:
+        lines = [f"{'dtype':<9} {'p':>3} {'memorized':>10}  first failing sequences"]
+        for r in self.rows:
+            fails = ", ".join(map(str, r.failing)) if r.failing else "-"
+            lines.append(f"{r.dtype:<9} {r.precision:>3} {r.memorized:>10.4f}  {fails}")
+        lines.append(self.weights.line())
+        lines.append(self.forward.line())
+        if self.p53_disagreements is not None:
+            d = self.p53_disagreements
+            lines.append(f"MPFR p=53 (IEEE float64 range) vs torch float64: outputs differ on "
+                         f"{len(d)} sequences" + (f": {', '.join(map(str, d[:20]))}" if d else "")
+                         + f"; verdicts differ on {len(self.p53_verdict_disagreements or ())}")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+def float_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str], device: str = "cpu",
+               first: int = 5) -> tuple[list[DtypeRow], dict[str, Values]]:
+    """Run the network in torch in each dtype; the outputs are returned as exact values."""
+    from exactmem.adapters.torch import run_torch, to_torch
+
+    rows: list[DtypeRow] = []
+    outs: dict[str, Values] = {}
+    for name in dtypes:
+        clock = time.perf_counter()
+        raw = run_torch(to_torch(spec, name, device), ds, device=device)
+        vals = [[tuple(Fraction(float(v)) if _finite(float(v)) else None for v in vec)
+                 for vec in row] for row in raw.tolist()]
+        misses = judge(spec, ds, vals)
+        failing = tuple(sorted({m.sequence for m in misses}))[:first]
+        rows.append(DtypeRow(name, FORMATS[name].precision, memorized_fraction(ds, misses),
+                             failing, time.perf_counter() - clock))
+        outs[name] = vals
+    return rows, outs
+
+
+def _finite(v: float) -> bool:
+    return v == v and v not in (float("inf"), float("-inf"))
+
+
+def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
+                     dtypes: Sequence[str] = ("float64", "float32", "bfloat16", "float16"),
+                     scan: bool = False, compare_p53: bool = True,
+                     log: Callable[[str], None] | None = None) -> PrecisionReport:
+    """The full fidelity report (see the module docstring)."""
+    rows, outs = float_rows(spec, ds, dtypes, device)
+    wide = widest_significand(spec)
+    notes: list[str] = []
+    if wide is None:
+        notes.append("some weights are not dyadic: no float holds them exactly")
+    upper_a = wide if wide is not None else 64
+    weights = minimal_bits("(a) weights rounded to p bits, exact evaluation",
+                           lambda p: weights_misses(spec, ds, p), ds, upper_a, scan, log)
+    upper_b = max(53, weights.p or 53)
+    forward = minimal_bits("(b) forward pass in p-bit floating point (MPFR)",
+                           lambda p: forward_misses(spec, ds, bits(p)), ds, upper_b, scan, log)
+    diff: tuple[int, ...] | None = None
+    vdiff: tuple[int, ...] | None = None
+    if compare_p53 and "float64" in outs:
+        mp = exact_values(forward_float(spec, ds, FORMATS["float64"]))
+        th = outs["float64"]
+        diff = tuple(i for i in range(ds.N) if [list(r) for r in mp[i]] != [list(r) for r in th[i]])
+        bad_mp = {m.sequence for m in judge(spec, ds, mp)}
+        bad_th = {m.sequence for m in judge(spec, ds, th)}
+        vdiff = tuple(sorted(bad_mp ^ bad_th))
+    return PrecisionReport(tuple(rows), weights, forward, diff, vdiff, tuple(notes))
+
+
+def certify_at(spec: NetworkSpec, ds: Dataset, p: int) -> tuple[FloatFormat, list[Miss]]:
+    """Run the MPFR forward pass at ``p`` bits (with the IEEE exponent range when ``p`` is a
+    standard width: 53, 24, 11, 8) and return every miss (empty = memorizes)."""
+    fmt = IEEE_BY_PRECISION.get(p, bits(p))
+    return fmt, forward_misses(spec, ds, fmt)
