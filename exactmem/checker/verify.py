@@ -12,6 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from . import forward
+from . import interval as softmax_interval
 from .parse import Unusable, field, network, rational
 
 FORMAT = "exactmem.certificate/1"
@@ -183,7 +184,12 @@ def check_certificate(cert, base=Path(".")):
             raise Unusable(f"dataset.sequences: every sequence must have n = {net['n']} tokens")
         if len(readout["positions"]) != (1 if task == "next-token" else net["n"]):
             raise Unusable(f"network.readout: its positions do not fit the {task} task")
-        outs = run(net, layers, readout["positions"], toks)
+        if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
+            failures += softmax_interval.check(cert.get("hints"), net, layers, readout, task,
+                                               labels, claims, initial(net, toks, layers[0]))
+            outs = []
+        else:
+            outs = run(net, layers, readout["positions"], toks)
     except Unusable as exc:
         return CheckReport([*failures, str(exc)], unusable=True)
     for i, (row, claim, lab) in enumerate(zip(outs, claims, labels)):

@@ -109,6 +109,23 @@ def solve_rows(a: Sequence[Vector], b: Sequence[Vector]) -> list[list[Fraction]]
     return out
 
 
+def solve_min_norm(a: Sequence[Vector], b: Sequence[Vector]) -> list[list[Fraction]]:
+    """The minimum-norm solution ``X = A^T (A A^T)^{-1} B`` of ``A X = B`` (exact).
+
+    Unlike a pivot solution it does not depend on which columns look independent, so it
+    stays small when ``A`` is a rational stand-in for a matrix known only to high precision.
+    Raises :class:`ConstructionError` when ``rank(A) < T``.
+    """
+    mat = to_fmpq_mat(a)
+    r = int(mat.rank())
+    if r < len(a):
+        raise ConstructionError(f"the feature matrix has rank {r} < {len(a)} rows")
+    gram = mat * mat.transpose()
+    y = gram.solve(to_fmpq_mat(b))
+    x = mat.transpose() * y
+    return [[from_fmpq(x[i, j]) for j in range(x.ncols())] for i in range(x.nrows())]
+
+
 def inverse(a: Sequence[Vector]) -> list[list[Fraction]]:
     """Exact inverse of a square matrix; :class:`ConstructionError` if singular."""
     mat = to_fmpq_mat(a)

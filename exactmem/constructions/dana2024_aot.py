@@ -139,6 +139,12 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     if T > D:
         raise ConstructionError(f"T = {T} distinct sequences exceed H d_h + d = {D}: the "
                                 f"feature matrix cannot have rank T")
+    constant = [i for i, s in enumerate(ds.sequences) if len(set(s)) == 1]
+    if len({ds.sequences[i] for i in constant}) > d:
+        raise ConstructionError(f"{len(constant)} sequences repeat a single token (e.g. "
+                                f"sequences {constant[:d + 1]}); without positional embeddings "
+                                f"their attention features are linear in the token's embedding, "
+                                f"so at most d = {d} of them can be fitted")
     circle = circle_points(C)
     w_u = [[x, y] + [Fraction(0)] * (d - 2) for x, y in circle]
     last = ""

@@ -19,7 +19,8 @@ readout solves a linear system):
 2. rigorous enclosures of every attention row (:mod:`exactmem.arith.softmax`), midpoints
    ``p~`` as rational stand-ins for the irrational patterns;
 3. features ``phi_t = (E_t^T p~_{t,1}, ..., E_t^T p~_{t,H})`` in ``Q^{H d}``; exact rank
-   check ``rank(Phi) = T`` and exact solve ``Phi u = y``; ``u`` rounded to dyadics;
+   check ``rank(Phi) = T`` and the exact minimum-norm solution of ``Phi u = y``; ``u`` is
+   rounded to dyadics;
 4. the built network is evaluated with the interval forward pass and each output certified
    within ``epsilon`` of its label (default ``1/4``: integer labels are recovered by
    rounding).  Precision escalates until certified.
@@ -37,7 +38,12 @@ from fractions import Fraction
 from typing import Any
 
 from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
-from exactmem.constructions._linalg import kruskal_at_least, rank, round_dyadic, solve_rows
+from exactmem.constructions._linalg import (
+    kruskal_at_least,
+    rank,
+    round_dyadic,
+    solve_min_norm,
+)
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
@@ -150,7 +156,7 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
         for prec in PATTERN_PRECISIONS:
             phi = _features(ds, wq, wk, prec)
             try:
-                sol = solve_rows(phi, y)
+                sol = solve_min_norm(phi, y)
             except ConstructionError as exc:
                 last_error = f"seed attempt {attempt}: {exc}"
                 break

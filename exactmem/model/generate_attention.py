@@ -11,7 +11,9 @@
   ``N = H (min(n, d_h) - 1) + 1``.
 * ``dana2024-aot`` (Dana et al. 2025): token-id sequences of length ``n`` (default 2, the
   bigram task), ``N`` distinct sequences with a random next token each (Assumption 1,
-  association).  Defaults: ``heads = 2``, ``head_dim = dim = 2``, ``N = H d_h + d``,
+  association).  Constant sequences ``(a, a, ...)`` are not drawn: without positional
+  embeddings their features are linear in ``e(a)``, so at most ``d`` of them can be fitted.
+  Defaults: ``heads = 2``, ``head_dim = dim = 2``, ``N = H d_h + d``,
   ``vocab`` large enough for ``N`` distinct sequences.
 """
 
@@ -103,15 +105,16 @@ def dana_dataset(*, seed: int = 0, N: int | None = None, n: int | None = None,
     H, dh = heads or 2, head_dim or d
     count = N or H * dh + d
     V = vocab or max(4, math.ceil(count ** (1 / S)) + 2)
-    if V ** S < count:
-        raise DatasetError(f"only {V ** S} distinct sequences of length {S} over {V} tokens, "
-                           f"{count} requested")
+    available = V ** S - (V if S > 1 else 0)
+    if available < count:
+        raise DatasetError(f"only {available} distinct non-constant sequences of length {S} "
+                           f"over {V} tokens, {count} requested")
     rng = random.Random(seed)
     seen: set[tuple[int, ...]] = set()
     seqs: list[tuple[int, ...]] = []
     while len(seqs) < count:
         s = tuple(rng.randrange(V) for _ in range(S))
-        if s not in seen:
+        if s not in seen and (S == 1 or len(set(s)) > 1):
             seen.add(s)
             seqs.append(s)
     labels = tuple(rng.randrange(V) for _ in seqs)
@@ -136,4 +139,5 @@ def generate_for(construction: str, *, seed: int = 0, **kw: Any) -> Dataset:
     if extra:
         raise DatasetError(f"{construction}: unknown generator options {sorted(extra)}; "
                            f"allowed: {sorted(allowed)}")
-    return fn(seed=seed, **kw)  # type: ignore[no-any-return]
+    ds: Dataset = fn(seed=seed, **kw)
+    return ds

@@ -1,0 +1,208 @@
+"""The checker's interval forward pass, for networks with softmax attention (stdlib only).
+
+Used when a softmax head has non-zero scores (its outputs are irrational).  Activations are
+midpoint-radius intervals: integer tuples ``mid``, ``rad >= 0`` over one denominator.  Exact
+layers act exactly on intervals; softmax rows are enclosed by :mod:`.softmax` at the
+certificate's ``hints.softmax.precision`` (the checker does not escalate).  A read position
+is accepted when the label is forced: argmax - the label's lower bound beats every other
+class's upper bound; scalar - the whole interval lies within ``hints.softmax.epsilon`` of
+the label.  The claim must be the label.
+"""
+
+from fractions import Fraction
+from math import gcd
+
+from . import forward
+from .parse import Unusable, rational
+from .softmax import grid, softmax_row
+
+MAX_PRECISION = 1 << 14
+
+
+class Undecided(Exception):
+    """A hardmax comparison on intervals cannot be decided."""
+
+
+def needed(layers):
+    """True when some softmax attention layer has a head with non-zero scores."""
+    return any(la["type"] == "attention" and la["kind"] == "softmax" and not all(la["zero_scores"])
+               for la in layers)
+
+
+def _lcm(a, b):
+    return a * b // gcd(a, b)
+
+
+def _affine(mat, bias, mids, rads, den):
+    (w, wd), (b, bd) = mat, bias
+    out_den = _lcm(wd * den, bd)
+    fw, fb = out_den // (wd * den), out_den // bd
+    om = [tuple(sum(x * c[j] for j, x in enumerate(row)) * fw + r[0] * fb
+                for row, r in zip(w, b)) for c in mids]
+    orr = [tuple(sum(abs(x) * c[j] for j, x in enumerate(row)) * fw for row in w) for c in rads]
+    return om, orr, out_den
+
+
+def _scale(cols, f):
+    return [tuple(x * f for x in c) for c in cols]
+
+
+def _add(a, b):
+    """Sum of two (mids, rads, den) lists column by column."""
+    m = _lcm(a[2], b[2])
+    fa, fb = m // a[2], m // b[2]
+    mids = [tuple(x * fa + y * fb for x, y in zip(p, q)) for p, q in zip(a[0], b[0])]
+    rads = [tuple(x * fa + y * fb for x, y in zip(p, q)) for p, q in zip(a[1], b[1])]
+    return mids, rads, m
+
+
+def _feedforward(la, mids, rads, den):
+    om, orr, od = mids, rads, den
+    for i, (w, b) in enumerate(la["maps"]):
+        if i:
+            lo = [tuple(max(m - r, 0) for m, r in zip(p, q)) for p, q in zip(om, orr)]
+            hi = [tuple(max(m + r, 0) for m, r in zip(p, q)) for p, q in zip(om, orr)]
+            om = [tuple(x + y for x, y in zip(p, q)) for p, q in zip(lo, hi)]
+            orr = [tuple(y - x for x, y in zip(p, q)) for p, q in zip(lo, hi)]
+            od *= 2
+        om, orr, od = _affine(w, b, om, orr, od)
+    if la["residual"]:
+        om, orr, od = _add((om, orr, od), (mids, rads, den))
+    return om, orr, od
+
+
+def _zero_bias(rows):
+    return [[0] for _ in rows], 1
+
+
+def _attention(la, mids, rads, den, index, queries, bits):
+    n = len(index[0])
+    keys = la["keys"] if la["keys"] is not None else list(range(n))
+    wbits = bits + 8
+    parts = []
+    for h, zero in zip(la["heads"], la["zero_scores"]):
+        (o, od), (v, vd) = h["output"], h["value"]
+        ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
+              for i in range(len(o))]
+        vm, vr, vden = _affine((ov, od * vd), _zero_bias(ov), mids, rads, den)
+        if not zero:
+            qm, qr, qden = _affine(h["query"], _zero_bias(h["query"][0]), mids, rads, den)
+            km, kr, kden = _affine(h["key"], _zero_bias(h["key"][0]), mids, rads, den)
+        om, orr = [], []
+        dim = len(ov)
+        for seq in index:
+            for q in queries:
+                if zero or la["kind"] == "uniform":
+                    ws = [(2 << wbits, 0)] * len(keys)
+                    wden = (2 << wbits) * len(keys)
+                else:
+                    a, ar = qm[seq[q]], qr[seq[q]]
+                    sm, sr = [], []
+                    for p in keys:
+                        b, br = km[seq[p]], kr[seq[p]]
+                        sm.append(sum(x * y for x, y in zip(b, a)))
+                        sr.append(sum(abs(x) * yr + xr * abs(y) + xr * yr
+                                      for x, xr, y, yr in zip(b, br, a, ar)))
+                    sden = qden * kden
+                    wden = 2 << wbits
+                    if la["kind"] == "softmax":
+                        row = softmax_row([Fraction(x - r, sden) for x, r in zip(sm, sr)],
+                                          [Fraction(x + r, sden) for x, r in zip(sm, sr)],
+                                          bits + 16)
+                        ws = [grid(lo, hi, wbits) for lo, hi in row]
+                    else:
+                        top = max(range(len(keys)), key=lambda j: sm[j] - sr[j])
+                        if any(sm[j] + sr[j] >= sm[top] - sr[top]
+                               for j in range(len(keys)) if j != top):
+                            raise Undecided("hardmax on intervals: no separated winner")
+                        ws = [(wden if j == top else 0, 0) for j in range(len(keys))]
+                mid, rad = [0] * dim, [0] * dim
+                for (wm, wr), p in zip(ws, keys):
+                    cm, cr = vm[seq[p]], vr[seq[p]]
+                    for r in range(dim):
+                        mid[r] += wm * cm[r]
+                        rad[r] += wm * cr[r] + wr * abs(cm[r]) + wr * cr[r]
+                om.append(tuple(mid))
+                orr.append(tuple(rad))
+        parts.append((om, orr, vden * wden))
+    total = parts[0]
+    for part in parts[1:]:
+        total = _add(total, part)
+    if la["residual"]:
+        base = ([mids[seq[q]] for seq in index for q in queries],
+                [rads[seq[q]] for seq in index for q in queries], den)
+        total = _add(total, base)
+    new_index, it = [], iter(range(len(total[0])))
+    for _seq in index:
+        row = [-1] * n
+        for q in queries:
+            row[q] = next(it)
+        new_index.append(row)
+    return total[0], total[1], total[2], new_index
+
+
+def _settings(hints):
+    h = hints.get("softmax") if isinstance(hints, dict) else None
+    if not isinstance(h, dict):
+        raise Unusable("hints.softmax: a softmax network needs the precision hint")
+    bits = h.get("precision")
+    if type(bits) is not int or not 2 <= bits <= MAX_PRECISION:
+        raise Unusable(f"hints.softmax.precision: expected an integer in [2, {MAX_PRECISION}]")
+    eps = rational(h["epsilon"], "hints.softmax.epsilon") if "epsilon" in h else Fraction(0)
+    if eps < 0:
+        raise Unusable("hints.softmax.epsilon: must be >= 0")
+    return bits, eps
+
+
+def check(hints, net, layers, readout, task, labels, claims, state):
+    """Every failure of the rigorous check (empty list = all read positions certified).
+
+    ``state`` = the checker's initial ``(cols, den, index)``.
+    """
+    bits, eps = _settings(hints)
+    cols, den, index = state
+    mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
+    need, needs = readout["positions"], [None] * len(layers)
+    for i in range(len(layers) - 1, -1, -1):
+        needs[i] = need
+        if layers[i]["type"] == "attention":
+            need = list(range(net["n"]))
+    start = 1 if net["kind"] == "token-ids" else 0
+    try:
+        for i in range(start, len(layers)):
+            la = layers[i]
+            exact = not any(x for c in rads for x in c)
+            if la["type"] == "feedforward":
+                mids, rads, den = _feedforward(la, mids, rads, den)
+            elif exact and (la["kind"] != "softmax" or all(la["zero_scores"])):
+                mids, den, index = forward.attention(la, mids, den, index, needs[i])
+                rads = [tuple(0 for _ in c) for c in mids]
+            else:
+                mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits)
+    except Undecided as exc:
+        return [f"network: {exc}"]
+    failures = []
+    for i, (seq, claim, lab) in enumerate(zip(index, claims, labels)):
+        labs = [lab] if task == "next-token" else lab
+        if not isinstance(labs, list) or not isinstance(claim, list) or \
+                len(labs) != len(readout["positions"]) or len(claim) != len(labs):
+            failures.append(f"sequence {i}: labels/claims do not match the read positions")
+            continue
+        for p, y, c in zip(readout["positions"], labs, claim):
+            where = f"sequence {i}, position {p}, readout"
+            mid, rad = mids[seq[p]], rads[seq[p]]
+            if type(y) is not int:
+                failures.append(f"{where}: label {y!r} is not an integer")
+                continue
+            if c != str(y):
+                failures.append(f"{where}: claim {c!r} is not the label {y}")
+            if readout["kind"] == "argmax":
+                lo_y = mid[y] - rad[y] if y < len(mid) else None
+                if lo_y is None or any(mid[k] + rad[k] >= lo_y for k in range(len(mid)) if k != y):
+                    failures.append(f"{where}: the bounds do not force class {y} at "
+                                    f"precision {bits}")
+            else:
+                dev = abs(Fraction(mid[0], den) - y) + Fraction(rad[0], den)
+                if dev > eps:
+                    failures.append(f"{where}: |output - {y}| <= {dev} exceeds epsilon {eps}")
+    return failures

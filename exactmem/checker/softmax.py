@@ -1,0 +1,69 @@
+"""Rigorous exp and softmax bounds for the checker (standard library integers only, no libm).
+
+For ``0 <= r <= 1/2``: ``T_K(r) <= exp(r) <= T_K(r) / (1 - R_K(r))`` with ``T_K`` the Taylor
+partial sum and ``R_K(r) = r^(K+1)/(K+1)!`` (proved in ``proofs/lemma_exp_taylor.py``).
+Terms are rounded down (lower) or up (upper) on a ``2^-w`` grid.  ``q > 1/2`` is reduced by
+``exp(q) = exp(q / 2^m)^(2^m)``; ``q < 0`` by ``exp(q) = 1 / exp(-q)``.  A softmax row
+``p_j`` is bounded by ``L_j / (L_j + sum_{k != j} U_k)`` and ``U_j / (U_j + sum_{k != j} L_k)``.
+"""
+
+from fractions import Fraction
+
+
+def _ceil_div(a, b):
+    return -((-a) // b)
+
+
+def exp_bounds(q, bits):
+    """``(lo, hi)`` Fractions with ``lo <= exp(q) <= hi``; ``bits`` = working precision."""
+    if q == 0:
+        return Fraction(1), Fraction(1)
+    if q < 0:
+        lo, hi = exp_bounds(-q, bits)
+        return 1 / hi, 1 / lo
+    a, b = q.numerator, q.denominator
+    m = 0
+    while 2 * a > (b << m):
+        m += 1
+    bm, w = b << m, bits + 2 * m + 8
+    one = 1 << w
+    lo = hi = 0
+    t_lo = t_hi = one
+    k = 0
+    while True:
+        lo += t_lo
+        hi += t_hi
+        k += 1
+        t_lo = t_lo * a // (bm * k)
+        t_hi = _ceil_div(t_hi * a, bm * k)  # >= R_{k-1}(r) on the grid
+        if t_hi <= 1:
+            break
+    hi = _ceil_div(hi * one, one - t_hi)  # T_K / (1 - R_K), R_K <= t_hi / one < 1
+    for _ in range(m):
+        lo = (lo * lo) >> w
+        hi = _ceil_div(hi * hi, one)
+    return Fraction(lo, one), Fraction(hi, one)
+
+
+def softmax_row(lo_scores, hi_scores, bits):
+    """Bounds ``[(lo_j, hi_j)]`` of ``softmax(s)`` for ``lo_scores[j] <= s_j <= hi_scores[j]``."""
+    if len(lo_scores) == 1:
+        return [(Fraction(1), Fraction(1))]
+    c = max(lo_scores)
+    small = [exp_bounds(s - c, bits)[0] for s in lo_scores]
+    big = [exp_bounds(s - c, bits)[1] for s in hi_scores]
+    s_small, s_big = sum(small), sum(big)
+    out = []
+    for j in range(len(small)):
+        lo = small[j] / (small[j] + s_big - big[j])
+        hi = big[j] / (big[j] + s_small - small[j])
+        out.append((lo, min(hi, Fraction(1))))
+    return out
+
+
+def grid(lo, hi, bits):
+    """Outward rounding of ``[lo, hi]`` to multiples of ``2^-bits``: ``(mid, rad)`` over
+    ``2^(bits+1)`` (integers)."""
+    a = (lo.numerator << bits) // lo.denominator
+    b = _ceil_div(hi.numerator << bits, hi.denominator)
+    return a + b, b - a
