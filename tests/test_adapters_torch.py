@@ -57,13 +57,15 @@ def exact_outputs(spec: NetworkSpec, ds: Dataset) -> list[list[list[Fraction]]]:
     return [[list(v) for v in row] for row in outputs(spec, forward(spec, ds))]
 
 
-def torch_outputs(spec: NetworkSpec, ds: Dataset, dtype: str = "float64") -> list[list[list[Fraction]]]:
+def torch_outputs(spec: NetworkSpec, ds: Dataset,
+                  dtype: str = "float64") -> list[list[list[Fraction]]]:
     raw = run_torch(to_torch(spec, dtype), ds)
     return [[[Fraction(v) for v in vec] for vec in row] for row in raw.tolist()]
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10**6), n=st.integers(1, 5), task=st.sampled_from(["next-token", "seq2seq"]))
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 5),
+       task=st.sampled_from(["next-token", "seq2seq"]))
 def test_lookup_float64_mirror_is_exact_and_round_trips(seed: int, n: int, task: str) -> None:
     ds = token_dataset(seed, N=min(12, 3**n), n=n, V=3, task=task)
     spec = build(ds, {"seed": seed}).spec
@@ -81,7 +83,7 @@ def _hardmax_spec(kind: str, readout: str = "scalar") -> NetworkSpec:
                 key=ScaledMatrix.from_rows([[1, 0]]),
                 value=ScaledMatrix.from_rows([[0, 1]]),
                 output=ScaledMatrix.from_rows([[0], [1]]))
-    layers: list[object] = [Embedding(table), Attention((head,), kind=kind, residual=True)]
+    layers: list[object] = [Embedding(table), Attention((head,), kind=kind, residual=True)]  # type: ignore[arg-type]
     if readout == "scalar":
         layers.append(Linear(Affine(ScaledMatrix.from_rows([[0, 1]]))))
     else:
@@ -90,7 +92,7 @@ def _hardmax_spec(kind: str, readout: str = "scalar") -> NetworkSpec:
                                    Affine(ScaledMatrix.from_rows([[1, 0, 0], [0, 1, 0],
                                                                   [0, 0, 1]])))))
     return NetworkSpec("token-ids", 4, 4, tuple(layers),  # type: ignore[arg-type]
-                       Readout(readout, "every"))
+                       Readout(readout, "every"))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", ["hardmax", "uniform"])

@@ -43,12 +43,16 @@ class FloatState:
     index: np.ndarray  # (N, n) int64, -1 where no longer needed
 
 
-def _round_matrix(m: ScaledMatrix, ctx: gmpy2.context) -> np.ndarray:
-    out = np.empty(m.shape, dtype=object)
-    for i, row in enumerate(m.num):
-        for j, x in enumerate(row):
-            out[i, j] = to_mpfr(Fraction(x, m.den), ctx)
-    return out
+def _round_matrix(m: ScaledMatrix, ctx: gmpy2.context) -> list[list[tuple[int, Any]]]:
+    """Rows of ``(column, rounded weight)`` for the nonzero weights (a zero weight times a
+    finite value is exactly zero and adding it changes nothing, so it is skipped)."""
+    small = m.den == 1 and all(abs(x) < (1 << ctx.precision) for row in m.num for x in row)
+    rows: list[list[tuple[int, Any]]] = []
+    with gmpy2.context(ctx):
+        for row in m.num:
+            rows.append([(j, gmpy2.mpfr(x) if small else to_mpfr(Fraction(x, m.den), ctx))
+                         for j, x in enumerate(row) if x])
+    return rows
 
 
 class _Rounded:
@@ -56,13 +60,20 @@ class _Rounded:
 
     def __init__(self, ctx: gmpy2.context) -> None:
         self.ctx = ctx
-        self.cache: dict[int, np.ndarray] = {}
+        self.cache: dict[int, list[list[tuple[int, Any]]]] = {}
 
-    def __call__(self, m: ScaledMatrix) -> np.ndarray:
+    def __call__(self, m: ScaledMatrix) -> list[list[tuple[int, Any]]]:
         key = id(m)
         if key not in self.cache:
             self.cache[key] = _round_matrix(m, self.ctx)
         return self.cache[key]
+
+    def dense(self, m: ScaledMatrix) -> np.ndarray:
+        out = _zero_like(m.shape)
+        for i, row in enumerate(self(m)):
+            for j, v in row:
+                out[i, j] = v
+        return out
 
 
 def _zero_like(shape: tuple[int, ...]) -> np.ndarray:
@@ -71,22 +82,24 @@ def _zero_like(shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _matvec(w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``w @ x`` summed left to right over the inner index, each operation rounded."""
-    acc: np.ndarray | None = None
-    for j in range(w.shape[1]):
-        wj = w[:, j]
-        if not any(wj):
-            continue
-        term = np.multiply.outer(wj, x[j, :])
-        acc = term if acc is None else acc + term
-    return acc if acc is not None else _zero_like((w.shape[0], x.shape[1]))
+def _matvec(w: list[list[tuple[int, Any]]], x: np.ndarray) -> np.ndarray:
+    """``w @ x`` summed left to right over the nonzero weights of each row, every
+    operation rounded."""
+    out = _zero_like((len(w), x.shape[1]))
+    for i, row in enumerate(w):
+        acc: np.ndarray | None = None
+        for j, wij in row:
+            term = wij * x[j, :]
+            acc = term if acc is None else acc + term
+        if acc is not None:
+            out[i, :] = acc
+    return out
 
 
 def _affine(aff: Affine, x: np.ndarray, rw: _Rounded) -> np.ndarray:
     y = _matvec(rw(aff.weight), x)
     if aff.bias is not None:
-        y = y + rw(aff.bias)
+        y = y + rw.dense(aff.bias)
     return y
 
 
@@ -144,7 +157,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded)
                 kidx, qidx = st.index[i, keys], st.index[i, queries]
                 for a, qc in enumerate(qidx):
                     scores = [_seqsum([km[r, kc] * qm[r, qc] for r in range(km.shape[0])])
-                              if km.shape[0] else gmpy2.mpfr(0) for kc in kidx]
+                              for kc in kidx]
                     for r in range(s):
                         agg[r, i, a] = _combine(att.kind, scores, [vals[r, c] for c in kidx])
         flat = agg.reshape(s, N * len(queries))
@@ -183,7 +196,7 @@ def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[list
         if ds.inputs == "token-ids":
             emb = spec.layers[0]
             assert isinstance(emb, Embedding)
-            st = FloatState(rw(emb.table), np.array(ds.sequences, dtype=np.int64))
+            st = FloatState(rw.dense(emb.table), np.array(ds.sequences, dtype=np.int64))
             start = 1
         else:
             table: dict[Any, int] = {}

@@ -56,6 +56,8 @@ def format_of(dtype: torch.dtype) -> FloatFormat:
 def rounded_values(m: ScaledMatrix, fmt: FloatFormat) -> list[list[float]]:
     """Entries of ``m`` rounded once into ``fmt``, as Python floats (exact: every value is
     representable in float64); an overflow becomes a signed infinity."""
+    if m.den == 1 and all(abs(x) < (1 << fmt.precision) for row in m.num for x in row):
+        return [[float(x) for x in row] for row in m.num]  # integers the format holds
     out: list[list[float]] = []
     for row in m.num:
         r: list[float] = []
