@@ -9,6 +9,7 @@ from bisect import bisect_left, bisect_right
 from fractions import Fraction
 from itertools import accumulate
 from math import gcd
+from operator import add, neg, sub
 
 SWEEP_MIN_HIDDEN = 32
 
@@ -70,16 +71,60 @@ def _sweep(first, second, cols, den):
     return normalize(out, out_den)
 
 
+def _combine(rows, terms, mag):
+    """``mag * sum(+-rows[j])`` over ``terms = [(positive, j)]``, elementwise."""
+    part = None
+    for positive, j in terms:
+        if part is None:
+            part = rows[j] if positive else list(map(neg, rows[j]))
+        else:
+            part = list(map(add if positive else sub, part, rows[j]))
+    return part if mag == 1 else list(map(mag.__mul__, part))
+
+
+def _dense(maps, cols, den):
+    """The ReLU network row-major (one list per coordinate over all columns): sparse
+    weights, inputs with equal weight magnitude summed before one multiplication."""
+    size = len(cols)
+    rows = [list(r) for r in zip(*cols)]
+    for i, ((w, wd), (b, bd)) in enumerate(maps):
+        if i:
+            rows = [[x if x > 0 else 0 for x in r] for r in rows]
+        out_den = _lcm(wd * den, bd)
+        fw, fb = out_den // (wd * den), out_den // bd
+        cache, new = {}, []
+        for wrow, (bb,) in zip(w, b):
+            groups = {}
+            for j, x in enumerate(wrow):
+                if x:
+                    groups.setdefault(abs(x) * fw, []).append((x > 0, j))
+            acc = None
+            for mag, terms in sorted(groups.items()):
+                key = (mag, tuple(terms))
+                if key not in cache:
+                    cache[key] = _combine(rows, terms, mag)
+                acc = cache[key] if acc is None else list(map(add, acc, cache[key]))
+            acc = [0] * size if acc is None else acc
+            new.append(list(map((bb * fb).__add__, acc)) if bb else acc)
+        rows, changed, den = new, out_den != den, out_den
+        if changed:
+            g = den
+            for r in rows:
+                for x in r:
+                    g = gcd(g, x)
+                    if g == 1:
+                        break
+            if g > 1:
+                rows, den = [[x // g for x in r] for r in rows], den // g
+    return normalize(list(zip(*rows)) if rows else [() for _ in cols], den)
+
+
 def feedforward(layer, cols, den):
     maps = layer["maps"]
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
     else:
-        out, out_den = cols, den
-        for i, (w, b) in enumerate(maps):
-            if i:
-                out = [tuple(x if x > 0 else 0 for x in c) for c in out]
-            out, out_den = affine(w, b, out, out_den)
+        out, out_den = _dense(maps, cols, den)
     if layer["residual"]:
         m = _lcm(out_den, den)
         out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(o, c))

@@ -106,6 +106,122 @@ def _relu(a: np.ndarray) -> np.ndarray:
     return np.maximum(a, 0) if a.dtype != object else np.where(a > 0, a, 0).astype(object)
 
 
+Terms = list[tuple[int, int]]
+
+
+def _grouped(aff: Affine, fw: int, fb: int) -> list[tuple[list[tuple[int, Terms]], int]]:
+    """Per output row: terms grouped by ``|weight * fw|`` as ``(|w|, [(sign, input)])``, and
+    the scaled bias.  Summing equal-magnitude inputs first multiplies each weight once."""
+    bias = aff.bias.num if aff.bias is not None else None
+    rows = []
+    for i, row in enumerate(aff.weight.num):
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for j, w in enumerate(row):
+            if w:
+                groups.setdefault(abs(w) * fw, []).append((1 if w > 0 else -1, j))
+        b = bias[i][0] * fb if bias is not None else 0
+        rows.append((sorted(groups.items()), b))
+    return rows
+
+
+def _fit(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(array, bound)``: int64 with its max |entry| when it fits, else object with -1."""
+    if a.dtype != object:
+        return a, _maxabs(a)
+    try:
+        small = a.astype(np.int64)
+    except OverflowError:
+        return a, -1
+    bound = _maxabs(small)
+    return (small, bound) if bound < _INT64_SAFE else (a, -1)
+
+
+def _affine_rows(aff: Affine, rows: list[tuple[np.ndarray, int]], den: int,
+                 ) -> tuple[list[tuple[np.ndarray, int]], int]:
+    """``W x + b`` on row arrays (each int64 with a bound, or object); exact, sparse."""
+    out_den = aff.weight.den * den
+    bden = aff.bias.den if aff.bias is not None else 1
+    out_den = out_den * bden // math.gcd(out_den, bden)
+    fw, fb = out_den // (aff.weight.den * den), out_den // bden
+    size = rows[0][0].shape[0] if rows else 0
+    objs: dict[int, np.ndarray] = {}
+
+    def obj(j: int) -> np.ndarray:
+        if j not in objs:
+            objs[j] = _to_object(rows[j][0])
+        return objs[j]
+
+    result: list[tuple[np.ndarray, int]] = []
+    cache: dict[tuple[bool, int, tuple[tuple[int, int], ...]], np.ndarray] = {}
+    for groups, b in _grouped(aff, fw, fb):
+        bound = abs(b)
+        for w, terms in groups:
+            for _, j in terms:
+                rb = rows[j][1]
+                bound = -1 if rb < 0 or bound < 0 else bound + w * rb
+        small = 0 <= bound < _INT64_SAFE
+        acc: np.ndarray | None = None
+        for w, terms in groups:
+            key = (small, w, tuple(terms))
+            part = cache.get(key)
+            if part is None:
+                for sign, j in terms:
+                    x = rows[j][0] if small else obj(j)
+                    if part is None:
+                        part = x if sign > 0 else -x
+                    else:
+                        part = part + x if sign > 0 else part - x
+                assert part is not None
+                if w != 1:
+                    part = part * w
+                if len(terms) > 1 or w != 1:
+                    cache[key] = part
+            acc = part if acc is None else acc + part
+        if acc is None:
+            acc = np.zeros(size, dtype=np.int64 if small else object)
+        if b:
+            acc = acc + b
+        result.append((acc, bound) if small else _fit(acc))
+    return result, out_den
+
+
+def _rows_normalize(rows: list[tuple[np.ndarray, int]], den: int,
+                    ) -> tuple[list[tuple[np.ndarray, int]], int]:
+    g = den
+    for a, _ in rows:
+        if g == 1:
+            return rows, den
+        if a.size:
+            if a.dtype == object:
+                g = reduce(math.gcd, (int(v) for v in a), g)
+            else:
+                g = math.gcd(int(np.gcd.reduce(a)), g)
+    if g == 1:
+        return rows, den
+    return [_fit(a // g) for a, _ in rows], den // g
+
+
+def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+    """The ReLU network row by row: sparse weights, int64 rows where a bound allows it,
+    Python integers (object rows) otherwise.  Same exact values as the layer-wise matmul."""
+    rows = [_fit(cols[i]) for i in range(cols.shape[0])]
+    for i, aff in enumerate(ff.layers):
+        if i > 0:
+            rows = [(np.maximum(a, 0), bnd) if a.dtype != object
+                    else (np.where(a > 0, a, 0).astype(object), bnd) for a, bnd in rows]
+        new_rows, new_den = _affine_rows(aff, rows, den)
+        if new_den != den:
+            new_rows, new_den = _rows_normalize(new_rows, new_den)
+        rows, den = new_rows, new_den
+    if all(a.dtype != object for a, _ in rows):
+        out = np.stack([a for a, _ in rows]) if rows else np.zeros((0, cols.shape[1]), np.int64)
+    else:
+        out = np.empty((len(rows), cols.shape[1]), dtype=object)
+        for i, (a, _) in enumerate(rows):
+            out[i] = a
+    return _normalize(out, den)
+
+
 def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep."""
     if len(ff.layers) == 2 and ff.in_dim == 1 and ff.layers[0].out_dim >= SWEEP_MIN_HIDDEN:
@@ -113,11 +229,7 @@ def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.n
         out = np.array(rows, dtype=object).reshape(len(rows), cols.shape[1])
         out, out_den = _normalize(out, out_den)
     else:
-        out, out_den = cols, den
-        for i, aff in enumerate(ff.layers):
-            if i > 0:
-                out = _relu(out)
-            out, out_den = apply_affine(aff, out, out_den)
+        out, out_den = dense_feedforward(ff, cols, den)
     if ff.residual:
         lcm = out_den * den // math.gcd(out_den, den)
         out, out_den = _normalize(_add(_scale(out, lcm // out_den), _scale(cols, lcm // den)), lcm)

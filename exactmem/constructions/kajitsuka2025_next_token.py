@@ -1,0 +1,246 @@
+"""``kajitsuka2025-next-token``: Theorem 4.1 / B.1 (and E.1) of Kajitsuka & Sato, ICLR 2025.
+
+*On the Optimal Memorization Capacity of Transformers*: a Transformer
+``E_out o FF_2 o UA o FF_1 o E_in`` of constant width whose parameter count grows like
+``sqrt(N)`` (up to logs) memorizes N sequences (next-token prediction).
+
+Assumptions (checked exactly; the build refuses otherwise): labels consistent (eq. 5: equal
+multisets with the same last token share the label), labels integers >= 0 (shifted to
+``[C] = {1..C}`` inside, shifted back by ``E_out``); vector tokens distinct tokens at a
+positive distance (Assumption 4.1 with ``r = max(1, max |x|)``, ``delta = min(1, least gap)``).
+
+Pipeline (the role of each layer):
+
+1. ``E_in``: token ids are embedded (Thm E.1) as ``(f(t), t + 1, 0)`` for ``t`` in the
+   distinguishing vocabulary ``A`` and ``(0, t + 1, 0)`` otherwise; vector tokens are projected
+   to a scalar ``p(x)`` >= 2 with distinct tokens >= 2 apart (Lemma C.2, exact recipe) and
+   ``FF_1`` = Lemma C.1 maps ``p(x) -> (phi(x), p(x), 0)`` with ``phi = f`` on ``A`` and 0 on
+   every other token (Lemma B.3);
+2. ``A`` is Lemma B.1's greedy distinguishing vocabulary (restricted multisets stay distinct);
+   ``f : A -> {1..K}`` are random integers, resampled until the sums ``S_i = sum m_i(x) f(x)``
+   are pairwise distinct over the distinct multisets (exact; replaces Lemma B.2, whose
+   constant shift does not preserve the separation, see the docs);
+3. ``UA``: one uniform-attention head (zero query/key, value ``e_1``, output ``e_3``) adds
+   ``S_i / n`` to the third coordinate: the context id ``s = (phi(x_k), F(x_k), S_i / n)``
+   (eqs. 52-53), injective in (multiset, token at the read position);
+4. ``FF_2`` = Lemma C.1 on the distinct context ids (its own Stage-I projection from Q^3);
+5. ``E_out`` subtracts the label shift.
+
+Size (Theorem B.1, without hidden constants): width 14, depth
+``~ sqrt(N log N) + sqrt(N / log N) max(log R, log C)``, bits
+``~ log d + sqrt(N / log N) max(log R, log C)`` with ``R = 400 sqrt(3) d n^3 r N^5 / delta pi``.
+The realized network: see :func:`bound` and ``exactmem info``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from exactmem.arith import ScaledMatrix
+from exactmem.constructions._gadget_chain import emit_chain
+from exactmem.constructions._gadgets import Program, stage_one_projection
+from exactmem.constructions.base import BuildResult, Construction, Option
+from exactmem.errors import AssumptionError, ConstructionError
+from exactmem.model.dataset import Dataset
+from exactmem.model.dataset_checks import (
+    distinct_tokens,
+    multiset_key,
+    require_consistent,
+    separation_squared,
+)
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    Head,
+    Layer,
+    Linear,
+    NetworkSpec,
+    Readout,
+)
+
+MAX_TRIES = 64
+
+OPTIONS = (
+    Option("seed", int, 0, "random seed for token weights and projections"),
+    Option("block_size", int, 0,
+           "points per block k in Lemma C.1 (0: the paper's ceil(N / sqrt(N log N)))"),
+    Option("block_points", int, 0,
+           "Thm F.1 bounded bits: Lemma C.1 sub-networks of B^2 points each (0: one network)"),
+)
+
+
+def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
+    """Lemma B.1 (greedy): a token set ``A`` on which the distinct multisets stay distinct."""
+    chosen: list[Any] = []
+    in_a: set[Any] = set()
+    seen: dict[tuple[int, ...], int] = {}
+
+    def key(ms: Counter[Any]) -> tuple[int, ...]:
+        return tuple(ms[t] for t in chosen)
+
+    for i, ms in enumerate(multisets):
+        j = seen.get(key(ms))
+        if j is not None:
+            other = multisets[j]
+            t = next(t for t in sorted({*ms, *other}, key=repr) if ms[t] != other[t])
+            chosen.append(t)
+            in_a.add(t)
+            seen = {key(m): h for h, m in enumerate(multisets[:i])}
+        seen[key(ms)] = i
+    if not chosen:
+        chosen.append(next(iter(multisets[0])))
+    return chosen
+
+
+def token_weights(multisets: list[Counter[Any]], vocab: list[Any],
+                  rng: random.Random) -> tuple[dict[Any, int], int]:
+    """Random ``f : A -> {1..K}`` with pairwise distinct sums over the multisets (exact)."""
+    K = max(16, len(multisets) ** 2)
+    for _ in range(MAX_TRIES):
+        f = {t: rng.randint(1, K) for t in vocab}
+        sums = {sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets}
+        if len(sums) == len(multisets):
+            return f, K
+    raise ConstructionError(f"no injective token weights in {MAX_TRIES} draws from 1..{K}")
+
+
+def _check(ds: Dataset) -> dict[str, Any]:
+    require_consistent(ds)
+    facts: dict[str, Any] = {}
+    if ds.inputs == "vectors":
+        sep = separation_squared(ds)
+        assert sep is not None
+        d2, r2 = sep
+        if len(distinct_tokens(ds)) > 1 and d2 <= 0:
+            raise AssumptionError("Assumption 4.1: two distinct tokens at distance 0")
+        facts["delta_squared"] = str(min(d2, Fraction(1)) if d2 > 0 else Fraction(1))
+        facts["r_squared"] = str(max(r2, Fraction(1)))
+    return facts
+
+
+def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> BuildResult:
+    """Build ``E_out o FF_2 o UA o FF_1 o E_in`` reading the last position or every position."""
+    facts = _check(ds)
+    seed = int(options.get("seed", 0))
+    block_size = int(options.get("block_size", 0))
+    group = int(options.get("block_points", 0)) ** 2
+    if block_size < 0 or group < 0:
+        raise ConstructionError("block_size and block_points must be >= 0")
+    rng = random.Random(seed)
+    n = ds.n
+    ms_index: dict[tuple[Any, ...], int] = {}
+    seq_ms: list[int] = []
+    for seq in ds.sequences:
+        seq_ms.append(ms_index.setdefault(multiset_key(seq), len(ms_index)))
+    multisets = [Counter(k) for k in ms_index]
+    vocab_a = distinguishing_vocabulary(multisets)
+    f, K = token_weights(multisets, vocab_a, rng)
+    sums = [sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets]
+    tokens = distinct_tokens(ds)
+    layers: list[Layer] = []
+    notes: list[str] = []
+    if ds.inputs == "token-ids":
+        assert ds.vocab_size is not None
+        table = [[0] * ds.vocab_size for _ in range(3)]
+        for t in range(ds.vocab_size):
+            table[0][t], table[1][t] = f.get(t, 0), t + 1
+        layers.append(Embedding(ScaledMatrix.from_rows(table)))
+        coord = {t: Fraction(t + 1) for t in tokens}
+        input_dim = ds.vocab_size
+        ff1: dict[str, Any] = {"embedding": "Thm E.1"}
+    else:
+        assert ds.dim is not None
+        proj = stage_one_projection(tokens, rng)
+        coord = dict(zip(tokens, proj.values, strict=True))
+        layers.append(Linear(proj.affine()))
+        prog1 = Program(["x"])
+        in_a = [t for t in tokens if t in f]
+        zeros = [coord[t] for t in tokens if t not in f]
+        lay1, out1 = emit_chain(prog1, [coord[t] for t in in_a], [f[t] for t in in_a], zeros,
+                                block_size, group)
+        prog1.step({"phi": out1, "F": {"x": 1}, "z": {}})
+        layers.append(prog1.feedforward())
+        input_dim = ds.dim
+        ff1 = {"lemma_c1": lay1, "projection_top": str(proj.top)}
+    zero = ScaledMatrix.zeros(1, 3)
+    layers.append(Attention((Head(query=zero, key=zero, value=ScaledMatrix.row([1, 0, 0]),
+                                  output=ScaledMatrix.column([0, 0, 1])),),
+                            kind="uniform", residual=True))
+    contexts: dict[tuple[Fraction, ...], tuple[int, int]] = {}
+    for i, seq in enumerate(ds.sequences):
+        positions = range(n) if every else (n - 1,)
+        for k, y in zip(positions, ds.position_labels(i), strict=True):
+            t = seq[k]
+            s = (Fraction(f.get(t, 0)), coord[t], Fraction(sums[seq_ms[i]], n))
+            prev = contexts.setdefault(s, (y, i))
+            if prev[0] != y:
+                raise ConstructionError(f"context of sequence {i} position {k} equals that of "
+                                        f"sequence {prev[1]} but the labels differ")
+    points = list(contexts)
+    proj2 = stage_one_projection(points, rng)
+    prog2 = Program(["phi", "F", "mean"])
+    w2 = proj2.weight
+    prog2.step({"x": {"phi": w2[0], "F": w2[1], "mean": w2[2], "1": proj2.bias}})
+    lay2, out2 = emit_chain(prog2, list(proj2.values), [contexts[s][0] + 1 for s in points],
+                            (), block_size, group)
+    prog2.step({"y": out2})
+    layers.append(prog2.feedforward())
+    layers.append(Linear(Affine(ScaledMatrix.row([1]), ScaledMatrix.column([-1]))))
+    spec = NetworkSpec(input_kind=ds.inputs, input_dim=input_dim, seq_len=n,
+                       layers=tuple(layers),
+                       readout=Readout("scalar", "every" if every else "last"))
+    params = {"seed": seed, "block_size": block_size, "block_points": int(options.get(
+        "block_points", 0)), "distinct_multisets": len(multisets), "vocabulary_A": len(vocab_a),
+        "token_weight_range": K, "contexts": len(points), "ff1": ff1,
+        "ff2": {"lemma_c1": lay2, "projection_top": str(proj2.top)}, **facts}
+    return BuildResult(spec=spec, params=params, notes=tuple(notes))
+
+
+def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
+    if ds.task != "next-token":
+        raise ConstructionError("kajitsuka2025-next-token reads one label per sequence; "
+                                "use kajitsuka2025-seq2seq for seq2seq datasets")
+    return build_pipeline(ds, options, every=False)
+
+
+def theorem_bound(points: int, n: int, d: int, C: int, token_ids: bool = False,
+                  r_over_delta: float = 1.0) -> dict[str, Any]:
+    """Theorem B.1 (vectors) / E.1 (token ids) formulas, constants as printed, logs base 2.
+
+    ``points`` is N (next-token) or nN (seq2seq, Cor. 4.1); ``r / delta`` defaults to 1.
+    """
+    N = max(points, 2)  # noqa: N806
+    if token_ids:
+        R = 200 * math.sqrt(3) * n ** 2 * r_over_delta * N ** 5 * d * math.pi  # noqa: N806
+    else:
+        R = 400 * math.sqrt(3) * d * n ** 3 * r_over_delta * N ** 5 * math.pi  # noqa: N806
+    lg = math.log2(N)
+    term = math.sqrt(N / lg) * max(math.log2(R), math.log2(max(C, 2)))
+    depth = math.sqrt(N * lg) + term
+    return {"theorem": "E.1" if token_ids else "B.1", "R": f"{R:.4g}", "width": 14,
+            "depth": round(depth), "bits": round(math.log2(max(d, 2)) + term),
+            "params": round((d if token_ids else d) + depth),
+            "note": "constants as printed, hidden constant factors 1, r/delta = "
+                    f"{r_over_delta:g}, logs base 2"}
+
+
+def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
+    return theorem_bound(N, n, d, C, token_ids=kw.get("inputs") == "token-ids")
+
+
+CONSTRUCTION = Construction(
+    name="kajitsuka2025-next-token",
+    summary="O~(sqrt N) next-token Transformer: E_out o FF2 o UA o FF1 o E_in, width 14",
+    reference="Kajitsuka & Sato, ICLR 2025, Theorem 4.1 / B.1 (ids: Theorem E.1)",
+    tasks=("next-token",),
+    inputs=("token-ids", "vectors"),
+    build=build,
+    options=OPTIONS,
+    bound=bound,
+)
