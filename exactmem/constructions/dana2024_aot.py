@@ -86,7 +86,7 @@ def circle_points(count: int) -> list[tuple[Fraction, Fraction]]:
 
 
 def _rand(rng: random.Random, rows: int, cols: int, scale: Fraction) -> list[list[Fraction]]:
-    return [[rng.randint(-2, 2) * scale for _ in range(cols)] for _ in range(rows)]
+    return [[Fraction(rng.randint(-16, 16), 8) * scale for _ in range(cols)] for _ in range(rows)]
 
 
 def _mv(m: list[list[Fraction]], v: Any) -> list[Fraction]:
@@ -230,7 +230,8 @@ CONSTRUCTION = Construction(
         Option("head_dim", int, 2, "head dimension d_h (<= dim)"),
         Option("dim", int, 2, "embedding dimension d (>= 2)"),
         Option("seed", int, 0, "random seed for embeddings and weights"),
-        Option("scale", str, "1/2", "query/key weights are random integers in [-2, 2] x scale"),
+        Option("scale", str, "1/2",
+               "query/key weights are random multiples of 1/8 in [-2, 2], times scale"),
     ),
     bound=bound,
 )

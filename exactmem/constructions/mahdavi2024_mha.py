@@ -90,7 +90,7 @@ def check_assumptions(ds: Dataset, options: Mapping[str, Any]) -> dict[str, Any]
 
 def _random_matrix(rng: random.Random, rows: int, cols: int,
                    scale: Fraction) -> list[list[Fraction]]:
-    return [[rng.randint(-2, 2) * scale for _ in range(cols)] for _ in range(rows)]
+    return [[Fraction(rng.randint(-16, 16), 8) * scale for _ in range(cols)] for _ in range(rows)]
 
 
 def _dot(a: Any, b: Any) -> Fraction:
@@ -207,7 +207,8 @@ CONSTRUCTION = Construction(
         Option("head_dim", int, 2, "head dimension d_h"),
         Option("seed", int, 0, "random seed for the query/key weights"),
         Option("epsilon", str, "1/4", "certified tolerance |f(X) - y| <= epsilon"),
-        Option("scale", str, "1/2", "query/key weights are random integers in [-2, 2] x scale"),
+        Option("scale", str, "1/2",
+               "query/key weights are random multiples of 1/8 in [-2, 2], times scale"),
         Option("kruskal_limit", int, 20000, "exhaustive Kruskal check up to this many subsets"),
         Option("kruskal_samples", int, 2000, "random subsets checked above the limit"),
     ),
