@@ -212,7 +212,9 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
 
 def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
     """Theorem 1: ``T = H d_h + d`` associations with ``d (S + 2 N + 4 d_h H)`` parameters."""
-    H, dh, dim = int(kw.get("heads", 2)), int(kw.get("head_dim", 2)), int(kw.get("dim", 2))
+    if "heads" not in kw:  # the caller did not pass the construction's parameters
+        return {"capacity": "H d_h + d", "params": "d (S + 2 N + 4 d_h H)"}
+    H, dh, dim = int(kw["heads"]), int(kw.get("head_dim", 2)), int(kw.get("dim", 2))
     return {"capacity": capacity(H, dh, dim),
             "params": dim * (n + 2 * max(C, 1) + 4 * dh * H)}
 

@@ -188,7 +188,10 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
 
 def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
     """Theorem 1: capacity ``H (min(n, d_h) - 1) + 1``; parameters ``Theta(H d (d_h + d_v))``."""
-    H, dh = int(kw.get("heads", 2)), int(kw.get("head_dim", 2))
+    if "heads" not in kw:  # the caller did not pass the construction's parameters
+        return {"capacity": "H (min(n, d_h) - 1) + 1 (n = context size = seq_len - 1)",
+                "params_order": "Theta(H d (d_h + d_v))"}
+    H, dh = int(kw["heads"]), int(kw.get("head_dim", 2))
     ctx = max(n - 1, 1)
     return {"capacity": capacity(H, dh, ctx), "params_order": f"Theta(H d (d_h + d_v)) with "
             f"H={H}, d={d}, d_h={dh}, d_v={dh}: ~{H * d * 2 * dh + d}"}
