@@ -73,12 +73,10 @@ def _sweep(first, second, cols, den):
 
 def _combine(rows, terms, mag):
     """``mag * sum(+-rows[j])`` over ``terms = [(positive, j)]``, elementwise."""
-    part = None
-    for positive, j in terms:
-        if part is None:
-            part = rows[j] if positive else list(map(neg, rows[j]))
-        else:
-            part = list(map(add if positive else sub, part, rows[j]))
+    positive, j = terms[0]
+    part = rows[j] if positive else list(map(neg, rows[j]))
+    for positive, j in terms[1:]:
+        part = list(map(add if positive else sub, part, rows[j]))
     return part if mag == 1 else list(map(mag.__mul__, part))
 
 
@@ -94,7 +92,7 @@ def _dense(maps, cols, den):
         fw, fb = out_den // (wd * den), out_den // bd
         cache, new = {}, []
         for wrow, (bb,) in zip(w, b):
-            groups = {}
+            groups: dict = {}
             for j, x in enumerate(wrow):
                 if x:
                     groups.setdefault(abs(x) * fw, []).append((x > 0, j))

@@ -14,7 +14,7 @@ Stage III (Lemma G.6, with the rho/c assignment corrected: ``rho`` = bits of a f
 ``c`` = bits of a label field): the fields are peeled off the accumulators most significant
 first by threshold bit extraction (one layer per bit, see :mod:`._gadgets`), and after each
 field :func:`~._gadgets.label_select` adds the label field if ``floor(x)`` equals the floor
-field.  Width <= 12 channels; depth ``m + 2 + k max(rho, c) + 3``.
+field.  Width <= 12 channels; ``m + k max(rho, c) + 4`` affine maps.
 
 Deviations from the paper (exact, documented in docs/constructions/kajitsuka2025.md): bit
 extraction by integer thresholds instead of the tent map (same interface, 1 layer per bit),
@@ -52,7 +52,8 @@ class Layout:
 
     @property
     def depth(self) -> int:
-        return self.m + 2 + self.k * max(self.rho, self.c) + 3
+        """Affine maps emitted: ``m + 2`` (Stage II) and ``k max(rho, c) + 2`` (Stage III)."""
+        return self.m + 2 + self.k * max(self.rho, self.c) + 2
 
 
 def paper_block_size(n_points: int) -> int:

@@ -204,6 +204,7 @@ def _rows_normalize(rows: list[tuple[np.ndarray, int]], den: int,
 def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     """The ReLU network row by row: sparse weights, int64 rows where a bound allows it,
     Python integers (object rows) otherwise.  Same exact values as the layer-wise matmul."""
+    den = int(den)
     rows = [_fit(cols[i]) for i in range(cols.shape[0])]
     for i, aff in enumerate(ff.layers):
         if i > 0:

@@ -1,0 +1,57 @@
+"""vardi2022-relu (Lemma C.1 / Thm F.1): points of length-1 sequences, certified exactly."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from exactmem.constructions import get
+from exactmem.errors import AssumptionError
+from exactmem.model import Dataset, sizes
+from exactmem.model.generate import generate
+from exactmem.pipeline import certify
+
+NAME = "vardi2022-relu"
+
+
+def _points(N: int, d: int, seed: int, classes: int) -> Dataset:  # noqa: N803
+    rng = random.Random(seed)
+    pts: dict[tuple[Fraction, ...], int] = {}
+    while len(pts) < N:
+        pts[tuple(Fraction(rng.randint(-30, 30), rng.choice((1, 2, 5))) for _ in range(d))] = \
+            rng.randrange(classes)
+    return Dataset("next-token", "vectors", tuple((p,) for p in pts), tuple(pts.values()), dim=d)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("block_size", [0, 1, 7])
+def test_vardi_vectors(seed: int, block_size: int) -> None:
+    ds = _points(150, 3, seed, 5)
+    outcome = certify(ds, NAME, {"seed": seed, "block_size": block_size})
+    assert outcome.report.verified, outcome.report.failures[:5]
+    assert outcome.certificate["sizes"]["width"] <= 12
+
+
+def test_vardi_token_ids_and_bounded_bits() -> None:
+    ds = generate("next-token", N=60, n=1, vocab=60, classes=4, seed=2)
+    plain = certify(ds, NAME)
+    bounded = certify(ds, NAME, {"block_points": 3})
+    assert plain.report.verified and bounded.report.verified
+    assert bounded.certificate["sizes"]["max_bits"] < plain.certificate["sizes"]["max_bits"]
+    assert bounded.certificate["sizes"]["depth"] > plain.certificate["sizes"]["depth"]
+
+
+def test_block_size_trades_depth_for_bits() -> None:
+    ds = _points(200, 2, 4, 2)
+    build = get(NAME).build
+    few = sizes(build(ds, {"block_size": 2}).spec)
+    many = sizes(build(ds, {"block_size": 20}).spec)
+    assert many.max_bits > few.max_bits
+
+
+def test_vardi_needs_single_tokens() -> None:
+    ds = generate("next-token", N=5, n=2, vocab=4, classes=2, seed=0)
+    with pytest.raises(AssumptionError, match="n = 2"):
+        get(NAME).build(ds, {})
