@@ -1,5 +1,8 @@
 """The certify pipeline, one stage per line: validate -> build -> evaluate -> certificate ->
-checker -> write.  A certificate is written only after the independent checker verified it."""
+checker -> write.  A certificate is written only after the independent checker verified it.
+
+Evaluation is exact; networks with softmax scores are evaluated with rigorous rational
+interval bounds (``exactmem.model.interval``) instead."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from exactmem.checker import CheckReport, check_certificate
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
-from exactmem.model.evaluate import evaluate
+from exactmem.model.interval import evaluate_certified
 
 
 @dataclass(slots=True)
@@ -53,7 +56,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     t["build"] = time.perf_counter() - clock
     say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
     clock = time.perf_counter()
-    evaluation = evaluate(result.spec, ds)
+    evaluation = evaluate_certified(result.spec, ds, result.hints)
     t["evaluate"] = time.perf_counter() - clock
     if evaluation.failures:
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
