@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import gmpy2
 
+from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 
 
@@ -87,3 +88,18 @@ def significand_bits(x: Fraction) -> int:
         return -1
     num = abs(x.numerator)
     return num.bit_length() - ((num & -num).bit_length() - 1)
+
+
+def rounded_values(m: ScaledMatrix, fmt: FloatFormat) -> list[list[float]]:
+    """Entries of ``m`` rounded once into ``fmt``, as Python floats (exact: every value is
+    representable in float64); an overflow becomes a signed infinity."""
+    if m.den == 1 and all(abs(x) < (1 << fmt.precision) for row in m.num for x in row):
+        return [[float(x) for x in row] for row in m.num]  # integers the format holds
+    out: list[list[float]] = []
+    for row in m.num:
+        r: list[float] = []
+        for x in row:
+            v = round_to_format(Fraction(x, m.den), fmt)
+            r.append(float(v) if v is not None else (float("inf") if x > 0 else float("-inf")))
+        out.append(r)
+    return out

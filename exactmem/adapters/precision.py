@@ -319,3 +319,45 @@ def certify_at(spec: NetworkSpec, ds: Dataset, p: int) -> tuple[FloatFormat, lis
     standard width: 53, 24, 11, 8) and return every miss (empty = memorizes)."""
     fmt = IEEE_BY_PRECISION.get(p, bits(p))
     return fmt, forward_misses(spec, ds, fmt)
+
+
+def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int = 6,
+           log: Callable[[str], None] | None = None) -> dict[str, dict[int, float]]:
+    """Memorized fraction per ``p``: (a) at every ``p`` from 2 to its upper bound, (b) at
+    every ``p`` within ``window`` of its answer plus every probe of the search."""
+    say = log or (lambda _m: None)
+    a: dict[int, float] = dict(report.weights.probes)
+    for p in range(2, report.weights.upper + 1):
+        if p not in a:
+            a[p] = memorized_fraction(ds, weights_misses(spec, ds, p))
+    b: dict[int, float] = dict(report.forward.probes)
+    centre = report.forward.p or report.forward.upper
+    for p in range(max(2, centre - window), centre + window + 1):
+        if p not in b:
+            b[p] = memorized_fraction(ds, forward_misses(spec, ds, bits(p)))
+            say(f"(b) p = {p}: {b[p]:.4f} memorized")
+    return {"weights rounded, exact evaluation": dict(sorted(a.items())),
+            "forward pass in p-bit floats (MPFR)": dict(sorted(b.items()))}
+
+
+def plot(curve: dict[str, dict[int, float]], out: str, title: str) -> None:
+    """PNG of memorized fraction vs significand bits (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (label, pts), marker in zip(curve.items(), ("o", "s"), strict=False):
+        ax.plot(list(pts), list(pts.values()), marker=marker, markersize=3, label=label)
+    for p, name in ((53, "float64"), (24, "float32"), (11, "float16"), (8, "bfloat16")):
+        ax.axvline(p, color="grey", linewidth=0.5, linestyle=":")
+        ax.text(p, 0.02, name, rotation=90, fontsize=7, color="grey")
+    ax.set_xlabel("significand bits p (float32 = 24)")
+    ax.set_ylabel("fraction of sequences memorized")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)

@@ -27,9 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from exactmem.adapters.formats import FORMATS, FloatFormat, round_to_format
+from exactmem.adapters.formats import FORMATS, FloatFormat, round_to_format, rounded_values
 from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors
-from exactmem.arith import ScaledMatrix
 from exactmem.errors import NotExactError, SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
@@ -51,21 +50,6 @@ def format_of(dtype: torch.dtype) -> FloatFormat:
         if dt == dtype:
             return FORMATS[name]
     raise SpecError(f"no exact rounding rule for torch dtype {dtype}")
-
-
-def rounded_values(m: ScaledMatrix, fmt: FloatFormat) -> list[list[float]]:
-    """Entries of ``m`` rounded once into ``fmt``, as Python floats (exact: every value is
-    representable in float64); an overflow becomes a signed infinity."""
-    if m.den == 1 and all(abs(x) < (1 << fmt.precision) for row in m.num for x in row):
-        return [[float(x) for x in row] for row in m.num]  # integers the format holds
-    out: list[list[float]] = []
-    for row in m.num:
-        r: list[float] = []
-        for x in row:
-            v = round_to_format(Fraction(x, m.den), fmt)
-            r.append(float(v) if v is not None else (float("inf") if x > 0 else float("-inf")))
-        out.append(r)
-    return out
 
 
 def _tensor(rows: list[list[float]], cols: int, dtype: torch.dtype,
@@ -276,3 +260,19 @@ def cuda_available() -> bool:
 
 def parameters_of(net: ExactmemNetwork) -> Sequence[torch.Tensor]:
     return list(net.parameters())
+
+
+def save_state_dict(spec: NetworkSpec, path: str, dtype: str = "float64") -> None:
+    """``torch.save`` of the state_dict (structure in ``_extra_state``, a JSON string, so
+    ``torch.load(path, weights_only=True)`` reads it)."""
+    torch.save(to_torch(spec, dtype).state_dict(), path)
+
+
+def load_network(path: str, device: str | torch.device = "cpu") -> ExactmemNetwork:
+    """An :class:`ExactmemNetwork` from a saved state_dict."""
+    state = torch.load(path, map_location=device, weights_only=True)
+    spec = from_torch(state)
+    dtype = next(v.dtype for k, v in state.items() if k != "_extra_state")
+    net = to_torch(spec, dtype, device)
+    net.load_state_dict(state)
+    return net

@@ -1,0 +1,211 @@
+"""ONNX export: the network as MatMul / Softmax-level primitives (opset 17).
+
+Graph interface:
+
+* input ``tokens`` (int64, ``[batch, n]``) for token-id networks, or ``inputs`` (float,
+  ``[batch, n, d]``) for vector networks;
+* output ``outputs`` (float, ``[batch, n, d_out]``): the raw network output at every
+  position, before the readout;
+* output ``labels`` (int64): ``[batch]`` for one read position (next-token), ``[batch, n]``
+  for every position (seq2seq); nearest integer (``Round``, ties to even) of a scalar output,
+  ``ArgMax`` of class scores.
+
+Layers follow :mod:`exactmem.adapters.torch` op for op: embedding = ``Gather`` of the
+transposed table; affine = ``MatMul`` then ``Add``; attention scores ``K Q^T`` with keys on
+rows (Kajitsuka & Sato eq. 2); hardmax = ``Equal(S, ReduceMax(S))`` as a 0/1 mask, the masked
+sum of values divided by the number of ties (the exact-in-float form of a uniform split over
+tied maxima); uniform attention = ``ReduceSum`` of the values divided by the number of keys;
+softmax = ``Softmax`` over the key axis.  Graph metadata holds the network structure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.adapters.formats import FORMATS, rounded_values
+from exactmem.adapters.skeleton import skeleton
+from exactmem.arith import ScaledMatrix
+from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.model.spec import Attention, Embedding, FeedForward, Linear, NetworkSpec
+
+OPSET = 17
+NP_DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+class _Graph:
+    def __init__(self, dtype: str) -> None:
+        import onnx
+
+        self.onnx = onnx
+        self.np = NP_DTYPES[dtype]
+        self.elem = onnx.TensorProto.DOUBLE if dtype == "float64" else onnx.TensorProto.FLOAT
+        self.fmt = FORMATS[dtype]
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.count = 0
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{hint}_{self.count}"
+
+    def const(self, hint: str, arr: np.ndarray) -> str:
+        n = self.name(hint)
+        self.inits.append(self.onnx.numpy_helper.from_array(arr, n))
+        return n
+
+    def weight(self, hint: str, m: ScaledMatrix, transpose: bool = True) -> str:
+        a = np.array(rounded_values(m, self.fmt), dtype=np.float64).reshape(m.shape)
+        return self.const(hint, np.ascontiguousarray((a.T if transpose else a).astype(self.np)))
+
+    def vector(self, hint: str, m: ScaledMatrix) -> str:
+        a = np.array(rounded_values(m, self.fmt), dtype=np.float64).reshape(-1)
+        return self.const(hint, a.astype(self.np))
+
+    def scalar(self, value: float) -> str:
+        return self.const("c", np.array(value, dtype=self.np))
+
+    def ints(self, values: list[int]) -> str:
+        return self.const("idx", np.array(values, dtype=np.int64))
+
+    def op(self, kind: str, inputs: list[str], **attrs: Any) -> str:
+        out = self.name(kind.lower())
+        self.nodes.append(self.onnx.helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+
+def _affine(g: _Graph, x: str, weight: ScaledMatrix, bias: ScaledMatrix | None) -> str:
+    y = g.op("MatMul", [x, g.weight("W", weight)])
+    return g.op("Add", [y, g.vector("b", bias)]) if bias is not None else y
+
+
+def _attention(g: _Graph, x: str, att: Attention) -> str:
+    xk = g.op("Gather", [x, g.ints(list(att.keys))], axis=1) if att.keys is not None else x
+    total: str | None = None
+    for head in att.heads:
+        v = g.op("MatMul", [xk, g.weight("Wv", head.value)])  # [B, K, s]
+        if att.kind == "uniform" or head.scores_are_zero():
+            s = g.op("ReduceSum", [v, g.ints([1])], keepdims=1)
+            nk = (len(att.keys) if att.keys is not None else None)
+            if nk is None:
+                shape = g.op("Shape", [xk])
+                cnt = g.op("Cast", [g.op("Gather", [shape, g.ints([1])], axis=0)], to=g.elem)
+                agg = g.op("Div", [s, cnt])
+            else:
+                agg = g.op("Div", [s, g.scalar(float(nk))])
+        else:
+            q = g.op("MatMul", [x, g.weight("Wq", head.query)])
+            k = g.op("MatMul", [xk, g.weight("Wk", head.key)])
+            scores = g.op("MatMul", [k, g.op("Transpose", [q], perm=[0, 2, 1])])  # [B, K, n]
+            if att.kind == "softmax":
+                w = g.op("Softmax", [scores], axis=1)
+                agg = g.op("MatMul", [g.op("Transpose", [w], perm=[0, 2, 1]), v])
+            else:
+                best = g.op("ReduceMax", [scores], axes=[1], keepdims=1)
+                mask = g.op("Cast", [g.op("Equal", [scores, best])], to=g.elem)
+                cnt = g.op("ReduceSum", [mask, g.ints([1])], keepdims=1)  # [B, 1, n]
+                summed = g.op("MatMul", [g.op("Transpose", [mask], perm=[0, 2, 1]), v])
+                agg = g.op("Div", [summed, g.op("Transpose", [cnt], perm=[0, 2, 1])])
+        out = g.op("MatMul", [agg, g.weight("Wo", head.output)])
+        total = out if total is None else g.op("Add", [total, out])
+    assert total is not None
+    if att.residual:
+        return g.op("Add", [x, total])
+    return g.op("Add", [g.op("Mul", [x, g.scalar(0.0)]), total])  # broadcast to [B, n, m]
+
+
+def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] | None = None,
+                ) -> Any:
+    """The ONNX ``ModelProto`` of ``spec`` with weights rounded once into ``dtype``."""
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - onnx is a declared dependency
+        raise MissingDependencyError("the ONNX export needs the 'onnx' package") from exc
+    if dtype not in NP_DTYPES:
+        raise SpecError(f"ONNX export supports {sorted(NP_DTYPES)}, found {dtype!r}")
+    g = _Graph(dtype)
+    n = spec.seq_len
+    if spec.input_kind == "token-ids":
+        inp = onnx.helper.make_tensor_value_info("tokens", onnx.TensorProto.INT64, ["batch", n])
+    else:
+        inp = onnx.helper.make_tensor_value_info("inputs", g.elem, ["batch", n, spec.input_dim])
+    x = inp.name
+    for layer in spec.layers:
+        if isinstance(layer, Embedding):
+            x = g.op("Gather", [g.weight("table", layer.table), x], axis=0)
+        elif isinstance(layer, Linear):
+            x = _affine(g, x, layer.map.weight, layer.map.bias)
+        elif isinstance(layer, FeedForward):
+            y = x
+            for j, aff in enumerate(layer.layers):
+                if j > 0:
+                    y = g.op("Relu", [y])
+                y = _affine(g, y, aff.weight, aff.bias)
+            x = g.op("Add", [x, y]) if layer.residual else y
+        else:
+            x = _attention(g, x, layer)
+    g.nodes.append(onnx.helper.make_node("Identity", [x], ["outputs"]))
+    pos = list(spec.read_positions())
+    if spec.readout.positions == "every":
+        sel = g.op("Gather", ["outputs", g.ints(pos)], axis=1)  # [B, n, d]
+    else:
+        sel = g.op("Gather", ["outputs", g.const("pos", np.array(pos[0], dtype=np.int64))],
+                   axis=1)  # [B, d]
+    if spec.readout.kind == "scalar":
+        lab = g.op("Cast", [g.op("Round", [g.op("Squeeze", [sel, g.ints([-1])])])],
+                   to=onnx.TensorProto.INT64)
+    else:
+        lab = g.op("ArgMax", [sel], axis=-1, keepdims=0)
+    g.nodes.append(onnx.helper.make_node("Identity", [lab], ["labels"]))
+    out_shape: list[Any] = ["batch", n, spec.out_dim]
+    lab_shape: list[Any] = ["batch", n] if spec.readout.positions == "every" else ["batch"]
+    graph = onnx.helper.make_graph(
+        g.nodes, "exactmem", [inp],
+        [onnx.helper.make_tensor_value_info("outputs", g.elem, out_shape),
+         onnx.helper.make_tensor_value_info("labels", onnx.TensorProto.INT64, lab_shape)],
+        g.inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
+                                   producer_name="exactmem")
+    model.ir_version = 8
+    meta = {"exactmem.skeleton": json.dumps(skeleton(spec), sort_keys=True),
+            "exactmem.dtype": dtype, **(doc or {})}
+    onnx.helper.set_model_props(model, meta)
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
+               doc: dict[str, str] | None = None) -> Path:
+    import onnx
+
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    onnx.save_model(build_model(spec, dtype, doc), str(tmp))
+    tmp.replace(out)
+    return out
+
+
+def run_onnx(path_or_model: str | Path | Any, inputs: np.ndarray,
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """``(outputs, labels)`` from onnxruntime on CPU."""
+    import onnxruntime as ort
+
+    src = str(path_or_model) if isinstance(path_or_model, (str, Path)) else \
+        path_or_model.SerializeToString()
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    outs, labels = sess.run(["outputs", "labels"], {name: inputs})
+    return np.asarray(outs), np.asarray(labels)
+
+
+def dataset_array(ds: Any, dtype: str = "float64") -> np.ndarray:
+    """The dataset as the graph's input array (vectors rounded once into ``dtype``)."""
+    if ds.inputs == "token-ids":
+        return np.array(ds.sequences, dtype=np.int64)
+    fmt = FORMATS[dtype]
+    rows = [[rounded_values(ScaledMatrix.row(list(tok)), fmt)[0] for tok in seq]
+            for seq in ds.sequences]
+    return np.array(rows, dtype=np.float64).astype(NP_DTYPES[dtype])
