@@ -1,0 +1,189 @@
+"""Exports: torch state_dict, safetensors bound to the certificate, ONNX run by onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
+from exactmem.adapters.safetensors_io import spec_from_safetensors, verify_binding
+from exactmem.adapters.torch import load_network, run_torch, to_torch
+from exactmem.arith import ScaledMatrix
+from exactmem.certificate import read_certificate, spec_from_certificate, write_certificate
+from exactmem.cli import main
+from exactmem.constructions.lookup import build
+from exactmem.model.dataset import Dataset
+from exactmem.model.forward import forward, outputs
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Linear,
+    NetworkSpec,
+    Readout,
+)
+from exactmem.pipeline import certify
+
+
+def token_dataset(seed: int, N: int, n: int, V: int, classes: int = 5,
+                  task: str = "next-token") -> Dataset:
+    rng = random.Random(seed)
+    seqs: set[tuple[int, ...]] = set()
+    while len(seqs) < N:
+        seqs.add(tuple(rng.randrange(V) for _ in range(n)))
+    table: dict[tuple[object, ...], int] = {}
+
+    def label(seq: tuple[int, ...], k: int) -> int:
+        return table.setdefault((tuple(sorted(seq)), seq[k]), rng.randrange(classes))
+
+    ordered = sorted(seqs)
+    labels: tuple[object, ...] = (tuple(label(s, n - 1) for s in ordered) if task == "next-token"
+                                  else tuple(tuple(label(s, k) for k in range(n))
+                                             for s in ordered))
+    return Dataset(task, "token-ids", tuple(ordered), labels, vocab_size=V)  # type: ignore[arg-type]
+
+
+def vector_dataset(seed: int, N: int, n: int) -> Dataset:
+    rng = random.Random(seed)
+    vocab = [(Fraction(rng.randint(-9, 9), rng.randint(1, 4)), Fraction(rng.randint(0, 5)))
+             for _ in range(4)]
+    seqs = sorted({tuple(rng.randrange(4) for _ in range(n)) for _ in range(4 * N)})[:N]
+    table: dict[tuple[object, ...], int] = {}
+    labels = tuple(table.setdefault((tuple(sorted(s)), s[-1]), rng.randrange(3)) for s in seqs)
+    return Dataset("next-token", "vectors", tuple(tuple(vocab[t] for t in s) for s in seqs),
+                   labels, dim=2)
+
+
+def all_labels(ds: Dataset) -> np.ndarray:
+    return np.array(ds.labels, dtype=np.int64)
+
+
+def exact(spec: NetworkSpec, ds: Dataset) -> np.ndarray:
+    vals = outputs(spec, forward(spec, ds))
+    return np.array([[[float(x) for x in v] for v in row] for row in vals])
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dataset]:
+    ds = token_dataset(7, N=60, n=4, V=6)
+    path = tmp_path_factory.mktemp("cert") / "c.json"
+    outcome = certify(ds, "lookup", {}, out=path)
+    assert outcome.report.verified
+    return path, ds
+
+
+def test_safetensors_export_is_bound_and_reads_back(certified: tuple[Path, Dataset],
+                                                    tmp_path: Path) -> None:
+    cert, _ = certified
+    out = tmp_path / "net.safetensors"
+    assert main(["export", str(cert), "--format", "safetensors", "-o", str(out)]) == 0
+    side = out.with_name(out.name + ".exact.json")
+    assert verify_binding(out, cert, side) == []
+    spec = spec_from_certificate(read_certificate(cert))
+    assert spec_from_safetensors(out) == spec  # lookup weights are float64 integers
+    # a changed sidecar or certificate breaks the binding
+    text = side.read_text()
+    side.write_text(text.replace('"1"', '"2"', 1))
+    assert any("sidecar" in p for p in verify_binding(out, cert, side))
+    side.write_text(text)
+    obj = read_certificate(cert)
+    obj["construction"]["params"]["seed"] = 99
+    other = tmp_path / "other.json"
+    write_certificate(obj, other)
+    assert any("certificate" in p for p in verify_binding(out, other, side))
+
+
+def test_torch_export_loads_with_weights_only(certified: tuple[Path, Dataset],
+                                              tmp_path: Path) -> None:
+    cert, ds = certified
+    out = tmp_path / "net.pt"
+    assert main(["export", str(cert), "--format", "torch", "-o", str(out)]) == 0
+    state = torch.load(out, weights_only=True)
+    assert isinstance(state["_extra_state"], str)
+    net = load_network(str(out))
+    spec = spec_from_certificate(read_certificate(cert))
+    assert np.array_equal(run_torch(net, ds), exact(spec, ds))
+    x = torch.tensor(ds.sequences, dtype=torch.int64)
+    assert torch.equal(net.labels(net(x)), torch.tensor(ds.labels))
+
+
+def test_rejected_certificate_is_not_exported(certified: tuple[Path, Dataset],
+                                              tmp_path: Path) -> None:
+    cert, _ = certified
+    obj = read_certificate(cert)
+    obj["claims"]["outputs"][0][0] = "12345"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(obj))
+    out = tmp_path / "x.onnx"
+    assert main(["export", str(bad), "--format", "onnx", "-o", str(out)]) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("task", ["next-token", "seq2seq"])
+def test_onnx_float64_reproduces_exact_outputs_and_torch(task: str, tmp_path: Path) -> None:
+    ds = token_dataset(11, N=50, n=3, V=5, task=task)
+    spec = build(ds, {}).spec
+    out = tmp_path / "net.onnx"
+    from exactmem.adapters.onnx_export import write_onnx
+
+    write_onnx(spec, out, "float64")
+    outs, labels = run_onnx(out, dataset_array(ds))
+    pos = spec.read_positions()
+    assert np.array_equal(outs[:, list(pos), :], exact(spec, ds))
+    assert np.array_equal(outs[:, list(pos), :], run_torch(to_torch(spec, "float64"), ds))
+    want = np.array(ds.labels, dtype=np.int64)
+    assert labels.shape == want.shape and np.array_equal(labels, want)
+
+
+def test_onnx_vector_inputs_and_hardmax_match_torch() -> None:
+    ds = vector_dataset(3, N=12, n=3)
+    spec = build(ds, {}).spec
+    outs, labels = run_onnx(build_model(spec, "float64"), dataset_array(ds, "float64"))
+    th = run_torch(to_torch(spec, "float64"), ds)
+    assert np.array_equal(outs[:, [-1], :], th)
+    assert np.array_equal(labels, all_labels(ds))
+    # hardmax with ties, argmax readout at every position
+    table = ScaledMatrix.from_rows([[0, 1, 1, 2], [1, 3, 5, 7]])
+    head = Head(ScaledMatrix.from_rows([[0, 1]]), ScaledMatrix.from_rows([[1, 0]]),
+                ScaledMatrix.from_rows([[0, 1]]), ScaledMatrix.from_rows([[0], [1]]))
+    ff = FeedForward((Affine(ScaledMatrix.from_rows([[1, 0], [0, 1], [1, 1]]),
+                             ScaledMatrix.column(["-1/2", 0, 0])),
+                      Affine(ScaledMatrix.from_rows([[1, 0, 0], [0, 1, 0], [0, 0, 1]]))))
+    hspec = NetworkSpec("token-ids", 4, 4, (Embedding(table), Attention((head,)), ff),
+                        Readout("argmax", "every"))
+    seqs = ((0, 1, 2, 3), (2, 2, 1, 0), (1, 2, 2, 1), (3, 3, 0, 3))
+    hds = Dataset("seq2seq", "token-ids", seqs, tuple((0,) * 4 for _ in seqs), vocab_size=4)
+    o2, l2 = run_onnx(build_model(hspec, "float64"), dataset_array(hds))
+    net = to_torch(hspec, "float64")
+    t_out = net(torch.tensor(seqs))
+    assert np.array_equal(o2, t_out.detach().numpy())
+    assert np.array_equal(l2, net.labels(t_out).numpy())
+    lin = NetworkSpec("token-ids", 4, 4, (Embedding(table), Attention((head,)),
+                                          Linear(Affine(ScaledMatrix.from_rows([[0, 1]])))),
+                      Readout("scalar", "last"))
+    o3, _ = run_onnx(build_model(lin, "float64"), dataset_array(hds))
+    assert np.array_equal(o3, to_torch(lin, "float64")(torch.tensor(seqs)).detach().numpy())
+
+
+def test_max_bits_network_runs_exactly_in_float32_torch_and_onnx() -> None:
+    ds = token_dataset(5, N=150, n=5, V=8, classes=7)
+    spec = build(ds, {"max_bits": 24}).spec
+    want = all_labels(ds)
+    th = run_torch(to_torch(spec, "float32"), ds)
+    assert np.array_equal(th[:, 0, 0], want.astype(np.float64))  # exact, not just rounded
+    outs, labels = run_onnx(build_model(spec, "float32"), dataset_array(ds, "float32"))
+    assert np.array_equal(labels, want)
+    assert np.array_equal(outs[:, -1, 0].astype(np.float64), want.astype(np.float64))
+
+
+def test_max_bits_zero_is_the_default_network() -> None:
+    ds = token_dataset(2, N=30, n=3, V=4)
+    assert build(ds, {"max_bits": 0}).spec == build(ds, {}).spec
