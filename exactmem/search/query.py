@@ -1,0 +1,139 @@
+"""One search query: does a network of this shape memorize this dataset?
+
+:func:`run_query` checks label consistency (a violation is a checkable proof that no
+network of the family exists: it has no positional information), encodes the question
+(:mod:`exactmem.search.encoding`), asks the backend, and for a ``found`` answer builds
+the witness network, certifies it with :func:`exactmem.certificate.build_certificate` and
+re-verifies it with the trusted checker before reporting it.  A witness the checker
+rejects is reported as ``unknown``, never as ``found``.
+
+:func:`query_worker` is the same on plain JSON values, for process pools and Dask.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exactmem.model.dataset import Dataset, dataset_from_json
+from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
+from exactmem.search.encoding import EncodeOptions, encode, output_dim
+from exactmem.search.outcome import Assignment, Found, Infeasible, Outcome, Unknown
+from exactmem.search.shape import Shape, params_of
+from exactmem.search.witness import witness_spec
+
+CONSTRUCTION_NAME = "search"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """The outcome of one query with its JSON-ready summary."""
+
+    shape: Shape
+    params: int
+    outcome: Outcome
+    seconds: float
+    certificate: dict[str, Any] | None = None
+    certificate_path: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def status(self) -> str:
+        if isinstance(self.outcome, Found):
+            return "found"
+        return "infeasible" if isinstance(self.outcome, Infeasible) else "unknown"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"shape": self.shape.as_dict(), "params": self.params,
+                               "status": self.status, "seconds": round(self.seconds, 4)}
+        if isinstance(self.outcome, Infeasible):
+            out["proof_kind"] = self.outcome.proof_kind
+            out["detail"] = self.outcome.detail
+        elif isinstance(self.outcome, Unknown):
+            out["reason"] = self.outcome.reason
+        if self.certificate_path is not None:
+            out["certificate"] = self.certificate_path
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def consistency_conflict(ds: Dataset) -> str | None:
+    """Why no network without positional information can memorize ``ds``, or ``None``."""
+    pair = find_conflicting_duplicate(ds)
+    if pair is not None:
+        return f"sequences {pair[0]} and {pair[1]} are identical with different labels"
+    bad = find_inconsistency(ds)
+    if bad is not None:
+        return (f"sequences {bad[0]} and {bad[1]} are equal up to a permutation with the same "
+                f"last token but carry different labels (Kajitsuka & Sato eq. 5)")
+    return None
+
+
+def shape_params(ds: Dataset, shape: Shape) -> int:
+    dim = ds.vocab_size if ds.inputs == "token-ids" else ds.dim
+    assert dim is not None
+    return params_of(shape, ds.inputs, dim, output_dim(ds, shape))
+
+
+def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions
+                    ) -> tuple[dict[str, Any], list[str]]:
+    """Certificate of the witness and the checker's failures (empty when verified)."""
+    from exactmem.certificate import build_certificate
+    from exactmem.checker import check_certificate
+    from exactmem.constructions.base import BuildResult
+
+    params: dict[str, Any] = {"shape": shape.as_dict(), "ties": opts.ties}
+    cert = build_certificate(ds, BuildResult(spec, params), CONSTRUCTION_NAME)
+    report = check_certificate(cert)
+    return cert, list(report.failures)
+
+
+def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
+              timeout_s: float = 60.0, certificate_path: str | Path | None = None,
+              seed: int = 0) -> QueryResult:
+    """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified."""
+    from exactmem.search import z3_backend
+
+    opts = opts or EncodeOptions()
+    start = time.monotonic()
+    params = shape_params(ds, shape)
+    conflict = consistency_conflict(ds)
+    if conflict is not None:
+        return QueryResult(shape, params, Infeasible("label-consistency", conflict),
+                           time.monotonic() - start)
+    problem = encode(ds, shape, opts)
+    raw = z3_backend.solve(problem, timeout_s, seed=seed)
+    if not isinstance(raw, Assignment):
+        return QueryResult(shape, params, raw, time.monotonic() - start)
+    spec = witness_spec(ds, shape, problem, raw.values)
+    cert, failures = certify_witness(ds, shape, spec, opts)
+    seconds = time.monotonic() - start
+    notes = ("z3 gave an algebraic model; re-solved with rational weights",) \
+        if raw.rational_resolve else ()
+    if failures:
+        return QueryResult(shape, params, Unknown("the checker rejected the solver's witness: "
+                                                  + "; ".join(failures[:3])), seconds)
+    path = None
+    if certificate_path is not None:
+        from exactmem.certificate import write_certificate
+
+        write_certificate(cert, certificate_path)
+        path = str(certificate_path)
+    return QueryResult(shape, params, Found(spec), seconds, cert, path, notes)
+
+
+def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """JSON in, JSON out: ``{"dataset", "shape", "ties", "timeout", "key"?, "certificate"?}``."""
+    ds = dataset_from_json(payload["dataset"])
+    shape = Shape.from_dict(payload["shape"])
+    opts = EncodeOptions(ties=payload.get("ties", "split"))
+    res = run_query(ds, shape, opts, float(payload.get("timeout", 60.0)),
+                    payload.get("certificate"))
+    out = res.as_dict()
+    if "key" in payload:
+        out["key"] = payload["key"]
+    out["verified"] = res.status == "found"
+    return out

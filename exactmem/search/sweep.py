@@ -1,0 +1,127 @@
+"""Minimal-size search: sweep shapes from small to large and report the smallest ``found``.
+
+A minimum is claimed (``proved_minimal``) only when every smaller shape of the swept
+family is ``infeasible`` and the family's caps cannot hide a smaller shape; otherwise the
+found size is an upper bound ("at most").  A shape that nests in a shape already proved
+infeasible (:func:`~exactmem.search.shape.nests_in`) is infeasible without a query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.search.encoding import EncodeOptions
+from exactmem.search.outcome import Infeasible
+from exactmem.search.query import QueryResult, run_query, shape_params
+from exactmem.search.shape import Shape, nests_in
+
+Minimize = Literal["ff-width", "heads", "params"]
+MINIMIZE_MODES = ("ff-width", "heads", "params")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps of the swept family."""
+
+    max_layers: int = 2
+    max_heads: int = 2
+    max_d_model: int = 2
+    max_ff_width: int = 4
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+def candidates(base: Shape, mode: str, limits: Limits, ds: Dataset) -> list[Shape]:
+    """Shapes to try, smallest first."""
+    if mode == "ff-width":
+        return [dataclasses.replace(base, ff_width=q) for q in range(limits.max_ff_width + 1)]
+    if mode == "heads":
+        return [dataclasses.replace(base, heads=h) for h in range(1, limits.max_heads + 1)]
+    if mode != "params":
+        raise SpecError(f"--minimize must be one of {MINIMIZE_MODES}, found {mode!r}")
+    shapes = [Shape(layers, heads, m, s, q, base.residual, base.readout)
+              for layers in range(1, limits.max_layers + 1)
+              for heads in range(1, limits.max_heads + 1)
+              for m in range(1, limits.max_d_model + 1)
+              for s in range(1, m + 1)
+              for q in range(limits.max_ff_width + 1)]
+    return sorted(shapes, key=lambda sh: (shape_params(ds, sh), sh.layers, sh.heads,
+                                          sh.d_model, sh.head_dim, sh.ff_width))
+
+
+def caps_hide_nothing(ds: Dataset, base: Shape, limits: Limits, params: int) -> bool:
+    """No shape beyond a cap has at most ``params`` parameters (params grow with every knob)."""
+    smallest = Shape(1, 1, 1, 1, 0, base.residual, base.readout)
+    beyond = [dataclasses.replace(smallest, layers=limits.max_layers + 1),
+              dataclasses.replace(smallest, heads=limits.max_heads + 1),
+              dataclasses.replace(smallest, d_model=limits.max_d_model + 1),
+              dataclasses.replace(smallest, ff_width=limits.max_ff_width + 1)]
+    return all(shape_params(ds, sh) > params for sh in beyond)
+
+
+def implied_infeasible(shape: Shape, infeasible: list[Shape]) -> Shape | None:
+    for big in infeasible:
+        if nests_in(shape, big):
+            return big
+    return None
+
+
+def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | None = None,
+             opts: EncodeOptions | None = None, timeout_s: float = 60.0,
+             certificate_dir: Path | None = None,
+             on_result: Callable[[QueryResult], None] | None = None) -> dict[str, Any]:
+    """Sweep shapes; return the JSON report (``status``, ``minimal``, ``proved_minimal``,
+    ``sizes``)."""
+    limits = limits or Limits()
+    opts = opts or EncodeOptions()
+    sizes: list[dict[str, Any]] = []
+    infeasible: list[Shape] = []
+    all_smaller_infeasible = True
+    minimal: dict[str, Any] | None = None
+    for shape in candidates(base, mode, limits, ds):
+        if minimal is not None:
+            break
+        big = implied_infeasible(shape, infeasible)
+        if big is not None:
+            entry = {"shape": shape.as_dict(), "params": shape_params(ds, shape),
+                     "status": "infeasible", "seconds": 0.0, "proof_kind": "solver-only",
+                     "detail": f"nests in the infeasible shape {big.label()}"}
+            sizes.append(entry)
+            continue
+        path = None
+        if certificate_dir is not None:
+            certificate_dir.mkdir(parents=True, exist_ok=True)
+            path = certificate_dir / (shape.label().replace(" ", "_") + ".cert.json")
+        res = run_query(ds, shape, opts, timeout_s, path)
+        if on_result is not None:
+            on_result(res)
+        sizes.append(res.as_dict())
+        if res.status == "found":
+            minimal = {**shape.as_dict(), "params": res.params}
+        elif res.status == "infeasible":
+            infeasible.append(shape)
+            if isinstance(res.outcome, Infeasible) and res.outcome.proof_kind == \
+                    "label-consistency":
+                break  # no shape of the family can memorize this dataset
+        else:
+            all_smaller_infeasible = False
+    proved = False
+    if minimal is not None:
+        proved = all_smaller_infeasible
+        if mode == "params":
+            proved = proved and caps_hide_nothing(ds, base, limits, minimal["params"])
+        status = "found"
+    elif sizes and all(e["status"] == "infeasible" for e in sizes):
+        status = "infeasible"
+    else:
+        status = "unknown"
+    return {"status": status, "minimize": mode, "minimal": minimal, "proved_minimal": proved,
+            "claim": ("minimal" if proved else "at most") if minimal else None,
+            "ties": opts.ties, "family": limits.as_dict(), "sizes": sizes}
