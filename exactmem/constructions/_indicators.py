@@ -9,6 +9,7 @@ unit-spaced points, in one hidden layer so that it can be evaluated by a breakpo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -32,16 +33,17 @@ def point_indicator_bank(points: Sequence[Fraction], values: Sequence[Sequence[i
     for a, b in zip(order, order[1:], strict=False):
         if points[b] - points[a] < 1:
             raise ConstructionError(f"points {points[a]} and {points[b]} are closer than 1")
-    weights: list[list[int]] = []
-    biases: list[Fraction] = []
-    out_cols: list[list[object]] = []
-    for j in order:
-        p = Fraction(points[j])
-        for shift, coef in ((1, 1), (0, -2), (-1, 1)):
-            weights.append([1])
-            biases.append(shift - p)
-            out_cols.append([coef * Fraction(v) for v in values[j]])
-    out_rows = [[col[r] for col in out_cols] for r in range(k)]
-    first = Affine(ScaledMatrix.from_rows(weights), ScaledMatrix.column(biases))
-    second = Affine(ScaledMatrix.from_rows(out_rows, cols=len(out_cols)), None)
+    pts = [Fraction(points[j]) for j in order]
+    vals = [[Fraction(v) for v in values[j]] for j in order]
+    pden = math.lcm(*(p.denominator for p in pts))
+    vden = math.lcm(*(v.denominator for row in vals for v in row))
+    weights = ((pden,),) * (3 * len(pts))
+    biases = tuple((shift * pden - p.numerator * (pden // p.denominator),)
+                   for p in pts for shift in (1, 0, -1))
+    out_rows = tuple(tuple(coef * v.numerator * (vden // v.denominator)
+                           for row in vals for coef in (1, -2, 1) for v in (row[r],))
+                     for r in range(k))
+    first = Affine(ScaledMatrix(weights, pden, 1).reduced(),
+                   ScaledMatrix(biases, pden, 1).reduced())
+    second = Affine(ScaledMatrix(out_rows, vden, 3 * len(pts)).reduced(), None)
     return FeedForward((first, second), residual=False)
