@@ -1,0 +1,278 @@
+"""Exhaustive mode: every labelling of a set of input sequences (the shattering question).
+
+For next-token datasets of token ids (no positional information, a free embedding table):
+
+* the inputs are *consistency classes* -- a multiset of tokens plus the last token
+  (Kajitsuka & Sato eq. 5); :func:`generate_inputs` draws ``N`` distinct ones;
+* symmetry: relabelling the vocabulary permutes embedding columns and, for an argmax
+  readout (or a scalar readout with two labels, ``y -> 1 - y``), permuting the labels
+  permutes readout rows; so two labelled datasets whose graphs (sequence, token and label
+  nodes) are isomorphic have the same answer.  :func:`labelling_classes` keeps one
+  representative per isomorphism class (networkx: Weisfeiler-Lehman hash buckets, then
+  exact isomorphism tests);
+* results stream to a JSON-lines file, one line per answered query, flushed and synced
+  as it arrives; a rerun reads the file and solves only what is missing, so ``Ctrl-C``
+  (or a kill) loses nothing that was stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations_with_replacement, product
+from pathlib import Path
+from typing import Any
+
+from exactmem.errors import DatasetError
+from exactmem.model.dataset import Dataset
+from exactmem.search.executors import Executor
+from exactmem.search.progress import Progress
+from exactmem.search.query import query_worker
+from exactmem.search.shape import Shape
+
+RESULTS_FORMAT = "exactmem.search-results/1"
+
+
+def consistency_classes(n: int, vocab: int) -> list[tuple[int, ...]]:
+    """One sequence per (multiset of ``n`` tokens, last token): sorted rest, then last."""
+    out = []
+    for ms in combinations_with_replacement(range(vocab), n):
+        for t in sorted(set(ms)):
+            rest = list(ms)
+            rest.remove(t)
+            out.append((*rest, t))
+    return out
+
+
+def generate_inputs(N: int, n: int, vocab: int, seed: int = 0) -> tuple[tuple[int, ...], ...]:  # noqa: N803
+    """``N`` distinct consistency classes of length-``n`` sequences over ``vocab`` tokens."""
+    classes = consistency_classes(n, vocab)
+    if N > len(classes):
+        raise DatasetError(f"only {len(classes)} distinct sequences (up to permutation of all "
+                           f"but the last token) exist for n = {n}, vocab = {vocab}; "
+                           f"asked for N = {N}")
+    if N == len(classes):
+        return tuple(classes)
+    rng = random.Random(seed)
+    return tuple(sorted(rng.sample(classes, N)))
+
+
+def labels_symmetric(readout: str, classes: int) -> bool:
+    """Is every permutation of the labels a symmetry of the searched family?"""
+    return readout == "argmax" or classes == 2
+
+
+def labelled_graph(seqs: Sequence[tuple[int, ...]], labels: Sequence[int],
+                   symmetric: bool) -> Any:
+    import networkx as nx
+
+    g = nx.Graph()
+    for i, (seq, y) in enumerate(zip(seqs, labels, strict=True)):
+        g.add_node(("s", i), kind="seq")
+        counts: dict[int, int] = {}
+        for t in seq:
+            counts[t] = counts.get(t, 0) + 1
+        for t, c in counts.items():
+            g.add_node(("t", t), kind="tok")
+            g.add_edge(("s", i), ("t", t), e=f"{c}/{int(t == seq[-1])}")
+        g.add_node(("y", y), kind="label" if symmetric else f"label{y}")
+        g.add_edge(("s", i), ("y", y), e="label")
+    return g
+
+
+@dataclass(frozen=True, slots=True)
+class LabellingClass:
+    """A representative labelling and how many labellings it stands for."""
+
+    labels: tuple[int, ...]
+    size: int
+
+
+def labelling_classes(seqs: Sequence[tuple[int, ...]], classes: int,
+                      symmetric: bool) -> list[LabellingClass]:
+    """Every labelling in ``[classes]^N`` up to isomorphism, in enumeration order."""
+    import networkx as nx
+    from networkx.algorithms.isomorphism import categorical_edge_match, categorical_node_match
+
+    nm, em = categorical_node_match("kind", None), categorical_edge_match("e", None)
+    buckets: dict[str, list[int]] = {}
+    reps: list[tuple[tuple[int, ...], Any]] = []
+    sizes: list[int] = []
+    for labels in product(range(classes), repeat=len(seqs)):
+        g = labelled_graph(seqs, labels, symmetric)
+        h = nx.weisfeiler_lehman_graph_hash(g, node_attr="kind", edge_attr="e")
+        for r in buckets.setdefault(h, []):
+            if nx.is_isomorphic(reps[r][1], g, node_match=nm, edge_match=em):
+                sizes[r] += 1
+                break
+        else:
+            buckets[h].append(len(reps))
+            reps.append((labels, g))
+            sizes.append(1)
+    return [LabellingClass(lab, s) for (lab, _), s in zip(reps, sizes, strict=True)]
+
+
+# results file -------------------------------------------------------------------------
+def record_key(shape: Shape, labels: Sequence[int]) -> str:
+    return f"{shape.label()} {shape.readout}|{','.join(map(str, labels))}"
+
+
+class ResultsFile:
+    """Append-only JSON lines: a header naming the question, then one record per query."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.records: dict[str, dict[str, Any]] = {}
+        lines: list[str] = []
+        if path.exists():
+            raw = path.read_text().splitlines()
+            for k, line in enumerate(raw):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    if k == len(raw) - 1:
+                        break  # a line cut by a kill: dropped, rewritten below
+                    raise DatasetError(f"{path}: line {k + 1} is not JSON") from None
+                lines.append(line)
+                if k == 0:
+                    if obj.get("header") != header:
+                        raise DatasetError(f"{path}: the results file belongs to another "
+                                           f"question (header {obj.get('header')!r})")
+                elif "key" in obj:
+                    self.records[obj["key"]] = obj
+            if len(lines) != len(raw) or not lines:
+                tmp = path.with_suffix(path.suffix + ".tmp")
+                tmp.write_text("".join(x + "\n" for x in lines))
+                os.replace(tmp, path)
+        if not lines:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._write_line({"format": RESULTS_FORMAT, "header": header})
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(obj, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def add(self, record: dict[str, Any]) -> None:
+        self._write_line(record)
+        self.records[record["key"]] = record
+
+
+# running ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Question:
+    """The inputs, the label alphabet and the query settings of an exhaustive run."""
+
+    sequences: tuple[tuple[int, ...], ...]
+    vocab: int
+    classes: int = 2
+    ties: str = "split"
+    timeout_s: float = 60.0
+
+    def header(self) -> dict[str, Any]:
+        return {"sequences": [list(s) for s in self.sequences], "vocab": self.vocab,
+                "classes": self.classes, "ties": self.ties}
+
+    def dataset(self, labels: Sequence[int]) -> Dataset:
+        return Dataset("next-token", "token-ids", self.sequences, tuple(labels),
+                       vocab_size=self.vocab)
+
+
+def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
+              first_failure: bool = False, show_progress: bool = True,
+              certificate_dir: Path | None = None) -> dict[str, Any]:
+    """Answer every labelling class for one shape; stored answers are reused."""
+    sym = labels_symmetric(shape.readout, q.classes)
+    classes = labelling_classes(q.sequences, q.classes, sym)
+    pending = []
+    reused = 0
+    for cls in classes:
+        key = record_key(shape, cls.labels)
+        if key in store.records:
+            reused += 1
+            continue
+        payload: dict[str, Any] = {"dataset": q.dataset(cls.labels).to_json(),
+                                   "shape": shape.as_dict(), "ties": q.ties,
+                                   "timeout": q.timeout_s, "key": key}
+        if certificate_dir is not None:
+            certificate_dir.mkdir(parents=True, exist_ok=True)
+            payload["certificate"] = str(certificate_dir / (key.replace(" ", "_").replace(
+                "|", "__").replace(",", "") + ".cert.json"))
+        pending.append(payload)
+    failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
+                                   "infeasible" for c in classes
+                                   if record_key(shape, c.labels) in store.records)
+    bar = Progress(len(pending), shape.label(), enabled=show_progress)
+    solved = 0
+    if pending and not failed:
+        try:
+            for res in executor.run(query_worker, pending):
+                res["labels"] = [int(x) for x in res["key"].split("|")[1].split(",")]
+                store.add(res)
+                solved += 1
+                bar.update()
+                if first_failure and res["status"] == "infeasible":
+                    break
+        except KeyboardInterrupt:
+            executor.close(cancel=True)
+            raise
+    bar.finish()
+    return summarize(shape, classes, store, reused, solved)
+
+
+def summarize(shape: Shape, classes: list[LabellingClass], store: ResultsFile,
+              reused: int, solved: int) -> dict[str, Any]:
+    counts = {"found": 0, "infeasible": 0, "unknown": 0, "unanswered": 0}
+    labellings = dict(counts)
+    secs: list[float] = []
+    params = None
+    for cls in classes:
+        rec = store.records.get(record_key(shape, cls.labels))
+        status = rec["status"] if rec else "unanswered"
+        counts[status] += 1
+        labellings[status] += cls.size
+        if rec:
+            secs.append(float(rec["seconds"]))
+            params = rec["params"]
+    if counts["infeasible"]:
+        shatters: bool | None = False
+    elif counts["found"] == len(classes):
+        shatters = True
+    else:
+        shatters = None
+    secs.sort()
+    return {"shape": shape.as_dict(), "params": params, "shatters": shatters,
+            "classes": counts, "labellings": labellings, "reused": reused, "solved": solved,
+            "median_seconds": secs[len(secs) // 2] if secs else None}
+
+
+def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
+                      executor: Executor, first_failure: bool = False,
+                      show_progress: bool = True,
+                      certificate_dir: Path | None = None) -> dict[str, Any]:
+    """Shapes smallest first until one memorizes every labelling."""
+    per_shape = []
+    smallest = None
+    for shape in shapes:
+        summary = run_shape(q, shape, store, executor, first_failure, show_progress,
+                            certificate_dir)
+        per_shape.append(summary)
+        if summary["shatters"]:
+            smallest = summary
+            break
+    proved = smallest is not None and all(s["shatters"] is False for s in per_shape[:-1])
+    if smallest is not None:
+        status = "found"
+    elif per_shape and all(s["shatters"] is False for s in per_shape):
+        status = "infeasible"
+    else:
+        status = "unknown"
+    return {"status": status,
+            "minimal": {**smallest["shape"], "params": smallest["params"]} if smallest else None,
+            "proved_minimal": proved, "shapes": per_shape,
+            "reused": sum(s["reused"] for s in per_shape),
+            "solved": sum(s["solved"] for s in per_shape)}
