@@ -94,6 +94,23 @@ def test_taylor_fixed_order_grows_with_precision(r: Fraction, w: int) -> None:
     assert k2 >= k
     assert Fraction(lo, 2 ** w) <= Fraction(hi2, 2 ** (w + 40))
     assert Fraction(lo2, 2 ** (w + 40)) <= Fraction(hi, 2 ** w)
+    # the higher order encloses more tightly
+    assert Fraction(hi2 - lo2, 2 ** (w + 40)) <= Fraction(hi - lo, 2 ** w)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fractions(min_value=0, max_value=Fraction(1, 2), max_denominator=1000))
+def test_taylor_inequalities_tighten_with_order(r: Fraction) -> None:
+    """The exact inequality family used: lower T_K increases, upper T_K/(1-R_K) decreases in K,
+    and every lower stays below every upper."""
+    lows, highs = [], []
+    for k in range(0, 25):
+        t = _taylor(r, k)
+        rem = r ** (k + 1) / _factorial(k + 1)
+        lows.append(t)
+        highs.append(t / (1 - rem))
+    assert lows == sorted(lows) and highs == sorted(highs, reverse=True)
+    assert max(lows) <= min(highs)
 
 
 @settings(max_examples=100, deadline=None)
