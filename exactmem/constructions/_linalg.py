@@ -93,13 +93,15 @@ def solve_rows(a: Sequence[Vector], b: Sequence[Vector]) -> list[list[Fraction]]
     r = int(mat.rank())
     if r < t:
         raise ConstructionError(f"the feature matrix has rank {r} < {t} rows")
-    rref, _ = mat.rref()
-    pivots: list[int] = []
-    for i in range(t):
-        for j in range(mat.ncols()):
-            if rref[i, j] != 0:
-                pivots.append(j)
-                break
+    pivots: list[int] = list(range(t))
+    if t != mat.ncols():
+        rref, _ = mat.rref()
+        pivots = []
+        for i in range(t):
+            for j in range(mat.ncols()):
+                if rref[i, j] != 0:
+                    pivots.append(j)
+                    break
     square = to_fmpq_mat([[row[j] for j in pivots] for row in a])
     sol = square.solve(to_fmpq_mat(b))
     out = [[Fraction(0)] * len(b[0]) for _ in range(mat.ncols())]
@@ -133,6 +135,12 @@ def inverse(a: Sequence[Vector]) -> list[list[Fraction]]:
         raise ConstructionError("matrix is singular")
     inv = mat.inv()
     return [[from_fmpq(inv[i, j]) for j in range(len(a))] for i in range(len(a))]
+
+
+def matmul(a: Sequence[Vector], b: Sequence[Vector]) -> list[list[Fraction]]:
+    """Exact product ``A B`` (flint), as rows of Fractions."""
+    x = to_fmpq_mat(a) * to_fmpq_mat(b)
+    return [[from_fmpq(x[i, j]) for j in range(x.ncols())] for i in range(x.nrows())]
 
 
 def round_dyadic(x: Fraction, bits: int) -> Fraction:

@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
-from exactmem.constructions._linalg import inverse, rank, round_dyadic, solve_rows
+from exactmem.constructions._linalg import inverse, matmul, rank, round_dyadic, solve_rows
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
@@ -89,35 +89,33 @@ def _rand(rng: random.Random, rows: int, cols: int, scale: Fraction) -> list[lis
     return [[Fraction(rng.randint(-16, 16), 8) * scale for _ in range(cols)] for _ in range(rows)]
 
 
-def _mv(m: list[list[Fraction]], v: Any) -> list[Fraction]:
-    return [sum((a * b for a, b in zip(r, v, strict=True)), Fraction(0)) for r in m]
-
-
 def _features(seqs: list[tuple[int, ...]], emb: list[list[Fraction]], wq: list[Any],
               wk: list[Any], wv: list[Any], precision: int) -> list[list[Fraction]]:
+    """Rows ``G(t) = [x_S ; W_V^h sum_s p~_s x_s]`` with rigorous-enclosure midpoints ``p~``.
+
+    Per head, the token-pair scores ``(W_K E)^T (W_Q E)`` and the values ``W_V E`` are formed
+    once with exact matrix products, so each sequence costs ``O(S d_h)`` rational operations.
+    """
     d = len(emb)
-    cols = [[emb[r][t] for r in range(d)] for t in range(len(emb[0]))]
+    heads = []
+    for q_m, k_m, v_m in zip(wq, wk, wv, strict=True):
+        ke_t = [list(c) for c in zip(*matmul(k_m, emb), strict=True)]  # V x d_h
+        kq = matmul(ke_t, matmul(q_m, emb))  # V x V: score of key token a for query token b
+        heads.append((kq, list(zip(*matmul(v_m, emb), strict=True))))  # V rows of W_V e(t)
     rows = []
     for seq in seqs:
-        xs = [cols[t] for t in seq]
-        row = list(xs[-1])
-        for q_m, k_m, v_m in zip(wq, wk, wv, strict=True):
-            q = _mv(q_m, xs[-1])
-            scores = [sum((a * b for a, b in zip(_mv(k_m, x), q, strict=True)), Fraction(0))
-                      for x in xs]
+        row = [emb[r][seq[-1]] for r in range(d)]
+        for kq, vals in heads:
+            scores = [kq[t][seq[-1]] for t in seq]
             enc = softmax_enclosure(scores, precision=precision)
             p = [(lo + hi) / 2 for lo, hi in zip(enc.lower, enc.upper, strict=True)]
-            a = [sum((pj * x[c] for pj, x in zip(p, xs, strict=True)), Fraction(0))
-                 for c in range(d)]
-            row.extend(_mv(v_m, a))
+            row.extend(sum((pj * vals[t][c] for pj, t in zip(p, seq, strict=True)), Fraction(0))
+                       for c in range(len(vals[0])))
         rows.append(row)
     return rows
 
 
-def _matmul(a: list[list[Fraction]], b: list[list[Fraction]]) -> list[list[Fraction]]:
-    bt = list(zip(*b, strict=True))
-    return [[sum((x * y for x, y in zip(r, c, strict=True)), Fraction(0)) for c in bt]
-            for r in a]
+_matmul = matmul
 
 
 def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
