@@ -149,3 +149,20 @@ def test_exact_networks_go_through_the_exact_pass() -> None:
     assert not has_softmax_scores(spec)
     out = certify_interval(spec, ds)
     assert out.verified and out.evaluation == evaluate(spec, ds)
+
+
+def test_undecided_at_the_precision_limit_is_never_verified() -> None:
+    """Two classes with identical logits: no precision decides the argmax."""
+    import dataclasses
+
+    from exactmem.arith import ScaledMatrix
+    from exactmem.model.interval import certify_interval
+    from exactmem.model.spec import Affine, Linear
+
+    spec, ds = _random_softmax_net(5, False)
+    row = [Fraction(1), Fraction(-1, 2), Fraction(1, 3)]
+    tie = Linear(Affine(ScaledMatrix.from_rows([row, row])))
+    spec = dataclasses.replace(spec, layers=(*spec.layers[:-1], tie))
+    out = certify_interval(spec, ds, None, (16, 32, 64))
+    assert out.status == "undecided" and not out.verified
+    assert out.precision == 64 and len(out.undecided) >= 1
