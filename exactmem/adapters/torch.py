@@ -91,8 +91,15 @@ class ExactmemNetwork(nn.Module):
         return [n - 1] if pos == "last" else [0] if pos == "first" else list(range(n))
 
     # forward ---------------------------------------------------------------------------
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for lay, mod in zip(self.skel["layers"], self.layers, strict=True):
+    def forward(self, x: torch.Tensor, read_only: bool = False) -> torch.Tensor:
+        """Raw outputs ``[batch, n, d_out]``; with ``read_only`` the token-wise layers after
+        the last attention layer run on the read positions only (``[batch, positions, d]``)."""
+        layers = self.skel["layers"]
+        last_att = max((i for i, la in enumerate(layers) if la["type"] == "attention"),
+                       default=-1)
+        for i, (lay, mod) in enumerate(zip(layers, self.layers, strict=True)):
+            if read_only and i == last_att + 1:
+                x = x[:, self.read_positions()]
             kind = lay["type"]
             if kind == "embedding":
                 x = _param(mod, "table").t()[x]
@@ -110,10 +117,19 @@ class ExactmemNetwork(nn.Module):
                 x = _attention(x, lay, mod)
         return x
 
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Labels computed on the read positions only (same values as ``labels(forward(x))``)."""
+        out = self.forward(x, read_only=True)
+        if len(self.skel["layers"]) and out.shape[1] != len(self.read_positions()):
+            out = out[:, self.read_positions()]
+        return self._readout(out)
+
     def labels(self, outputs: torch.Tensor) -> torch.Tensor:
         """The readout: nearest integer (ties to even) of a scalar output, or the first
         argmax; int64 ``[batch]`` for one read position, ``[batch, n]`` for every position."""
-        sel = outputs[:, self.read_positions(), :]
+        return self._readout(outputs[:, self.read_positions(), :])
+
+    def _readout(self, sel: torch.Tensor) -> torch.Tensor:
         lab = (torch.round(sel[..., 0]) if self.skel["readout"]["kind"] == "scalar"
                else torch.argmax(sel, dim=-1)).to(torch.int64)
         return lab[:, 0] if self.skel["readout"]["positions"] != "every" else lab
