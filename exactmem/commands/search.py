@@ -192,6 +192,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
            "proved_minimal": report["proved_minimal"], "sizes": sizes,
            "sequences": [list(x) for x in seqs], "vocab": vocab, "classes": args.classes,
            "results": str(args.results), "reused": report["reused"],
+           "padded": report["padded"],
            "solved": report["solved"], "seconds": round(time.monotonic() - start, 3)}
     if args.json:
         print(json.dumps(out, sort_keys=True))
@@ -207,5 +208,6 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
         claim = "minimal" if out["proved_minimal"] else "at most"
         print(f"status: {out['status']}" + (f"; shatters with {claim} {m['params']} parameters"
                                              if m else ""))
-        print(f"{out['reused']} answers reused from {args.results}, {out['solved']} solved")
+        print(f"{out['reused']} answers reused from {args.results}, {out['padded']} from "
+              f"padded smaller witnesses, {out['solved']} solved")
     return 0 if out["status"] == "found" else 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations_with_replacement, product
@@ -28,10 +29,11 @@ from typing import Any
 
 from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset
+from exactmem.search.encoding import TieMode
 from exactmem.search.executors import Executor
 from exactmem.search.progress import Progress
 from exactmem.search.query import query_worker
-from exactmem.search.shape import Shape
+from exactmem.search.shape import Shape, nests_in
 
 RESULTS_FORMAT = "exactmem.search-results/1"
 
@@ -126,6 +128,7 @@ class ResultsFile:
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
+        self.by_labels: dict[tuple[int, ...], list[dict[str, Any]]] = {}
         lines: list[str] = []
         if path.exists():
             raw = path.read_text().splitlines()
@@ -142,7 +145,7 @@ class ResultsFile:
                         raise DatasetError(f"{path}: the results file belongs to another "
                                            f"question (header {obj.get('header')!r})")
                 elif "key" in obj:
-                    self.records[obj["key"]] = obj
+                    self._index(obj)
             if len(lines) != len(raw) or not lines:
                 tmp = path.with_suffix(path.suffix + ".tmp")
                 tmp.write_text("".join(x + "\n" for x in lines))
@@ -159,7 +162,12 @@ class ResultsFile:
 
     def add(self, record: dict[str, Any]) -> None:
         self._write_line(record)
+        self._index(record)
+
+    def _index(self, record: dict[str, Any]) -> None:
         self.records[record["key"]] = record
+        if "labels" in record:
+            self.by_labels.setdefault(tuple(record["labels"]), []).append(record)
 
 
 # running ------------------------------------------------------------------------------
@@ -170,7 +178,7 @@ class Question:
     sequences: tuple[tuple[int, ...], ...]
     vocab: int
     classes: int = 2
-    ties: str = "split"
+    ties: TieMode = "split"
     timeout_s: float = 60.0
 
     def header(self) -> dict[str, Any]:
@@ -184,17 +192,25 @@ class Question:
 
 def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
               first_failure: bool = False, show_progress: bool = True,
-              certificate_dir: Path | None = None) -> dict[str, Any]:
+              certificate_dir: Path | None = None,
+              deadline: float | None = None) -> dict[str, Any]:
     """Answer every labelling class for one shape; stored answers are reused."""
     sym = labels_symmetric(shape.readout, q.classes)
     classes = labelling_classes(q.sequences, q.classes, sym)
     pending = []
-    reused = 0
+    reused = padded = 0
+    hard = []
     for cls in classes:
         key = record_key(shape, cls.labels)
         if key in store.records:
             reused += 1
             continue
+        if _pad_from_store(q, shape, cls.labels, key, store):
+            padded += 1
+            continue
+        before = [r for r in store.by_labels.get(tuple(cls.labels), [])
+                  if r["status"] != "found"]
+        hard.append(bool(before))
         payload: dict[str, Any] = {"dataset": q.dataset(cls.labels).to_json(),
                                    "shape": shape.as_dict(), "ties": q.ties,
                                    "timeout": q.timeout_s, "key": key}
@@ -203,6 +219,9 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             payload["certificate"] = str(certificate_dir / (key.replace(" ", "_").replace(
                 "|", "__").replace(",", "") + ".cert.json"))
         pending.append(payload)
+    # labellings that smaller shapes could not memorize first: a failing shape fails fast
+    pending = [p for _, p in sorted(zip(hard, pending, strict=True),
+                                    key=lambda hp: not hp[0])]
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
                                    "infeasible" for c in classes
                                    if record_key(shape, c.labels) in store.records)
@@ -217,11 +236,37 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 bar.update()
                 if first_failure and res["status"] == "infeasible":
                     break
+                if deadline is not None and time.monotonic() > deadline:
+                    break
         except KeyboardInterrupt:
             executor.close(cancel=True)
             raise
     bar.finish()
-    return summarize(shape, classes, store, reused, solved)
+    summary = summarize(shape, classes, store, reused, solved)
+    summary["padded"] = padded
+    return summary
+
+
+def _pad_from_store(q: Question, shape: Shape, labels: tuple[int, ...], key: str,
+                    store: ResultsFile) -> bool:
+    """Answer from a stored witness of a smaller nested shape (zero-padded, re-certified)."""
+    from exactmem.search.encoding import EncodeOptions
+    from exactmem.search.query import padded_result
+
+    for rec in store.by_labels.get(tuple(labels), []):
+        small = Shape.from_dict(rec["shape"])
+        if rec["status"] == "found" and "network" in rec and small != shape and \
+                nests_in(small, shape):
+            res = padded_result(q.dataset(labels), small, rec["network"], shape,
+                                EncodeOptions(ties=q.ties))
+            if res is None:
+                continue
+            out = res.as_dict()
+            out.update(key=key, labels=list(labels), network=rec["network"],
+                       padded_from=small.as_dict(), verified=True)
+            store.add(out)
+            return True
+    return False
 
 
 def summarize(shape: Shape, classes: list[LabellingClass], store: ResultsFile,
@@ -253,13 +298,17 @@ def summarize(shape: Shape, classes: list[LabellingClass], store: ResultsFile,
 def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
                       executor: Executor, first_failure: bool = False,
                       show_progress: bool = True,
-                      certificate_dir: Path | None = None) -> dict[str, Any]:
-    """Shapes smallest first until one memorizes every labelling."""
+                      certificate_dir: Path | None = None,
+                      deadline: float | None = None) -> dict[str, Any]:
+    """Shapes smallest first until one memorizes every labelling (or ``deadline``,
+    a ``time.monotonic()`` value, passes)."""
     per_shape = []
     smallest = None
     for shape in shapes:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         summary = run_shape(q, shape, store, executor, first_failure, show_progress,
-                            certificate_dir)
+                            certificate_dir, deadline)
         per_shape.append(summary)
         if summary["shatters"]:
             smallest = summary
@@ -275,4 +324,5 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
             "minimal": {**smallest["shape"], "params": smallest["params"]} if smallest else None,
             "proved_minimal": proved, "shapes": per_shape,
             "reused": sum(s["reused"] for s in per_shape),
+            "padded": sum(s["padded"] for s in per_shape),
             "solved": sum(s["solved"] for s in per_shape)}

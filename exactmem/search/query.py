@@ -125,6 +125,21 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
     return QueryResult(shape, params, Found(spec), seconds, cert, path, notes)
 
 
+def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape,
+                  opts: EncodeOptions) -> QueryResult | None:
+    """A ``found`` answer for ``big`` from a witness of a nested smaller shape, certified."""
+    from exactmem.certificate import spec_from_json
+    from exactmem.search.witness import pad_witness
+
+    start = time.monotonic()
+    spec = pad_witness(spec_from_json(network), small, big)
+    cert, failures = certify_witness(ds, big, spec, opts)
+    if failures:
+        return None
+    return QueryResult(big, shape_params(ds, big), Found(spec), time.monotonic() - start, cert,
+                       notes=(f"zero-padded from the witness of {small.label()}",))
+
+
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """JSON in, JSON out: ``{"dataset", "shape", "ties", "timeout", "key"?, "certificate"?}``."""
     ds = dataset_from_json(payload["dataset"])
@@ -133,6 +148,10 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     res = run_query(ds, shape, opts, float(payload.get("timeout", 60.0)),
                     payload.get("certificate"))
     out = res.as_dict()
+    if isinstance(res.outcome, Found):
+        from exactmem.certificate import spec_to_json
+
+        out["network"] = spec_to_json(res.outcome.witness)
     if "key" in payload:
         out["key"] = payload["key"]
     out["verified"] = res.status == "found"
