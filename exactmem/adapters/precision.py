@@ -32,6 +32,7 @@ from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
+from exactmem.model.interval import certify_interval, has_softmax_scores
 from exactmem.model.spec import (
     Affine,
     Attention,
@@ -136,11 +137,19 @@ def exact_values_of(spec: NetworkSpec, ds: Dataset) -> list[list[tuple[Fraction 
 
 
 def weights_misses(spec: NetworkSpec, ds: Dataset, p: int) -> list[Miss]:
-    """Misses of the exact evaluation of ``spec`` with weights rounded to ``p`` bits."""
+    """Misses of the exact evaluation of ``spec`` with weights rounded to ``p`` bits (for
+    softmax scores: the rigorous interval pass, an undecided position counting as a miss,
+    and a scalar output certified within ``1/2`` of its label)."""
+    rounded = round_spec(spec, bits(p))
+    if has_softmax_scores(spec):  # irrational outputs: rigorous interval bounds decide
+        outcome = certify_interval(rounded, ds,
+                                   Fraction(1, 2) if spec.readout.kind == "scalar" else None)
+        return [Miss(f.sequence, f.position, f.expected, f.found)
+                for f in outcome.evaluation.failures]
     if spec.readout.kind == "argmax":
-        ev = evaluate(round_spec(spec, bits(p)), ds)
+        ev = evaluate(rounded, ds)
         return [Miss(f.sequence, f.position, f.expected, f.found) for f in ev.failures]
-    return judge(spec, ds, exact_values_of(round_spec(spec, bits(p)), ds))
+    return judge(spec, ds, exact_values_of(rounded, ds))
 
 
 def forward_misses(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[Miss]:
