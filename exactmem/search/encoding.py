@@ -80,12 +80,12 @@ class Reads:
 
 
 def reads_of(ds: Dataset) -> Reads:
-    """Group a next-token dataset by multiset; duplicates collapse (labels must agree)."""
+    """Group a next-token dataset by multiset; exact duplicates (same label) collapse."""
     if ds.task != "next-token":
         raise SpecError("search: only next-token datasets are supported")
     index: dict[tuple[Any, ...], int] = {}
     groups: list[tuple[tuple[Token, int], ...]] = []
-    targets: dict[tuple[int, Token], int] = {}
+    targets: set[tuple[int, Token, int]] = set()
     out: list[tuple[int, Token, int]] = []
     for seq, y in zip(ds.sequences, ds.labels, strict=True):
         key = multiset_key(seq)
@@ -95,10 +95,10 @@ def reads_of(ds: Dataset) -> Reads:
             for t in key:
                 counts[t] = counts.get(t, 0) + 1
             groups.append(tuple(counts.items()))
-        t = (index[key], seq[-1])
-        if t not in targets:
-            targets[t] = y
-            out.append((index[key], seq[-1], y))
+        t = (index[key], seq[-1], y)
+        if t not in targets:  # a conflicting label stays: the problem is then infeasible
+            targets.add(t)
+            out.append(t)
     return Reads(tuple(groups), tuple(out))
 
 
