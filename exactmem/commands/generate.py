@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="generate for an attention construction (mahdavi2024-mha, dana2024-aot)")
     p.add_argument("--heads", type=int, default=None, help="with --for: number of heads")
     p.add_argument("--head-dim", type=int, default=None, help="with --for: head dimension")
+    p.add_argument("--shared-context", action="store_true",
+                   help="with --for mahdavi2024-mha: one context shared by every example")
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=run)
 
@@ -50,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
                                  ("vocab", args.vocab), ("classes", args.classes),
                                  ("heads", args.heads), ("head_dim", args.head_dim))
               if v is not None}
+        if args.shared_context:
+            kw["shared_context"] = True
         ds = module.generate_for(args.for_construction, seed=args.seed, **kw)
     else:
         from exactmem.model.generate import generate

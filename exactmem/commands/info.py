@@ -38,7 +38,10 @@ def info(cert: dict[str, Any]) -> dict[str, Any]:
     except UnknownConstructionError:
         con = None
     if con is not None and con.bound is not None:
-        out["bound"] = dict(con.bound(N=ds.N, n=ds.n, d=out["d"], C=ds.num_classes))
+        params = {k: v for k, v in out["params"].items()
+                  if k not in ("N", "n", "d", "C", "inputs", "task")}
+        out["bound"] = dict(con.bound(N=ds.N, n=ds.n, d=out["d"], C=ds.num_classes,
+                                      inputs=ds.inputs, task=ds.task, **params))
     return out
 
 
