@@ -144,3 +144,14 @@ def test_plot_is_written(small: tuple[NetworkSpec, Dataset], tmp_path: Path) -> 
     out = tmp_path / "bits.png"
     plot(curve, str(out), "test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.integers(-(1 << 80), 1 << 80), p=st.integers(2, 60))
+def test_integer_rounding_matches_mpfr(x: int, p: int) -> None:
+    from exactmem.adapters.precision import round_spec
+
+    spec = NetworkSpec("vectors", 1, 1, (Linear(Affine(ScaledMatrix.row([x]))),),
+                       Readout("scalar", "last"))
+    got = round_spec(spec, bits(p)).layers[0].map.weight.entry(0, 0)  # type: ignore[union-attr]
+    assert got == round_to_format(Fraction(x), bits(p))

@@ -91,7 +91,24 @@ def memorized_fraction(ds: Dataset, misses: Sequence[Miss]) -> float:
 
 
 # (a) weights rounded to p bits, evaluated exactly -----------------------------------------
+def _round_int(x: int, p: int) -> int:
+    """The integer ``x`` rounded to ``p`` significant bits, to nearest, ties to even."""
+    shift = abs(x).bit_length() - p
+    if shift <= 0:
+        return x
+    q, r = divmod(abs(x), 1 << shift)
+    half = 1 << (shift - 1)
+    if r > half or (r == half and q & 1):
+        q += 1
+    return (q << shift) if x > 0 else -(q << shift)
+
+
 def _round(m: ScaledMatrix, fmt: FloatFormat) -> ScaledMatrix:
+    if m.den == 1 and fmt.emax is None:  # integers, unbounded exponent: integer rounding
+        if all(abs(x).bit_length() <= fmt.precision for row in m.num for x in row):
+            return m
+        return ScaledMatrix(tuple(tuple(_round_int(x, fmt.precision) for x in row)
+                                  for row in m.num), 1, m.cols)
     rows = []
     for row in m.num:
         r = []
