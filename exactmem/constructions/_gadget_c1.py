@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from exactmem.constructions._gadgets import (
-    ONE,
     Expr,
     Program,
+    bit_units,
     indicator_from_ramps,
     indicator_ramps,
     keep,
@@ -177,8 +177,7 @@ def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
                 if tau < rho:
                     tu = 1 << (rho * (k - p) - 1 - tau)
                     out["U"] = u_now
-                    out["hu1"] = _add((1, u_now), (1 - tu, {ONE: 1}))
-                    out["hu2"] = _add((1, u_now), (-tu, {ONE: 1}))
+                    out["hu1"], out["hu2"] = bit_units(u_now, tu)
                     ubit = (tu, 1 << (rho - 1 - tau))
                 else:
                     out["U"] = u_now
@@ -186,8 +185,7 @@ def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
                 if tau < c:
                     tw = 1 << (c * (k - p) - 1 - tau)
                     out["W"] = w_now
-                    out["hw1"] = _add((1, w_now), (1 - tw, {ONE: 1}))
-                    out["hw2"] = _add((1, w_now), (-tw, {ONE: 1}))
+                    out["hw1"], out["hw2"] = bit_units(w_now, tw)
                     wbit = (tw, 1 << (c - 1 - tau))
                 else:
                     out["W"] = w_now

@@ -60,6 +60,7 @@ class Program:
         self.inputs = tuple(inputs)
         self.channels = tuple(inputs)
         self.maps: list[Affine] = []
+        self.names: list[tuple[str, ...]] = []  # output channel names of every map
 
     def step(self, exprs: Mapping[str, Expr]) -> None:
         """Append one affine map; ``exprs`` gives each output channel as a linear expression."""
@@ -82,6 +83,7 @@ class Program:
         b = None if all(x == 0 for x in bias) else _matrix([[x] for x in bias], 1)
         self.maps.append(Affine(_matrix(weights, len(self.channels)), b))
         self.channels = tuple(exprs)
+        self.names.append(self.channels)
 
     def feedforward(self) -> FeedForward:
         if not self.maps:
@@ -157,12 +159,22 @@ def label_select(c: int) -> FeedForward:
 
 
 # ---- Lemma G.4: bit extraction ----------------------------------------------------------------
+def bit_units(u: Expr, t: int) -> tuple[Expr, Expr]:
+    """``U - T + 1`` and ``U - T``: after ReLUs their difference is ``[U >= T]`` for integer U."""
+    return {**u, ONE: u.get(ONE, 0) + 1 - t}, {**u, ONE: u.get(ONE, 0) - t}
+
+
 def threshold_bit_extraction(nbits: int) -> FeedForward:
     """``u -> (bit_0, ..., bit_{n-1})`` of an integer ``0 <= u < 2^n`` (bit 0 = most significant).
 
     Step ``q`` holds ``h1 = s(U - T + 1)``, ``h2 = s(U - T)`` with ``T = 2^(n-1-q)`` and the
     remainder ``U`` (already reduced by the previous bit); ``bit_q = h1 - h2``.
     """
+    return threshold_bit_program(nbits).feedforward()
+
+
+def threshold_bit_program(nbits: int) -> Program:
+    """The program of :func:`threshold_bit_extraction` (channel names kept, for proofs)."""
     if nbits < 1:
         raise ConstructionError(f"bit extraction needs n >= 1, found {nbits}")
     p = Program(["u"])
@@ -173,8 +185,8 @@ def threshold_bit_extraction(nbits: int) -> FeedForward:
         u: dict[str, int | Fraction] = {"u": 1}
         if prev is not None:
             u.update({"h1": -prev, "h2": prev})
-        out: dict[str, Expr] = {"u": u,
-                                "h1": {**u, ONE: 1 - t}, "h2": {**u, ONE: -t}}
+        h1, h2 = bit_units(u, t)
+        out: dict[str, Expr] = {"u": u, "h1": h1, "h2": h2}
         if prev is not None:
             bits.append(f"b{q - 1}")
             out[bits[-1]] = {"h1": 1, "h2": -1}
@@ -182,7 +194,7 @@ def threshold_bit_extraction(nbits: int) -> FeedForward:
         p.step(out)
         prev = t
     p.step({**{b: {b: 1} for b in bits}, f"b{nbits - 1}": {"h1": 1, "h2": -1}})
-    return p.feedforward()
+    return p
 
 
 def _tent(z: str) -> tuple[Expr, Expr]:

@@ -1,0 +1,148 @@
+"""Scaling of the Kajitsuka & Sato (2025) constructions against the lookup baseline.
+
+Certifies random consistent token-id datasets (build, exact evaluation, independent checker)
+for next-token with ``N = 2^a .. 2^b`` (n = 16) and seq2seq with ``N n`` up to ``2^b`` (n = 4),
+prints a table (N, dense / nonzero parameters, depth, max bits, build / evaluate / check
+seconds, nonzeros of the lookup baseline on the same data), the least-squares slope of
+log(nonzero parameters) against log N, where the construction first uses fewer nonzeros than
+lookup, and writes ``docs/results/scaling_<task>.csv`` and a log-log plot
+``docs/results/scaling.png``.
+
+    .venv/bin/python scripts/scaling.py                 # N up to 2^14 (about 10 minutes)
+    .venv/bin/python scripts/scaling.py --max-exp 16    # up to 2^16 (long)
+
+Rows are appended to the CSV as they finish, so an interrupted run keeps what it measured.
+Floats appear only here, in the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+
+from exactmem.constructions import get
+from exactmem.model.generate import generate
+from exactmem.model.sizes import sizes
+from exactmem.pipeline import certify
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ["task", "N", "n", "points", "params_dense", "params_nonzero", "depth", "width",
+          "max_bits", "build_s", "evaluate_s", "check_s", "total_s", "verified",
+          "lookup_nonzero", "ratio_lookup_over_ours"]
+
+
+def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, object]:  # noqa: N803
+    ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
+    name = "kajitsuka2025-next-token" if task == "next-token" else "kajitsuka2025-seq2seq"
+    start = time.perf_counter()
+    outcome = certify(ds, name, {"seed": seed})
+    total = time.perf_counter() - start
+    sz = outcome.certificate["sizes"]
+    look = sizes(get("lookup").build(ds, {"seed": seed}).spec).params_nonzero
+    t = outcome.timings
+    return {"task": task, "N": N, "n": n, "points": N if task == "next-token" else N * n,
+            "params_dense": sz["params_dense"], "params_nonzero": sz["params_nonzero"],
+            "depth": sz["depth"], "width": sz["width"], "max_bits": sz["max_bits"],
+            "build_s": round(t["build"], 2), "evaluate_s": round(t["evaluate"], 2),
+            "check_s": round(t["check"], 2), "total_s": round(total, 2),
+            "verified": outcome.report.verified, "lookup_nonzero": look,
+            "ratio_lookup_over_ours": round(look / sz["params_nonzero"], 3)}
+
+
+def slope(rows: list[dict[str, object]], key: str) -> float:
+    xs = [math.log(float(r["points"])) for r in rows]  # type: ignore[arg-type]
+    ys = [math.log(float(r[key])) for r in rows]  # type: ignore[arg-type]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def report(task: str, rows: list[dict[str, object]]) -> None:
+    print(f"\n{task}: " + " | ".join(f"{k}" for k in FIELDS[1:]))
+    for r in rows:
+        print("  " + " | ".join(str(r[k]) for k in FIELDS[1:]))
+    if len(rows) >= 2:
+        print(f"  slope of log(nonzero params) vs log(points): {slope(rows, 'params_nonzero'):.3f}"
+              f" (lookup: {slope(rows, 'lookup_nonzero'):.3f})")
+    wins = [r for r in rows if float(r["ratio_lookup_over_ours"]) > 1]  # type: ignore[arg-type]
+    first = next((r for r in rows if all(float(s["ratio_lookup_over_ours"]) > 1  # type: ignore[arg-type]
+                                         for s in rows if int(s["points"]) >= int(r["points"]))),  # type: ignore[call-overload]
+                 None)
+    if first is not None:
+        print(f"  fewer nonzeros than lookup from {first['points']} points on "
+              f"(ratio {first['ratio_lookup_over_ours']}); at {rows[-1]['points']}: "
+              f"ratio {rows[-1]['ratio_lookup_over_ours']}")
+    elif not wins:
+        print("  never fewer nonzeros than lookup in this range")
+
+
+def plot(results: dict[str, list[dict[str, object]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for task, rows in results.items():
+        if not rows:
+            continue
+        xs = [float(r["points"]) for r in rows]  # type: ignore[arg-type]
+        ax.loglog(xs, [float(r["params_nonzero"]) for r in rows], "o-",  # type: ignore[arg-type]
+                  label=f"Kajitsuka & Sato, {task} (slope {slope(rows, 'params_nonzero'):.2f})")
+        ax.loglog(xs, [float(r["lookup_nonzero"]) for r in rows], "s--",  # type: ignore[arg-type]
+                  label=f"lookup baseline, {task}")
+        y0 = float(rows[0]["params_nonzero"])  # type: ignore[arg-type]
+        ax.loglog(xs, [y0 * math.sqrt(x / xs[0]) for x in xs], ":", color="gray",
+                  label="sqrt(N) reference" if task == "next-token" else None)
+    ax.set_xlabel("memorized points (N next-token, nN seq2seq)")
+    ax.set_ylabel("nonzero parameters")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--min-exp", type=int, default=6)
+    ap.add_argument("--max-exp", type=int, default=14)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tasks", default="next-token,seq2seq")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[dict[str, object]]] = {}
+    clock = time.perf_counter()
+    for task in args.tasks.split(","):
+        n = 16 if task == "next-token" else 4
+        path = out / f"scaling_{task}.csv"
+        rows: list[dict[str, object]] = []
+        with path.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer.writeheader()
+            for e in range(args.min_exp, args.max_exp + 1):
+                N = 2 ** e if task == "next-token" else 2 ** e // n  # noqa: N806
+                row = measure(task, N, n, vocab=64, seed=args.seed)
+                rows.append(row)
+                writer.writerow(row)
+                fh.flush()
+                print(f"[{time.perf_counter() - clock:7.1f}s] {task} points=2^{e}: nonzero "
+                      f"{row['params_nonzero']} (lookup {row['lookup_nonzero']}), depth "
+                      f"{row['depth']}, bits {row['max_bits']}, verified {row['verified']}, "
+                      f"{row['total_s']}s", flush=True)
+        results[task] = rows
+        report(task, rows)
+        print(f"csv: {path}")
+    plot(results, out / "scaling.png")
+    print(f"total time {time.perf_counter() - clock:.1f}s")
+    return 0 if all(r["verified"] for rows in results.values() for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
