@@ -114,10 +114,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", default="next-token,seq2seq")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
+    ap.add_argument("--plot-only", action="store_true",
+                    help="re-read the CSV files of an earlier (possibly interrupted) run, "
+                         "print the summary and draw the plot")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict[str, object]]] = {}
+    if args.plot_only:
+        for task in args.tasks.split(","):
+            with (out / f"scaling_{task}.csv").open() as fh:
+                results[task] = list(csv.DictReader(fh))
+            report(task, results[task])
+        plot(results, out / "scaling.png")
+        return 0
     clock = time.perf_counter()
     for task in args.tasks.split(","):
         n = 16 if task == "next-token" else 4

@@ -85,9 +85,11 @@ def _dense(maps, cols, den):
     weights, inputs with equal weight magnitude summed before one multiplication."""
     size = len(cols)
     rows = [list(r) for r in zip(*cols)]
+    keep = [False] * len(rows)  # rows that are sums of ReLU outputs: the ReLU keeps them
     for i, ((w, wd), (b, bd)) in enumerate(maps):
         if i:
-            rows = [[x if x > 0 else 0 for x in r] for r in rows]
+            rows = [r if k else [x if x > 0 else 0 for x in r] for r, k in zip(rows, keep)]
+        keep = [i > 0 and bb >= 0 and all(x >= 0 for x in wrow) for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
         cache, new = {}, []

@@ -206,10 +206,15 @@ def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.n
     Python integers (object rows) otherwise.  Same exact values as the layer-wise matmul."""
     den = int(den)
     rows = [_fit(cols[i]) for i in range(cols.shape[0])]
+    keep = [False] * len(rows)  # non-negative combinations of ReLU outputs: ReLU is a no-op
     for i, aff in enumerate(ff.layers):
         if i > 0:
-            rows = [(np.maximum(a, 0), bnd) if a.dtype != object
-                    else (np.where(a > 0, a, 0).astype(object), bnd) for a, bnd in rows]
+            rows = [(a, bnd) if k else (np.maximum(a, 0), bnd) if a.dtype != object
+                    else (np.where(a > 0, a, 0).astype(object), bnd)
+                    for (a, bnd), k in zip(rows, keep, strict=True)]
+        bias = aff.bias.num if aff.bias is not None else None
+        keep = [i > 0 and (bias is None or bias[r][0] >= 0) and all(x >= 0 for x in row)
+                for r, row in enumerate(aff.weight.num)]
         new_rows, new_den = _affine_rows(aff, rows, den)
         if new_den != den:
             new_rows, new_den = _rows_normalize(new_rows, new_den)
