@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=30.0, help="total time budget")
     p.add_argument("--n", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--max-N", type=int, default=16, dest="max_N")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds per query")
+    p.add_argument("--timeout", type=float, default=40.0, help="seconds per query")
+    p.add_argument("--row-minutes", type=float, default=8.0,
+                   help="time budget of one (n, N) row; a row that runs out is 'cut'")
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-layers", type=int, default=2)
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 if N > len(consistency_classes(n, max(2, smallest_vocab(N, n)))):
                     continue
-                row = one_row(n, N, args, executor, deadline)
+                row_deadline = min(deadline, time.monotonic() + args.row_minutes * 60)
+                row = one_row(n, N, args, executor, row_deadline)
                 rows.append(row)
                 print(" ".join(f"{k}={row[k]}" for k in COLUMNS[:-1]), flush=True)
                 if row["status"] != "found":

@@ -58,11 +58,14 @@ Token = Any  # an int id or a tuple of Fractions
 @dataclass(frozen=True, slots=True)
 class EncodeOptions:
     """``ties``: tie semantics; ``bound``: optional ``|w| <= bound`` on every weight;
-    ``symmetry``: add the symmetry-breaking constraints."""
+    ``symmetry``: add the symmetry-breaking constraints; ``uniform``: restrict every head
+    to zero scores (uniform attention, eq. (39)) -- a restriction used to find witnesses
+    fast, never to refute."""
 
     ties: TieMode = "split"
     bound: Fraction | None = None
     symmetry: bool = True
+    uniform: bool = False
 
     def __post_init__(self) -> None:
         if self.ties not in ("split", "margin"):
@@ -154,6 +157,10 @@ class _Encoder:
         tag = f"L{layer}h{h}"
         if sh.full_rank_heads:
             a = self.mat(name + "A", m, m)
+            if self.opts.uniform:
+                for row in a:
+                    for x in row:
+                        self.p.add(eq(x))
             b = self.mat(name + "B", m, m)
             first = a[0][0]
             qv = {key: self.p.define(f"{tag}.q{key}", matvec(a, reps[key])) for key in queries}
@@ -161,6 +168,10 @@ class _Encoder:
             values = {key: self.p.define(f"{tag}.v{key}", matvec(b, reps[key])) for key in reps}
         else:
             wq = self.mat(name + "Q", sh.head_dim, m)
+            if self.opts.uniform:
+                for row in wq:
+                    for x in row:
+                        self.p.add(eq(x))
             wk = self.mat(name + "K", sh.head_dim, m)
             wv = self.mat(name + "V", sh.head_dim, m)
             wo = self.mat(name + "O", m, sh.head_dim)
@@ -183,7 +194,9 @@ class _Encoder:
                 continue
             res_vars = [self.p.real(f"{tag}.o{key}[{r}]") for r in range(m)]
             branches: list[Formula] = []
-            for tset in _subsets(len(keys), self.opts.ties):
+            tsets = [tuple(range(len(keys)))] if self.opts.uniform else \
+                _subsets(len(keys), self.opts.ties)
+            for tset in tsets:
                 ref = scores[tset[0]]
                 conds: list[Formula] = []
                 for g in range(len(keys)):

@@ -12,6 +12,7 @@ rejects is reported as ``unknown``, never as ``found``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,19 @@ from typing import Any
 from exactmem.model.dataset import Dataset, dataset_from_json
 from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
 from exactmem.search.encoding import EncodeOptions, encode, output_dim
-from exactmem.search.outcome import Assignment, Found, Infeasible, Outcome, Unknown
+from exactmem.search.outcome import (
+    Assignment,
+    BackendOutcome,
+    Found,
+    Infeasible,
+    Outcome,
+    Unknown,
+)
 from exactmem.search.shape import Shape, params_of
 from exactmem.search.witness import witness_spec
 
 CONSTRUCTION_NAME = "search"
+PORTFOLIO_STAGE_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +102,14 @@ def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions
 
 def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               timeout_s: float = 60.0, certificate_path: str | Path | None = None,
-              seed: int = 0) -> QueryResult:
-    """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified."""
+              seed: int = 0, portfolio: bool = True) -> QueryResult:
+    """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified.
+
+    With ``portfolio`` (and exact ties) two restricted problems -- unique winners only,
+    then uniform attention -- get a few seconds each first: Z3 often finds their
+    witnesses much faster, and a witness of a restriction is a witness.  Their
+    ``infeasible`` answers are ignored; only the full problem can refute.
+    """
     from exactmem.search import z3_backend
 
     opts = opts or EncodeOptions()
@@ -104,15 +119,24 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
     if conflict is not None:
         return QueryResult(shape, params, Infeasible("label-consistency", conflict),
                            time.monotonic() - start)
-    problem = encode(ds, shape, opts)
-    raw = z3_backend.solve(problem, timeout_s, seed=seed)
+    notes: list[str] = []
+    raw: BackendOutcome = Unknown("no stage ran")
+    for stage, label in _stages(opts, portfolio):
+        left = timeout_s - (time.monotonic() - start)
+        budget = left if label is None else min(PORTFOLIO_STAGE_S, timeout_s / 4, left)
+        problem = encode(ds, shape, stage)
+        raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed)
+        if isinstance(raw, Assignment):
+            if label is not None:
+                notes.append(f"found under the {label} restriction")
+            break
     if not isinstance(raw, Assignment):
         return QueryResult(shape, params, raw, time.monotonic() - start)
     spec = witness_spec(ds, shape, problem, raw.values)
     cert, failures = certify_witness(ds, shape, spec, opts)
     seconds = time.monotonic() - start
-    notes = ("z3 gave an algebraic model; re-solved with rational weights",) \
-        if raw.rational_resolve else ()
+    if raw.rational_resolve:
+        notes.append("z3 gave an algebraic model; re-solved with rational weights")
     if failures:
         return QueryResult(shape, params, Unknown("the checker rejected the solver's witness: "
                                                   + "; ".join(failures[:3])), seconds)
@@ -122,7 +146,16 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
 
         write_certificate(cert, certificate_path)
         path = str(certificate_path)
-    return QueryResult(shape, params, Found(spec), seconds, cert, path, notes)
+    return QueryResult(shape, params, Found(spec), seconds, cert, path, tuple(notes))
+
+
+def _stages(opts: EncodeOptions, portfolio: bool) -> list[tuple[EncodeOptions, str | None]]:
+    """Restricted problems first (each can only find, never refute), the full one last."""
+    if not portfolio or opts.ties == "margin" or opts.uniform:
+        return [(opts, None)]
+    return [(dataclasses.replace(opts, ties="margin"), "unique-winner (margin)"),
+            (dataclasses.replace(opts, uniform=True), "uniform-attention"),
+            (opts, None)]
 
 
 def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape,
