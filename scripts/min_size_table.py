@@ -102,6 +102,40 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def verify_runs(runs: Path, cert_dir: Path | None) -> dict[str, int]:
+    """Re-check every stored ``found`` network with the trusted checker (``check_file``,
+    the code behind ``exactmem check``); certificates are written to ``cert_dir``."""
+    import json
+    import tempfile
+
+    from exactmem.certificate import build_certificate, spec_from_json, write_certificate
+    from exactmem.checker import check_file
+    from exactmem.constructions.base import BuildResult
+    from exactmem.search.query import CONSTRUCTION_NAME
+
+    counts = {"found": 0, "verified": 0, "rejected": 0}
+    out = cert_dir or Path(tempfile.mkdtemp(prefix="min_size_certs_"))
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(runs.glob("*.jsonl")):
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        header = lines[0]["header"]
+        q = Question(tuple(tuple(s) for s in header["sequences"]), header["vocab"],
+                     header["classes"], header["ties"])
+        for k, rec in enumerate(lines[1:]):
+            if rec.get("status") != "found":
+                continue
+            counts["found"] += 1
+            spec = spec_from_json(rec["network"])
+            cert = build_certificate(q.dataset(rec["labels"]),
+                                     BuildResult(spec, {"shape": rec["shape"]}),
+                                     CONSTRUCTION_NAME)
+            target = out / f"{path.stem}_{k}.cert.json"
+            write_certificate(cert, target)
+            ok = check_file(target).verified
+            counts["verified" if ok else "rejected"] += 1
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,7 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=Path, default=Path("runs/min_size"))
     p.add_argument("--out", type=Path, default=Path("docs/results/min_size"))
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--verify", action="store_true",
+                   help="only re-check every found network stored under --runs with the "
+                        "checker, writing certificates to --certificates")
+    p.add_argument("--certificates", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.verify:
+        counts = verify_runs(args.runs, args.certificates)
+        print(" ".join(f"{k}={v}" for k, v in counts.items()))
+        return 0 if counts["rejected"] == 0 else 1
     deadline = time.monotonic() + args.minutes * 60
     executor = make_executor("processes", args.workers)
     rows: list[dict[str, object]] = []
