@@ -199,13 +199,27 @@ def _randomize(spec: NetworkSpec, rand: Callable[[int, int], ScaledMatrix]) -> N
 
 
 def test_rationalising_an_algebraic_model() -> None:
-    # x * x == 2 has only irrational solutions; with slack a rational one exists
-    from exactmem.search.formula import Problem, ge, le
+    """An algebraic model (x = sqrt 2) is replaced by a rational one that still satisfies."""
+    import time
+
+    import z3
+
+    from exactmem.search.formula import Problem, eq, ge, le
 
     p = Problem()
-    x = p.real("x", param=True)
-    p.add(ge(x * x, Fraction(199, 100)))
-    p.add(le(x * x, Fraction(201, 100)))
-    out = z3_backend.solve(p, 30)
-    assert isinstance(out, Assignment)
-    assert Fraction(199, 100) <= out.values[0] ** 2 <= Fraction(201, 100)
+    x, y = p.real("x", param=True), p.real("y", param=True)
+    p.add(eq(x * x, y * 2))
+    p.add(ge(y, 1))
+    p.add(le(y, 2))
+    ctx = z3.Context()
+    tr = z3_backend._Translator(p, ctx)
+    assertions = [tr.formula(f) for f in p.constraints]
+    s = z3.Solver(ctx=ctx)
+    s.add(*assertions, tr.reals[1] == 1, tr.reals[0] > 0)
+    assert s.check() == z3.sat
+    model = s.model()
+    assert not z3.is_rational_value(model.eval(tr.reals[0]))  # sqrt 2
+    out = z3_backend._rationalise(z3, ctx, tr, p, assertions, model, time.monotonic() + 30)
+    assert isinstance(out, Assignment) and out.rational_resolve
+    xv, yv = out.values
+    assert xv * xv == 2 * yv and 1 <= yv <= 2
