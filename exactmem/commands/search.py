@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-EXAMPLE = """examples:
+EXAMPLE = """example:
   exactmem search xor.json --readout scalar --minimize ff-width --json
   exactmem search data.json --minimize params --certificates certs/
   exactmem search --all-labelings --N 6 --n 2 --vocab 3 --results runs/n6.jsonl
