@@ -108,6 +108,14 @@ def test_all_labelings_n6_shatters_with_zero_unknowns_and_resumes_after_a_kill(
     assert rep["reused"] >= len(stored) - 1
     assert rep["reused"] + rep["padded"] + rep["solved"] == len(keys)
     assert all(r["verified"] for r in lines if r["status"] == "found")
+    # every stored witness (solved or zero-padded) has the size of its record's shape
+    from exactmem.certificate import spec_from_json
+    from exactmem.model.sizes import sizes
+
+    assert any("padded_from" in r for r in lines)
+    for r in lines:
+        if r["status"] == "found":
+            assert sizes(spec_from_json(r["network"])).params_dense == r["params"]
     # a third run solves nothing
     third = subprocess.run([*CMD, "--results", str(results), "--json"], capture_output=True,
                            text=True, timeout=300)

@@ -17,6 +17,7 @@ For next-token datasets of token ids (no positional information, a free embeddin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -31,6 +32,7 @@ from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encoding import TieMode
 from exactmem.search.executors import Executor
+from exactmem.search.outcome import Found
 from exactmem.search.progress import Progress
 from exactmem.search.query import query_worker
 from exactmem.search.shape import Shape, nests_in
@@ -205,7 +207,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         if key in store.records:
             reused += 1
             continue
-        if _pad_from_store(q, shape, cls.labels, key, store):
+        if _pad_from_store(q, shape, cls.labels, key, store, _cert_path(certificate_dir, key)):
             padded += 1
             continue
         before = [r for r in store.by_labels.get(tuple(cls.labels), [])
@@ -214,10 +216,9 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         payload: dict[str, Any] = {"dataset": q.dataset(cls.labels).to_json(),
                                    "shape": shape.as_dict(), "ties": q.ties,
                                    "timeout": q.timeout_s, "key": key}
-        if certificate_dir is not None:
-            certificate_dir.mkdir(parents=True, exist_ok=True)
-            payload["certificate"] = str(certificate_dir / (key.replace(" ", "_").replace(
-                "|", "__").replace(",", "") + ".cert.json"))
+        path = _cert_path(certificate_dir, key)
+        if path is not None:
+            payload["certificate"] = str(path)
         pending.append(payload)
     # labellings that smaller shapes could not memorize first: a failing shape fails fast
     pending = [p for _, p in sorted(zip(hard, pending, strict=True),
@@ -247,8 +248,16 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     return summary
 
 
+def _cert_path(certificate_dir: Path | None, key: str) -> Path | None:
+    if certificate_dir is None:
+        return None
+    certificate_dir.mkdir(parents=True, exist_ok=True)
+    name = key.replace(" ", "_").replace("|", "__").replace(",", "")
+    return certificate_dir / f"{name}.cert.json"
+
+
 def _pad_from_store(q: Question, shape: Shape, labels: tuple[int, ...], key: str,
-                    store: ResultsFile) -> bool:
+                    store: ResultsFile, cert_path: Path | None = None) -> bool:
     """Answer from a stored witness of a smaller nested shape (zero-padded, re-certified)."""
     from exactmem.search.encoding import EncodeOptions
     from exactmem.search.query import padded_result
@@ -261,8 +270,16 @@ def _pad_from_store(q: Question, shape: Shape, labels: tuple[int, ...], key: str
                                 EncodeOptions(ties=q.ties))
             if res is None:
                 continue
+            if cert_path is not None and res.certificate is not None:
+                from exactmem.certificate import write_certificate
+
+                write_certificate(res.certificate, cert_path)
+                res = dataclasses.replace(res, certificate_path=str(cert_path))
             out = res.as_dict()
-            out.update(key=key, labels=list(labels), network=rec["network"],
+            from exactmem.certificate import spec_to_json
+
+            assert isinstance(res.outcome, Found)
+            out.update(key=key, labels=list(labels), network=spec_to_json(res.outcome.witness),
                        padded_from=small.as_dict(), verified=True)
             store.add(out)
             return True
