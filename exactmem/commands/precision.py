@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_search:
         rows, _ = pr.float_rows(spec, ds, ("float64", "float32", "bfloat16", "float16"),
                                 args.device)
+        print(f"{'dtype':<9} {'p':>3} {'memorized':>10}  first failing sequences")
         for r in rows:
             print(f"{r.dtype:<9} {r.precision:>3} {r.memorized:>10.4f}  "
                   f"{', '.join(map(str, r.failing)) or '-'}")
