@@ -187,3 +187,29 @@ def test_max_bits_network_runs_exactly_in_float32_torch_and_onnx() -> None:
 def test_max_bits_zero_is_the_default_network() -> None:
     ds = token_dataset(2, N=30, n=3, V=4)
     assert build(ds, {"max_bits": 0}).spec == build(ds, {}).spec
+
+
+def test_docs_loading_snippets_run(certified: tuple[Path, Dataset], tmp_path: Path) -> None:
+    """The plain-PyTorch and onnxruntime snippets of docs/export.md load real exports."""
+    import re
+    import subprocess
+    import sys
+
+    cert, ds = certified
+    text = (Path(__file__).parent.parent / "docs" / "export.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 2
+    data = tmp_path / "d.json"
+    from exactmem.model.dataset import save_dataset
+
+    save_dataset(ds, data)
+    pt, onnx_path = tmp_path / "net.pt", tmp_path / "net.onnx"
+    assert main(["export", str(cert), "--format", "torch", "-o", str(pt), "--no-check"]) == 0
+    assert main(["export", str(cert), "--format", "onnx", "--dtype", "float32", "-o",
+                 str(onnx_path), "--no-check"]) == 0
+    for block, model in zip(blocks, (pt, onnx_path), strict=True):
+        script = tmp_path / "snippet.py"
+        script.write_text(block)
+        run = subprocess.run([sys.executable, str(script), str(model), str(data)],
+                             capture_output=True, text=True, check=True, timeout=120)
+        assert "labels correct: 1.0" in run.stdout
