@@ -204,6 +204,8 @@ class MinimalBits:
     probes: dict[int, float] = field(default_factory=dict)
 
     def line(self) -> str:
+        if self.method == "error":
+            return f"{self.what}: not computed ({self.witness.found if self.witness else ''})"
         if self.p is None:
             return f"{self.what}: does not memorize at any p <= {self.upper}"
         claim = (f"holds at every p in [{self.p}, {self.upper}]" if self.method == "scan"
@@ -323,8 +325,14 @@ def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
     if wide is None:
         notes.append("some weights are not dyadic: no float holds them exactly")
     upper_a = wide if wide is not None else 64
-    weights = minimal_bits("(a) weights rounded to p bits, exact evaluation",
-                           lambda p: weights_misses(spec, ds, p), ds, upper_a, scan, log)
+    what = "(a) weights rounded to p bits, exact evaluation"
+    try:
+        weights = minimal_bits(what, lambda p: weights_misses(spec, ds, p), ds, upper_a, scan,
+                               log)
+    except OverflowError as exc:  # the exact pass hit a numpy int64 limit; (b) still runs
+        weights = MinimalBits(what, None, upper_a,
+                              Miss(-1, -1, -1, f"the exact forward pass overflowed: {exc}"),
+                              "error")
     upper_b = max(53, weights.p or 53)
     forward = minimal_bits("(b) forward pass in p-bit floating point (MPFR)",
                            lambda p: forward_misses(spec, ds, bits(p)), ds, upper_b, scan, log)
@@ -354,7 +362,7 @@ def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int 
     say = log or (lambda _m: None)
     a: dict[int, float] = dict(report.weights.probes)
     for p in range(2, report.weights.upper + 1):
-        if p not in a:
+        if p not in a and report.weights.method != "error":
             a[p] = memorized_fraction(ds, weights_misses(spec, ds, p))
     b: dict[int, float] = dict(report.forward.probes)
     centre = report.forward.p or report.forward.upper
