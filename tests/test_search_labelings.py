@@ -97,6 +97,8 @@ def test_all_labelings_n6_shatters_with_zero_unknowns_and_resumes_after_a_kill(
     assert done.returncode == 0, done.stderr
     rep = json.loads(done.stdout)
     assert rep["status"] == "found" and rep["proved_minimal"] is True
+    for size in rep["sizes"]:
+        assert {"shape", "params", "status", "seconds"} <= set(size)
     last = rep["sizes"][-1]
     assert last["status"] == "found" and last["classes"]["unknown"] == 0
     assert last["classes"]["found"] == sum(last["classes"].values())

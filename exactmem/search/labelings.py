@@ -309,7 +309,8 @@ def summarize(shape: Shape, classes: list[LabellingClass], store: ResultsFile,
     secs.sort()
     return {"shape": shape.as_dict(), "params": params, "shatters": shatters,
             "classes": counts, "labellings": labellings, "reused": reused, "solved": solved,
-            "median_seconds": secs[len(secs) // 2] if secs else None}
+            "median_seconds": secs[len(secs) // 2] if secs else None,
+            "seconds": round(sum(secs), 4)}
 
 
 def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
