@@ -78,25 +78,36 @@ def one_row(n: int, N: int, args: argparse.Namespace, executor: object,  # noqa:
 
 
 def plot(rows: list[dict[str, object]], path: Path) -> None:
+    """Parameters (without the embedding table) against N; hollow markers: "at most"."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    styles = {1: ("o", 0.0), 2: ("s", 0.08), 3: ("^", 0.16)}
     for n in sorted({int(str(r["n"])) for r in rows}):
-        pts = [(int(str(r["N"])), float(str(r["params_no_embedding"]))) for r in rows
-               if r["n"] == n and r["params_no_embedding"] != ""]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=f"n = {n}")
-    ns = sorted({int(str(r["N"])) for r in rows})
+        marker, dx = styles.get(n, ("x", 0.0))
+        pts = [(int(str(r["N"])) + dx, float(str(r["params_no_embedding"])),
+                str(r["proved_minimal"]) == "True") for r in rows
+               if int(str(r["n"])) == n and r["params_no_embedding"] != ""]
+        if not pts:
+            continue
+        line = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker,
+                       label=f"n = {n}")[0]
+        loose = [p for p in pts if not p[2]]
+        if loose:
+            ax.plot([p[0] for p in loose], [p[1] for p in loose], marker, ms=11,
+                    mfc="white", color=line.get_color())
     ref = [r for r in rows if r["params_no_embedding"] != ""]
-    if ns and ref:
+    if ref:
+        ns = sorted({int(str(r["N"])) for r in ref})
         scale = min(float(str(r["params_no_embedding"])) for r in ref)
         ax.plot(ns, [scale * math.sqrt(x) for x in ns], "k--", label="c·√N (reference)")
     ax.set_xlabel("N (sequences)")
     ax.set_ylabel("parameters (without embedding table)")
-    ax.set_title("Smallest hardmax Transformer memorizing every binary labelling")
+    ax.set_title("Smallest hardmax Transformer memorizing every binary labelling\n"
+                 "(hollow: an upper bound, a smaller shape had unknown queries)", fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -158,7 +169,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="only re-check every found network stored under --runs with the "
                         "checker, writing certificates to --certificates")
     p.add_argument("--certificates", type=Path, default=None)
+    p.add_argument("--plot-only", action="store_true",
+                   help="redraw the PNG from the CSV at --out")
     args = p.parse_args(argv)
+    if args.plot_only:
+        with args.out.with_suffix(".csv").open() as fh:
+            plot(list(csv.DictReader(fh)), args.out.with_suffix(".png"))
+        return 0
     if args.verify:
         counts = verify_runs(args.runs, args.certificates)
         print(" ".join(f"{k}={v}" for k, v in counts.items()))
