@@ -225,9 +225,10 @@ def theorem_bound(points: int, n: int, d: int, C: int, token_ids: bool = False,
     depth = math.sqrt(N * lg) + term
     return {"theorem": "E.1" if token_ids else "B.1", "R": f"{R:.4g}", "width": 14,
             "depth": round(depth), "bits": round(math.log2(max(d, 2)) + term),
-            "params": round((d if token_ids else d) + depth),
+            "params": round(d + depth),
             "note": "constants as printed, hidden constant factors 1, r/delta = "
-                    f"{r_over_delta:g}, logs base 2"}
+                    f"{r_over_delta:g}, logs base 2; params = d (or vocabulary) + depth "
+                    "formula, as in Thm E.1"}
 
 
 def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
