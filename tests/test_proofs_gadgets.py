@@ -19,6 +19,11 @@ def test_threshold_bit_extraction_proved(n: int) -> None:
     assert lemma_gadgets.threshold_chain(n).status == "proved"
 
 
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_tent_bit_extraction_proved(n: int) -> None:
+    assert lemma_gadgets.tent_chain(n).status == "proved"
+
+
 def test_other_gadget_lemmas_proved() -> None:
     for check in (lemma_gadgets.interval_indicator_symbolic, lemma_gadgets.unit_interval_lemma,
                   lemma_gadgets.label_selection):
@@ -39,6 +44,8 @@ def test_a_wrong_claim_is_not_proved(monkeypatch: pytest.MonkeyPatch) -> None:
     real = _gadgets.bit_units
     monkeypatch.setattr(_gadgets, "bit_units", lambda u, t: real(u, t + 1))
     assert lemma_gadgets.threshold_chain(3).status == "failed"
+    monkeypatch.setattr(_gadgets, "_tent", lambda z: ({z: 2}, {z: 4, "1": -1}))
+    assert lemma_gadgets.tent_chain(4).status == "failed"
 
 
 def _manifest() -> list[tuple[str, str]]:

@@ -209,6 +209,11 @@ def tent_bit_extraction(nbits: int) -> FeedForward:
     ``Q = [t1 < t2]`` via steep ReLU steps of slope ``2^(n+1)``, ``2^(n+2)``; bit ``= P xor Q``.
     Three ReLU layers per bit (steps, xor / tent hidden units, tent output).
     """
+    return tent_bit_program(nbits).feedforward()
+
+
+def tent_bit_program(nbits: int) -> Program:
+    """The program of :func:`tent_bit_extraction` (channel names kept, for proofs)."""
     if nbits < 1:
         raise ConstructionError(f"bit extraction needs n >= 1, found {nbits}")
     s1, s2 = 1 << (nbits + 1), 1 << (nbits + 2)
@@ -230,7 +235,7 @@ def tent_bit_extraction(nbits: int) -> FeedForward:
         bits.append(f"b{q}")
         p.step({bits[-1]: {"x1": 1, "x2": 1}, **keep("t1", "t2", *bits[:-1])})
     p.step({b: {b: 1} for b in bits})
-    return p.feedforward()
+    return p
 
 
 # ---- Lemma C.2: Stage-I projection ---------------------------------------------------
