@@ -136,3 +136,12 @@ def test_big_integers_take_the_exact_object_path() -> None:
     out = outputs(spec, forward(spec, ds))
     assert out[0][0] == (Fraction(big * big + Fraction(big, 3)),)
     assert out[1][0] == (Fraction(0),)
+
+
+def test_all_zero_activations_over_a_huge_denominator() -> None:
+    import numpy as np
+
+    from exactmem.model.forward import _normalize
+
+    a, den = _normalize(np.zeros((2, 2), dtype=np.int64), 2**70)
+    assert den == 1 and not a.any()

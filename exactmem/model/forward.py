@@ -76,6 +76,8 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _normalize(a: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     """Divide numerators and denominator by their gcd; shrink object arrays back to int64."""
+    if a.size and not a.any():  # all zero: any denominator will do, and 1 keeps it small
+        return a.astype(np.int64), 1
     if a.size:
         if a.dtype == object:
             g = reduce(math.gcd, (int(v) for v in a.flat), den)
