@@ -31,7 +31,7 @@ from exactmem.adapters.formats import FloatFormat, mpfr_to_fraction, to_mpfr
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.forward import needed_positions
+from exactmem.model.forward import dedupe_columns, needed_positions
 from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
 
 
@@ -108,21 +108,6 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.where(pos, x, gmpy2.mpfr(0))
 
 
-def _dedupe(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    used = np.unique(index[index >= 0])
-    table: dict[tuple[Any, ...], int] = {}
-    remap = np.full(cols.shape[1], -1, dtype=np.int64)
-    keep: list[int] = []
-    for c in used.tolist():
-        key = tuple(cols[:, c].tolist())
-        j = table.get(key)
-        if j is None:
-            j = table[key] = len(keep)
-            keep.append(c)
-        remap[c] = j
-    return cols[:, keep], np.where(index >= 0, remap[np.maximum(index, 0)], -1)
-
-
 def _seqsum(vals: list[Any]) -> Any:
     acc = vals[0]
     for v in vals[1:]:
@@ -169,7 +154,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded)
         total = base + total
     index = np.full(st.index.shape, -1, dtype=np.int64)
     index[:, queries] = np.arange(N * len(queries), dtype=np.int64).reshape(N, len(queries))
-    new_cols, new_index = _dedupe(total, index)
+    new_cols, new_index = dedupe_columns(total, index)
     return FloatState(new_cols, new_index)
 
 

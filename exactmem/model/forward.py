@@ -244,7 +244,7 @@ def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.n
     return out, out_den
 
 
-def _dedupe(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dedupe_columns(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep one copy of each distinct column; remap ``index`` (``-1`` stays ``-1``)."""
     used = np.unique(index[index >= 0])
     table: dict[tuple[Any, ...], int] = {}
@@ -319,7 +319,7 @@ def apply_attention(att: Attention, state: State, queries: list[int]) -> State:
     index = np.full(state.index.shape, -1, dtype=np.int64)
     index[:, queries] = np.arange(N * len(queries), dtype=np.int64).reshape(N, len(queries))
     flat, total_den = _normalize(flat, total_den)
-    new_cols, new_index = _dedupe(flat, index)
+    new_cols, new_index = dedupe_columns(flat, index)
     return State(new_cols, total_den, new_index)
 
 
