@@ -9,7 +9,7 @@ every input; a model is a counterexample; a timeout is reported as ``unknown``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from exactmem.constructions._gadgets import (
@@ -107,24 +107,35 @@ def threshold_chain(n: int) -> Outcome:
             return rem(q) - 2 ** (n - 1 - q) + (1 if name == "h1" else 0)
         return z3.ToReal(beta[int(name[1:])])
 
-    u = rem(0)
-    before = [u]
-    for q, (aff, names) in enumerate(zip(prog.maps, prog.names, strict=True)):
-        after = [value(nm, q) for nm in names]
-        res = step_check(aff, before, after, domain, relu=q > 0)
+    return prove_maps(prog, [rem(0)], value, domain, n)
+
+
+def prove_maps(prog: Any, before: list[Any], value: Callable[[str, int], Any],
+               domain: Sequence[Any], n: int) -> Outcome:
+    """Prove every map of ``prog`` in turn: from the channel values ``before`` (map 0's input),
+    map ``m`` gives exactly ``value(name, m)`` on each of its output channels."""
+    for m, (aff, names) in enumerate(zip(prog.maps, prog.names, strict=True)):
+        after = [value(nm, m) for nm in names]
+        res = step_check(aff, before, after, domain, relu=m > 0)
         if res.status != "proved":
-            return Outcome(res.status, f"n = {n}, map {q}: {res.detail}")
+            return Outcome(res.status, f"n = {n}, map {m}: {res.detail}")
         before = after
     return Outcome("proved", "")
 
 
-def threshold_bits() -> Outcome:
-    """For n = 1..32: the threshold network returns bit q of every integer 0 <= u < 2^n."""
+def all_bit_lengths(chain: Callable[[int], Outcome], detail: str) -> Outcome:
+    """``chain(n)`` for n = 1..32; the first failure or unknown is the answer."""
     for n in range(1, MAX_BITS + 1):
-        res = threshold_chain(n)
+        res = chain(n)
         if res.status != "proved":
             return res
-    return Outcome("proved", f"all n = 1..{MAX_BITS}, {MAX_BITS * (MAX_BITS + 3) // 2} maps")
+    return Outcome("proved", detail)
+
+
+def threshold_bits() -> Outcome:
+    """For n = 1..32: the threshold network returns bit q of every integer 0 <= u < 2^n."""
+    return all_bit_lengths(threshold_chain,
+                           f"all n = 1..{MAX_BITS}, {MAX_BITS * (MAX_BITS + 3) // 2} maps")
 
 
 def tent_chain(n: int) -> Outcome:
@@ -164,23 +175,12 @@ def tent_chain(n: int) -> Outcome:
         }[phase]
         return table[name] if name in table else z3.ToReal(beta[int(name[1:])])
 
-    before = [low(n)]
-    for m, (aff, names) in enumerate(zip(prog.maps, prog.names, strict=True)):
-        after = [value(nm, m) for nm in names]
-        res = step_check(aff, before, after, domain, relu=m > 0)
-        if res.status != "proved":
-            return Outcome(res.status, f"n = {n}, map {m}: {res.detail}")
-        before = after
-    return Outcome("proved", "")
+    return prove_maps(prog, [low(n)], value, domain, n)
 
 
 def tent_bits() -> Outcome:
     """For n = 1..32: the tent-map network returns bit q of every integer 0 <= u < 2^n."""
-    for n in range(1, MAX_BITS + 1):
-        res = tent_chain(n)
-        if res.status != "proved":
-            return res
-    return Outcome("proved", f"all n = 1..{MAX_BITS}")
+    return all_bit_lengths(tent_chain, f"all n = 1..{MAX_BITS}")
 
 
 def interval_indicator_symbolic() -> Outcome:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import random
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from token_data import token_dataset as shared_token_dataset
 
 from exactmem.adapters.formats import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, round_to_format
 from exactmem.adapters.mpfr_eval import exact_values, forward_float
@@ -33,24 +34,7 @@ from exactmem.model.spec import (
     Readout,
 )
 
-
-def token_dataset(seed: int, N: int, n: int, V: int, classes: int = 4,
-                  task: str = "next-token") -> Dataset:
-    rng = random.Random(seed)
-    seqs: set[tuple[int, ...]] = set()
-    while len(seqs) < N:
-        seqs.add(tuple(rng.randrange(V) for _ in range(n)))
-    ordered = sorted(seqs)
-    table: dict[tuple[object, ...], int] = {}
-
-    def label(seq: tuple[int, ...], k: int) -> int:  # consistent: a function of the context
-        return table.setdefault((tuple(sorted(seq)), seq[k]), rng.randrange(classes))
-
-    if task == "next-token":
-        labels: tuple[object, ...] = tuple(label(s, n - 1) for s in ordered)
-    else:
-        labels = tuple(tuple(label(s, k) for k in range(n)) for s in ordered)
-    return Dataset(task, "token-ids", tuple(ordered), labels, vocab_size=V)  # type: ignore[arg-type]
+token_dataset = partial(shared_token_dataset, classes=4)
 
 
 def exact_outputs(spec: NetworkSpec, ds: Dataset) -> list[list[list[Fraction]]]:

@@ -11,26 +11,21 @@ from typing import Any
 
 import pytest
 
-from exactmem.certificate import build_certificate, write_certificate
-from exactmem.checker import check_certificate
+from exactmem.certificate import write_certificate
 from exactmem.constructions import get
 from exactmem.constructions.dana2024_aot import capacity, circle_points
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import evaluate_certified
+from exactmem.pipeline import certify
 
 CON = get("dana2024-aot")
 
 
 def _certify(ds: Dataset, **opts: Any) -> dict[str, Any]:
-    result = CON.build(ds, {**CON.defaults(), **opts})
-    ev = evaluate_certified(result.spec, ds, result.hints)
-    assert ev.memorized, ev.failures[:3]
-    cert = build_certificate(ds, result, CON.name, ev)
-    report = check_certificate(cert)
-    assert report.verified, report.failures[:3]
-    return cert
+    outcome = certify(ds, CON.name, opts)
+    assert outcome.report.verified, outcome.report.failures[:3]
+    return outcome.certificate
 
 
 @pytest.mark.parametrize(("H", "dh", "d", "S", "seed"), [

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import random
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from token_data import token_dataset as shared_token_dataset
 
 from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
 from exactmem.adapters.safetensors_io import spec_from_safetensors, verify_binding
@@ -32,23 +34,7 @@ from exactmem.model.spec import (
 )
 from exactmem.pipeline import certify
 
-
-def token_dataset(seed: int, N: int, n: int, V: int, classes: int = 5,
-                  task: str = "next-token") -> Dataset:
-    rng = random.Random(seed)
-    seqs: set[tuple[int, ...]] = set()
-    while len(seqs) < N:
-        seqs.add(tuple(rng.randrange(V) for _ in range(n)))
-    table: dict[tuple[object, ...], int] = {}
-
-    def label(seq: tuple[int, ...], k: int) -> int:
-        return table.setdefault((tuple(sorted(seq)), seq[k]), rng.randrange(classes))
-
-    ordered = sorted(seqs)
-    labels: tuple[object, ...] = (tuple(label(s, n - 1) for s in ordered) if task == "next-token"
-                                  else tuple(tuple(label(s, k) for k in range(n))
-                                             for s in ordered))
-    return Dataset(task, "token-ids", tuple(ordered), labels, vocab_size=V)  # type: ignore[arg-type]
+token_dataset = partial(shared_token_dataset, classes=5)
 
 
 def vector_dataset(seed: int, N: int, n: int) -> Dataset:

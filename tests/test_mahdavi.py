@@ -7,26 +7,21 @@ from typing import Any
 
 import pytest
 
-from exactmem.certificate import build_certificate
-from exactmem.checker import check_certificate
 from exactmem.constructions import get
 from exactmem.constructions.mahdavi2024_mha import capacity
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import certify_interval, evaluate_certified
+from exactmem.model.interval import certify_interval
+from exactmem.pipeline import certify
 
 CON = get("mahdavi2024-mha")
 
 
 def _certify(ds: Dataset, **opts: Any) -> dict[str, Any]:
-    result = CON.build(ds, {**CON.defaults(), **opts})
-    ev = evaluate_certified(result.spec, ds, result.hints)
-    assert ev.memorized, ev.failures[:3]
-    cert = build_certificate(ds, result, CON.name, ev)
-    report = check_certificate(cert)
-    assert report.verified, report.failures[:3]
-    return cert
+    outcome = certify(ds, CON.name, opts)
+    assert outcome.report.verified, outcome.report.failures[:3]
+    return outcome.certificate
 
 
 @pytest.mark.parametrize(("H", "dh", "n", "d", "shared", "seed"), [

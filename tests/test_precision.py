@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import random
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from token_data import token_dataset as shared_token_dataset
 
 from exactmem.adapters.formats import FLOAT64, bits, round_to_format
 from exactmem.adapters.mpfr_eval import exact_values, forward_float
@@ -32,17 +33,7 @@ from exactmem.model.forward import forward, outputs
 from exactmem.model.spec import Affine, Linear, NetworkSpec, Readout
 from exactmem.pipeline import certify
 
-
-def token_dataset(seed: int, N: int, n: int, V: int, classes: int = 6) -> Dataset:
-    rng = random.Random(seed)
-    seqs: set[tuple[int, ...]] = set()
-    while len(seqs) < N:
-        seqs.add(tuple(rng.randrange(V) for _ in range(n)))
-    table: dict[tuple[object, ...], int] = {}
-    ordered = sorted(seqs)
-    labels = tuple(table.setdefault((tuple(sorted(s)), s[-1]), rng.randrange(classes))
-                   for s in ordered)
-    return Dataset("next-token", "token-ids", tuple(ordered), labels, vocab_size=V)
+token_dataset = partial(shared_token_dataset, classes=6)
 
 
 @pytest.fixture(scope="module")

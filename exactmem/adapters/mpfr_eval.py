@@ -31,7 +31,7 @@ from exactmem.adapters.formats import FloatFormat, mpfr_to_fraction, to_mpfr
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.forward import dedupe_columns, needed_positions
+from exactmem.model.forward import dedupe_columns, needed_positions, token_index
 from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
 
 
@@ -184,12 +184,7 @@ def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[list
             st = FloatState(rw.dense(emb.table), np.array(ds.sequences, dtype=np.int64))
             start = 1
         else:
-            table: dict[Any, int] = {}
-            index = np.empty((ds.N, ds.n), dtype=np.int64)
-            for i, seq in enumerate(ds.sequences):
-                for k, tok in enumerate(seq):
-                    index[i, k] = table.setdefault(tok, len(table))
-            toks = list(table)
+            toks, index = token_index(ds)
             cols = np.empty((spec.input_dim, len(toks)), dtype=object)
             for c, tok in enumerate(toks):
                 for r, x in enumerate(tok):

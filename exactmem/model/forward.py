@@ -323,6 +323,16 @@ def apply_attention(att: Attention, state: State, queries: list[int]) -> State:
     return State(new_cols, total_den, new_index)
 
 
+def token_index(ds: Dataset) -> tuple[list[Any], np.ndarray]:
+    """Distinct tokens in first-appearance order, and each position's index among them."""
+    table: dict[Any, int] = {}
+    index = np.empty((ds.N, ds.n), dtype=np.int64)
+    for i, seq in enumerate(ds.sequences):
+        for k, tok in enumerate(seq):
+            index[i, k] = table.setdefault(tok, len(table))
+    return list(table), index
+
+
 def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
     """The input as a table of distinct tokens; token ids are embedded by the first layer."""
     if spec.input_kind != ds.inputs:
@@ -340,12 +350,7 @@ def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
     if ds.dim != spec.input_dim:
         raise SpecError(f"the network reads tokens of dimension {spec.input_dim}, the dataset "
                         f"has {ds.dim}")
-    table: dict[Any, int] = {}
-    index = np.empty((ds.N, ds.n), dtype=np.int64)
-    for i, seq in enumerate(ds.sequences):
-        for k, tok in enumerate(seq):
-            index[i, k] = table.setdefault(tok, len(table))
-    toks = list(table)
+    toks, index = token_index(ds)
     m = ScaledMatrix.from_rows(list(zip(*toks, strict=True)), cols=len(toks))
     return State(_as_array(m), m.den, index), 0
 
