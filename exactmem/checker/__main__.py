@@ -1,5 +1,6 @@
-"""``python -m exactmem.checker CERT``: one line ``s VERIFIED`` / ``s REJECTED`` on stdout,
-every failure on stderr, exit 0 (verified), 1 (rejected), 2 (unusable input)."""
+"""``python -m exactmem.checker CERT``: on stdout a ``c claim: ...`` line when verified, then
+one line ``s VERIFIED`` / ``s REJECTED`` / ``s UNUSABLE``; every failure on stderr; exit 0
+(verified), 1 (rejected), 2 (unusable input)."""
 
 import sys
 
@@ -9,11 +10,14 @@ from .verify import check_file
 def main(argv):
     if len(argv) != 1:
         print("usage: python -m exactmem.checker CERT", file=sys.stderr)
+        print("s UNUSABLE")
         return 2
     report = check_file(argv[0])
     for line in report.failures:
         print(f"c {line}", file=sys.stderr)
-    print("s VERIFIED" if report.verified else "s REJECTED")
+    if report.claim:
+        print(f"c claim: {report.claim}")
+    print(report.verdict)
     return report.exit_code
 
 

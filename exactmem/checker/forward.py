@@ -80,7 +80,11 @@ def _combine(rows, terms, mag):
     return part if mag == 1 else list(map(mag.__mul__, part))
 
 
-def _dense(maps, cols, den):
+def no_tick(k=1):
+    pass
+
+
+def _dense(maps, cols, den, tick=no_tick):
     """The ReLU network row-major (one list per coordinate over all columns): sparse
     weights, inputs with equal weight magnitude summed before one multiplication."""
     size = len(cols)
@@ -106,6 +110,7 @@ def _dense(maps, cols, den):
                 acc = cache[key] if acc is None else list(map(add, acc, cache[key]))
             acc = [0] * size if acc is None else acc
             new.append(list(map((bb * fb).__add__, acc)) if bb else acc)
+            tick()
         rows, changed, den = new, out_den != den, out_den
         if changed:
             g = den
@@ -119,12 +124,14 @@ def _dense(maps, cols, den):
     return normalize(list(zip(*rows)) if rows else [() for _ in cols], den)
 
 
-def feedforward(layer, cols, den):
+def feedforward(layer, cols, den, tick=no_tick):
+    """A feed-forward block on every column; ``tick(k)`` counts output rows done."""
     maps = layer["maps"]
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
+        tick(len(maps[0][0][0][0]) + len(maps[1][0][0]))
     else:
-        out, out_den = _dense(maps, cols, den)
+        out, out_den = _dense(maps, cols, den, tick)
     if layer["residual"]:
         m = _lcm(out_den, den)
         out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(o, c))
@@ -137,47 +144,45 @@ def _no_bias(rows):
     return [[0] for _ in rows], 1
 
 
-def attention(layer, cols, den, index, queries, softmax_hook=None):
+def attention(layer, cols, den, index, queries, tick=no_tick):
     """Column-wise attention (eq. 2) at positions ``queries``; returns the new state.
 
     Hardmax splits the weight uniformly over all tied maximal scores; a head with zero
-    query or key weights is uniform.  Softmax with non-zero scores goes to ``softmax_hook``.
+    query or key weights is uniform (softmax with non-zero scores: interval.py).
+    ``tick()`` is called once per head and sequence.
     """
     n = len(index[0])
     keys = layer["keys"] if layer["keys"] is not None else list(range(n))
     nk = len(keys)
-    L = 1
-    for c in range(1, nk + 1):
-        L = _lcm(L, c)
     per_head = []
     for h, zero in zip(layer["heads"], layer["zero_scores"]):
         (o, od), (v, vd) = h["output"], h["value"]
         ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
               for i in range(len(o))]
         vals, vden = affine((ov, od * vd), _no_bias(ov), cols, den)
-        if not zero and layer["kind"] == "softmax":
-            if softmax_hook is None:
-                raise ValueError("softmax attention with non-zero scores needs the rigorous "
-                                 "softmax check, which this certificate does not support")
-            per_head.append(softmax_hook(layer, h, cols, den, index, queries))
-            continue
         if not zero:
             kk, _ = affine(h["key"], _no_bias(h["key"][0]), cols, den)
             qq, _ = affine(h["query"], _no_bias(h["query"][0]), cols, den)
-        rows, m = [], len(vals[0]) if vals else 0
+        rows, counts, m = [], [], len(vals[0]) if vals else 0
         for seq in index:
+            tick()
             kv = [vals[seq[p]] for p in keys]
             total = [sum(c[r] for c in kv) for r in range(m)]
             for q in queries:
                 if zero:
-                    rows.append(tuple(x * (L // nk) for x in total))
+                    rows.append(total)
+                    counts.append(nk)
                     continue
                 qc = qq[seq[q]]
                 scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in keys]
                 best = max(scores)
                 ties = [c for c, s in zip(kv, scores) if s == best]
-                f = L // len(ties)
-                rows.append(tuple(sum(c[r] for c in ties) * f for r in range(m)))
+                rows.append([sum(c[r] for c in ties) for r in range(m)])
+                counts.append(len(ties))
+        L = 1  # the lcm of the tie counts that occur, not of 1..#keys
+        for c in set(counts):
+            L = _lcm(L, c)
+        rows = [tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)]
         per_head.append((rows, vden * L))
     out, out_den = per_head[0]
     for rows, d in per_head[1:]:

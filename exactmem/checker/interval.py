@@ -13,10 +13,10 @@ from fractions import Fraction
 from math import gcd
 
 from . import forward
-from .parse import Unusable, rational
+from .parse import Unusable, integer, obj, ratio, show
 from .softmax import grid, softmax_row
 
-MAX_PRECISION = 1 << 14
+MAX_PRECISION = 1 << 12
 
 
 class Undecided(Exception):
@@ -75,7 +75,7 @@ def _zero_bias(rows):
     return [[0] for _ in rows], 1
 
 
-def _attention(la, mids, rads, den, index, queries, bits):
+def _attention(la, mids, rads, den, index, queries, bits, tick):
     n = len(index[0])
     keys = la["keys"] if la["keys"] is not None else list(range(n))
     wbits = bits + 8
@@ -91,6 +91,7 @@ def _attention(la, mids, rads, den, index, queries, bits):
         om, orr = [], []
         dim = len(ov)
         for seq in index:
+            tick()
             for q in queries:
                 if zero or la["kind"] == "uniform":
                     ws = [(2 << wbits, 0)] * len(keys)
@@ -141,25 +142,39 @@ def _attention(la, mids, rads, den, index, queries, bits):
     return total[0], total[1], total[2], new_index
 
 
-def _settings(hints):
-    h = hints.get("softmax") if isinstance(hints, dict) else None
-    if not isinstance(h, dict):
+def _settings(hints, readout):
+    if "softmax" not in hints:
         raise Unusable("hints.softmax: a softmax network needs the precision hint")
-    bits = h.get("precision")
-    if type(bits) is not int or not 2 <= bits <= MAX_PRECISION:
-        raise Unusable(f"hints.softmax.precision: expected an integer in [2, {MAX_PRECISION}]")
-    eps = rational(h["epsilon"], "hints.softmax.epsilon") if "epsilon" in h else Fraction(0)
+    h = obj(hints["softmax"], "hints.softmax", ("precision",), ("taylor_order", "epsilon"))
+    bits = integer(h["precision"], "hints.softmax.precision", 2, MAX_PRECISION)
+    if "taylor_order" in h:
+        integer(h["taylor_order"], "hints.softmax.taylor_order", 0)
+    if "epsilon" in h and readout["kind"] != "scalar":
+        raise Unusable("hints.softmax.epsilon: only for a scalar readout")
+    eps = Fraction(*ratio(h["epsilon"], "hints.softmax.epsilon")) if "epsilon" in h \
+        else Fraction(0)
     if eps < 0:
         raise Unusable("hints.softmax.epsilon: must be >= 0")
     return bits, eps
 
 
-def check(hints, net, layers, readout, task, labels, claims, state):
-    """Every failure of the rigorous check (empty list = all read positions certified).
+def label_gap(labels, task):
+    """The smallest gap between distinct labels (1 when there is only one label): a scalar
+    output within less than half of it of a label identifies that label."""
+    values = sorted(set(labels if task == "next-token" else (y for ys in labels for y in ys)))
+    return min((b - a for a, b in zip(values, values[1:])), default=1)
 
-    ``state`` = the checker's initial ``(cols, den, index)``.
-    """
-    bits, eps = _settings(hints)
+
+def check(hints, net, layers, readout, task, labels, claims, state, tick):
+    """``(failures, precision, epsilon, label gap)`` of the rigorous check (no failures =
+    every read position certified).  ``state`` = the checker's initial
+    ``(cols, den, index)``; ``tick`` counts progress."""
+    bits, eps = _settings(hints, readout)
+    gap = label_gap(labels, task)
+    if readout["kind"] == "scalar" and not eps < Fraction(gap, 2):
+        return [f"hints.softmax.epsilon: {show(eps)} is not below half the smallest gap between "
+                f"distinct labels ({gap}/2): |f - y| <= epsilon would not identify the labels"], \
+            bits, eps, gap
     cols, den, index = state
     mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
     need, needs = readout["positions"], [None] * len(layers)
@@ -174,26 +189,21 @@ def check(hints, net, layers, readout, task, labels, claims, state):
             exact = not any(x for c in rads for x in c)
             if la["type"] == "feedforward":
                 mids, rads, den = _feedforward(la, mids, rads, den)
+                tick(sum(len(w[0]) for w, _ in la["maps"]))
             elif exact and (la["kind"] != "softmax" or all(la["zero_scores"])):
-                mids, den, index = forward.attention(la, mids, den, index, needs[i])
+                mids, den, index = forward.attention(la, mids, den, index, needs[i], tick=tick)
                 rads = [tuple(0 for _ in c) for c in mids]
             else:
-                mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits)
+                mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits,
+                                                    tick)
     except Undecided as exc:
-        return [f"network: {exc}"]
+        return [f"network: {exc}"], bits, eps, gap
     failures = []
     for i, (seq, claim, lab) in enumerate(zip(index, claims, labels)):
         labs = [lab] if task == "next-token" else lab
-        if not isinstance(labs, list) or not isinstance(claim, list) or \
-                len(labs) != len(readout["positions"]) or len(claim) != len(labs):
-            failures.append(f"sequence {i}: labels/claims do not match the read positions")
-            continue
         for p, y, c in zip(readout["positions"], labs, claim):
             where = f"sequence {i}, position {p}, readout"
             mid, rad = mids[seq[p]], rads[seq[p]]
-            if type(y) is not int:
-                failures.append(f"{where}: label {y!r} is not an integer")
-                continue
             if c != str(y):
                 failures.append(f"{where}: claim {c!r} is not the label {y}")
             if readout["kind"] == "argmax":
@@ -204,5 +214,6 @@ def check(hints, net, layers, readout, task, labels, claims, state):
             else:
                 dev = abs(Fraction(mid[0], den) - y) + Fraction(rad[0], den)
                 if dev > eps:
-                    failures.append(f"{where}: |output - {y}| <= {dev} exceeds epsilon {eps}")
-    return failures
+                    failures.append(f"{where}: |output - {y}| exceeds epsilon {show(eps)} "
+                                    f"at precision {bits}")
+    return failures, bits, eps, gap

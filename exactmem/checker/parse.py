@@ -1,145 +1,286 @@
 """Reading a certificate into plain Python values (standard library only).
 
-Rationals are ``"p/q"`` strings; a matrix becomes ``(rows of int numerators, den)`` with
-one shared positive denominator.  Any deviation raises :class:`Unusable`, naming the field.
+The grammar is strict (docs/certificate-format.md): no duplicate keys, no unknown or missing
+fields, no JSON floats, NaN or Infinity, rationals written canonically as ASCII
+``-?(0|[1-9][0-9]*)(/[1-9][0-9]*)?`` in lowest terms, JSON integers where integers are
+meant.  Resource limits (:data:`MAX_FILE_BYTES`, :data:`MAX_DIGITS`, the JSON reader's
+nesting limit) make every input get an answer quickly.  Any deviation raises
+:class:`Unusable`, naming the field.  A matrix becomes ``(rows of int numerators, den)``.
 """
 
+import json
+import os
 import re
-from fractions import Fraction
+import stat
+from math import gcd
 
-_RAT = re.compile(r"^([+-]?\d+)(?:/(\d+))?$")
+MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file
+MAX_DIGITS = 20000  # decimal digits of one integer, numerator or denominator
+_RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
 
 
 class Unusable(Exception):
-    """The certificate cannot be read (not the format, a field malformed)."""
+    """The input cannot be read: not the format, a field malformed, a limit exceeded."""
 
 
-def rational(text, where):
-    """``"p"`` or ``"p/q"`` -> Fraction; anything else (floats included) is unusable."""
-    if not isinstance(text, str):
-        raise Unusable(f"{where}: expected a 'p/q' string, found {type(text).__name__}")
-    m = _RAT.match(text)
-    if m is None or (m.group(2) is not None and int(m.group(2)) == 0):
-        raise Unusable(f"{where}: {text!r} is not a rational 'p/q'")
-    return Fraction(int(m.group(1)), int(m.group(2) or 1))
+class JsonFloat:
+    """A float literal met in the JSON text; never a valid value, kept to name its field."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
-def matrix(obj, where, rows=None, cols=None):
-    """A list of rows of rationals -> ``(num rows, den)``; optional shape check."""
-    if not isinstance(obj, list) or not obj or not all(isinstance(r, list) for r in obj):
-        raise Unusable(f"{where}: expected a non-empty list of rows")
-    width = len(obj[0])
-    if any(len(r) != width for r in obj):
-        raise Unusable(f"{where}: rows of different lengths")
-    if (rows is not None and len(obj) != rows) or (cols is not None and width != cols):
-        raise Unusable(f"{where}: shape {len(obj)}x{width}, expected {rows}x{cols}")
-    fr = [[rational(x, f"{where}[{i}][{j}]") for j, x in enumerate(r)] for i, r in enumerate(obj)]
-    den = 1
-    for r in fr:
-        for x in r:
-            den = den * x.denominator // _gcd(den, x.denominator)
-    return [[x.numerator * (den // x.denominator) for x in r] for r in fr], den
+def _kind(value):
+    if isinstance(value, JsonFloat):
+        return f"the JSON float {value.text}"
+    return {bool: "a boolean", int: "an integer", str: "a string", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def vector(obj, where, length):
-    """A bias: a list of ``length`` rationals -> ``(column rows, den)``; ``None`` -> zeros."""
-    if obj is None:
-        return [[0] for _ in range(length)], 1
-    if not isinstance(obj, list) or len(obj) != length:
-        raise Unusable(f"{where}: expected a list of {length} rationals")
-    return matrix([[x] for x in obj], where)
+def show(x):
+    """A Fraction as text, short enough for a message whatever its size."""
+    bits = max(abs(x.numerator), x.denominator).bit_length()
+    if bits > 256:
+        return f"<a rational of {bits} bits>"
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
-def _gcd(a, b):
-    while b:
-        a, b = b, a % b
-    return abs(a)
+def _pairs(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise Unusable(f"duplicate key {key!r} in a JSON object")
+        out[key] = value
+    return out
 
 
-def field(obj, key, kind, where):
-    if not isinstance(obj, dict) or key not in obj:
-        raise Unusable(f"{where}.{key}: missing")
-    value = obj[key]
-    if kind is int and (type(value) is not int):
-        raise Unusable(f"{where}.{key}: expected an integer")
-    if kind is not int and not isinstance(value, kind):
-        raise Unusable(f"{where}.{key}: expected {kind.__name__}")
+def _constant(name):
+    raise Unusable(f"{name} is not a number this format allows")
+
+
+def decimal(text):
+    """A string of ASCII digits (optionally ``-``) of at most MAX_DIGITS digits -> int,
+    by halves (no dependence on Python's integer-string limit)."""
+    negative = text.startswith("-")
+    digits = text[1:] if negative else text
+    if text == "-0":
+        raise Unusable("-0 is not a canonical number")
+    if len(digits) > MAX_DIGITS:
+        raise Unusable(f"a number of {len(digits)} digits exceeds the limit of {MAX_DIGITS}")
+
+    def conv(d):
+        if len(d) <= 4000:
+            return int(d)
+        h = len(d) // 2
+        return conv(d[:-h]) * 10 ** h + conv(d[-h:])
+
+    value = conv(digits)
+    return -value if negative else value
+
+
+def loads(text):
+    """Strict JSON text -> Python values (floats become :class:`JsonFloat` markers)."""
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_float=JsonFloat,
+                          parse_int=decimal, parse_constant=_constant)
+    except RecursionError:
+        raise Unusable("JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise Unusable(f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") \
+            from None
+
+
+def read_json(path):
+    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unusable(f"{path}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise Unusable(f"{path}: {info.st_size} bytes exceeds the limit of {MAX_FILE_BYTES}")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise Unusable(f"{path}: larger than the limit of {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unusable(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        raise Unusable(f"{path}: starts with a byte-order mark; JSON text has none")
+    return loads(text)
+
+
+def obj(value, where, required, optional=()):
+    """An object with exactly the ``required`` keys and possibly some ``optional`` ones."""
+    if type(value) is not dict:
+        raise Unusable(f"{where}: expected an object, found {_kind(value)}")
+    for key in required:
+        if key not in value:
+            raise Unusable(f"{where}.{key}: missing")
+    for key in value:
+        if key not in required and key not in optional:
+            raise Unusable(f"{where}.{key}: unknown field")
     return value
 
 
-def network(obj):
+def integer(value, where, lo=None, hi=None):
+    """A JSON integer (not a boolean, not a float) within ``[lo, hi]``."""
+    if type(value) is not int:
+        raise Unusable(f"{where}: expected an integer, found {_kind(value)}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise Unusable(f"{where}: {value} is outside [{lo}, {'inf' if hi is None else hi}]")
+    return value
+
+
+def typed(value, kind, where):
+    if type(value) is not kind:
+        raise Unusable(f"{where}: expected {_kind(kind())}, found {_kind(value)}")
+    return value
+
+
+def choice(value, options, where):
+    if typed(value, str, where) not in options:
+        raise Unusable(f"{where}: expected one of {list(options)}, found {value!r}")
+    return value
+
+
+def ratio(text, where):
+    """Canonical ``"p"`` / ``"p/q"`` -> ``(p, q)``: ASCII digits, q > 1 and gcd 1, no -0."""
+    if type(text) is not str:
+        raise Unusable(f"{where}: expected a 'p/q' string, found {_kind(text)}")
+    m = _RAT.fullmatch(text) if len(text) <= 2 * MAX_DIGITS + 2 else None
+    if m is None or text == "-0":
+        raise Unusable(f"{where}: {text[:40]!r} is not a canonical rational "
+                       "'-?(0|[1-9][0-9]*)(/[1-9][0-9]*)?'")
+    p = decimal(m.group(1) + m.group(2))
+    q = decimal(m.group(3)) if m.group(3) else 1
+    if m.group(3) and (q == 1 or gcd(p, q) != 1):
+        raise Unusable(f"{where}: {text[:40]!r} is not in lowest terms")
+    return p, q
+
+
+def matrix(value, where, rows=None, cols=None):
+    """A non-empty list of equal rows of rationals -> ``(num rows, den)``; optional shape."""
+    if type(value) is not list or not value or any(type(r) is not list for r in value):
+        raise Unusable(f"{where}: expected a non-empty list of rows")
+    width = len(value[0])
+    if width == 0 or any(len(r) != width for r in value):
+        raise Unusable(f"{where}: rows must be non-empty and of one length")
+    if (rows is not None and len(value) != rows) or (cols is not None and width != cols):
+        raise Unusable(f"{where}: shape {len(value)}x{width}, expected "
+                       f"{rows if rows is not None else '*'}x{cols if cols is not None else '*'}")
+    pq = [[ratio(x, f"{where}[{i}][{j}]") for j, x in enumerate(r)] for i, r in enumerate(value)]
+    den = 1
+    for r in pq:
+        for _, q in r:
+            den = den * q // gcd(den, q)
+    return [[p * (den // q) for p, q in r] for r in pq], den
+
+
+def vector(value, where, length):
+    """A bias: a list of ``length`` rationals -> ``(column rows, den)``; ``None`` -> zeros."""
+    if value is None:
+        return [[0] for _ in range(length)], 1
+    if type(value) is not list or len(value) != length:
+        raise Unusable(f"{where}: expected null or a list of {length} rationals")
+    return matrix([[x] for x in value], where)
+
+
+def _affine(m, where, width):
+    wt = matrix(m["weight"], f"{where}.weight", cols=width)
+    return wt, vector(m["bias"], f"{where}.bias", len(wt[0])), m["bias"] is not None
+
+
+def _attention(la, w, width, n):
+    obj(la, w, ("type", "kind", "residual", "keys", "heads"))
+    akind = choice(la["kind"], ("uniform", "hardmax", "softmax"), f"{w}.kind")
+    residual = typed(la["residual"], bool, f"{w}.residual")
+    keys = la["keys"]
+    if keys is not None:
+        if type(keys) is not list or not keys:
+            raise Unusable(f"{w}.keys: expected null or a non-empty list of positions")
+        for j, k in enumerate(keys):
+            integer(k, f"{w}.keys[{j}]", 0, n - 1)
+            if j and k <= keys[j - 1]:
+                raise Unusable(f"{w}.keys: positions must be strictly increasing")
+    heads = []
+    if type(la["heads"]) is not list or not la["heads"]:
+        raise Unusable(f"{w}.heads: expected a non-empty list")
+    for j, h in enumerate(la["heads"]):
+        hw = f"{w}.heads[{j}]"
+        obj(h, hw, ("query", "key", "value", "output"))
+        v = matrix(h["value"], f"{hw}.value", cols=width)
+        q = matrix(h["query"], f"{hw}.query", cols=width)
+        k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
+        o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
+        heads.append({"query": q, "key": k, "value": v, "output": o})
+    zero = [all(x == 0 for r in h["query"][0] for x in r) or
+            all(x == 0 for r in h["key"][0] for x in r) for h in heads]
+    if akind == "uniform" and not all(zero):
+        raise Unusable(f"{w}: uniform attention with non-zero query and key weights")
+    return {"type": "attention", "kind": akind, "residual": residual, "keys": keys,
+            "heads": heads, "zero_scores": zero}
+
+
+def network(value):
     """Parse and shape-check ``network``; returns (input, layers, readout) as plain dicts."""
-    inp = field(obj, "input", dict, "network")
-    kind = field(inp, "kind", str, "network.input")
-    dim = field(inp, "dim", int, "network.input")
-    n = field(inp, "seq_len", int, "network.input")
-    if kind not in ("token-ids", "vectors") or dim < 1 or n < 1:
-        raise Unusable("network.input: kind must be token-ids/vectors, dim and seq_len >= 1")
+    obj(value, "network", ("input", "layers", "readout"))
+    inp = obj(value["input"], "network.input", ("kind", "dim", "seq_len"))
+    kind = choice(inp["kind"], ("token-ids", "vectors"), "network.input.kind")
+    dim = integer(inp["dim"], "network.input.dim", 1)
+    n = integer(inp["seq_len"], "network.input.seq_len", 1)
+    if type(value["layers"]) is not list:
+        raise Unusable("network.layers: expected a list")
     layers = []
     width = dim
-    for i, la in enumerate(field(obj, "layers", list, "network")):
+    for i, la in enumerate(value["layers"]):
         w = f"network.layers[{i}]"
-        t = field(la, "type", str, w)
+        t = obj(la, w, ("type",), ("table", "weight", "bias", "residual", "maps", "kind",
+                                   "keys", "heads"))["type"]
+        if (t == "embedding") != (i == 0 and kind == "token-ids"):
+            raise Unusable(f"{w}: a token-ids network starts with its one embedding layer")
         if t == "embedding":
-            if i != 0 or kind != "token-ids":
-                raise Unusable(f"{w}: an embedding must be the first layer of a token-ids network")
-            table = matrix(field(la, "table", list, w), f"{w}.table", cols=dim)
+            obj(la, w, ("type", "table"))
+            table = matrix(la["table"], f"{w}.table", cols=dim)
             layers.append({"type": t, "table": table})
             width = len(table[0])
-            continue
-        if i == 0 and kind == "token-ids":
-            raise Unusable(f"{w}: a token-ids network must start with an embedding")
-        if t in ("linear", "feedforward"):
-            maps_raw = [la] if t == "linear" else field(la, "maps", list, w)
-            if not maps_raw:
-                raise Unusable(f"{w}.maps: empty")
+        elif t == "linear":
+            obj(la, w, ("type", "weight", "bias"))
+            wt, b, present = _affine(la, w, width)
+            layers.append({"type": "feedforward", "maps": [(wt, b)], "residual": False,
+                           "bias_present": [present]})
+            width = len(wt[0])
+        elif t == "feedforward":
+            obj(la, w, ("type", "residual", "maps"))
+            residual = typed(la["residual"], bool, f"{w}.residual")
+            if type(la["maps"]) is not list or not la["maps"]:
+                raise Unusable(f"{w}.maps: expected a non-empty list")
             maps, present, inw = [], [], width
-            for j, m in enumerate(maps_raw):
-                mw = w if t == "linear" else f"{w}.maps[{j}]"
-                wt = matrix(field(m, "weight", list, mw), f"{mw}.weight", cols=inw)
-                maps.append((wt, vector(m.get("bias"), f"{mw}.bias", len(wt[0]))))
-                present.append(m.get("bias") is not None)
+            for j, m in enumerate(la["maps"]):
+                wt, b, p = _affine(obj(m, f"{w}.maps[{j}]", ("weight", "bias")),
+                                   f"{w}.maps[{j}]", inw)
+                maps.append((wt, b))
+                present.append(p)
                 inw = len(wt[0])
-            residual = la.get("residual") is True
             if residual and inw != width:
-                raise Unusable(f"{w}: residual block changes the dimension")
+                raise Unusable(f"{w}: a residual block must keep the dimension {width}")
             layers.append({"type": "feedforward", "maps": maps, "residual": residual,
                            "bias_present": present})
             width = inw
         elif t == "attention":
-            akind = field(la, "kind", str, w)
-            if akind not in ("uniform", "hardmax", "softmax"):
-                raise Unusable(f"{w}.kind: unknown attention kind {akind!r}")
-            keys = la.get("keys")
-            if keys is not None and (not isinstance(keys, list) or not keys or
-                                     any(type(k) is not int or not 0 <= k < n for k in keys)):
-                raise Unusable(f"{w}.keys: expected null or positions in [0, {n})")
-            heads = []
-            for j, h in enumerate(field(la, "heads", list, w)):
-                hw = f"{w}.heads[{j}]"
-                v = matrix(field(h, "value", list, hw), f"{hw}.value", cols=width)
-                s = len(v[0])
-                q = matrix(field(h, "query", list, hw), f"{hw}.query", cols=width)
-                k = matrix(field(h, "key", list, hw), f"{hw}.key", rows=len(q[0]), cols=width)
-                o = matrix(field(h, "output", list, hw), f"{hw}.output", rows=width, cols=s)
-                heads.append({"query": q, "key": k, "value": v, "output": o})
-            if not heads:
-                raise Unusable(f"{w}.heads: empty")
-            zero = [all(x == 0 for r in h["query"][0] for x in r) or
-                    all(x == 0 for r in h["key"][0] for x in r) for h in heads]
-            if akind == "uniform" and not all(zero):
-                raise Unusable(f"{w}: uniform attention with non-zero query and key weights")
-            layers.append({"type": t, "kind": akind, "residual": la.get("residual") is True,
-                           "keys": keys, "heads": heads, "zero_scores": zero})
+            layers.append(_attention(la, w, width, n))
         else:
             raise Unusable(f"{w}.type: unknown layer type {t!r}")
-    ro = field(obj, "readout", dict, "network")
-    rkind = field(ro, "kind", str, "network.readout")
-    pos = field(ro, "positions", str, "network.readout")
-    if rkind not in ("scalar", "argmax") or pos not in ("last", "first", "every"):
-        raise Unusable("network.readout: kind scalar/argmax, positions last/first/every")
+    ro = obj(value["readout"], "network.readout", ("kind", "positions"))
+    rkind = choice(ro["kind"], ("scalar", "argmax"), "network.readout.kind")
+    pos = choice(ro["positions"], ("last", "first", "every"), "network.readout.positions")
     if rkind == "scalar" and width != 1:
         raise Unusable(f"network.readout: a scalar readout needs output dimension 1, not {width}")
     read = {"last": [n - 1], "first": [0], "every": list(range(n))}[pos]
     return {"kind": kind, "dim": dim, "n": n, "out_dim": width}, layers, \
-        {"kind": rkind, "positions": read}
+        {"kind": rkind, "positions": read, "name": pos}

@@ -5,6 +5,10 @@ partial sum and ``R_K(r) = r^(K+1)/(K+1)!`` (proved in ``proofs/lemma_exp_taylor
 Terms are rounded down (lower) or up (upper) on a ``2^-w`` grid.  ``q > 1/2`` is reduced by
 ``exp(q) = exp(q / 2^m)^(2^m)``; ``q < 0`` by ``exp(q) = 1 / exp(-q)``.  A softmax row
 ``p_j`` is bounded by ``L_j / (L_j + sum_{k != j} U_k)`` and ``U_j / (U_j + sum_{k != j} L_k)``.
+Arguments beyond the cut-off ``|q| > bits`` cost no series: ``0 <= exp(q) <= exp(-bits)`` for
+``q < -bits`` (monotonicity), and ``exp(q)`` for ``q > bits`` is bounded above by nothing
+(``None``, infinity), which only loosens the row's bounds.  So every argument, however
+large, is answered in time polynomial in ``bits``.
 """
 
 from fractions import Fraction
@@ -45,18 +49,35 @@ def exp_bounds(q, bits):
     return Fraction(lo, one), Fraction(hi, one)
 
 
+def _lower(q, bits):
+    """A lower bound of ``exp(q)`` for ``q <= 0``: 0 below the cut-off."""
+    return Fraction(0) if q < -bits else exp_bounds(q, bits)[0]
+
+
+def _upper(q, bits):
+    """An upper bound of ``exp(q)``; ``None`` (infinity) above the cut-off."""
+    if q > bits:
+        return None
+    return exp_bounds(max(q, Fraction(-bits)), bits)[1]
+
+
 def softmax_row(lo_scores, hi_scores, bits):
     """Bounds ``[(lo_j, hi_j)]`` of ``softmax(s)`` for ``lo_scores[j] <= s_j <= hi_scores[j]``."""
     if len(lo_scores) == 1:
         return [(Fraction(1), Fraction(1))]
     c = max(lo_scores)
-    small = [exp_bounds(s - c, bits)[0] for s in lo_scores]
-    big = [exp_bounds(s - c, bits)[1] for s in hi_scores]
-    s_small, s_big = sum(small), sum(big)
+    small = [_lower(s - c, bits) for s in lo_scores]
+    big = [_upper(s - c, bits) for s in hi_scores]
+    s_small = sum(small)
+    infinite = sum(b is None for b in big)
+    s_big = sum(b for b in big if b is not None)
     out = []
     for j in range(len(small)):
-        lo = small[j] / (small[j] + s_big - big[j])
-        hi = big[j] / (big[j] + s_small - small[j])
+        if infinite - (big[j] is None) > 0:  # another term may dominate
+            lo = Fraction(0)
+        else:
+            lo = small[j] / (small[j] + s_big - (big[j] or 0))
+        hi = Fraction(1) if big[j] is None else big[j] / (big[j] + s_small - small[j])
         out.append((lo, min(hi, Fraction(1))))
     return out
 

@@ -1,9 +1,11 @@
 """Top level of the checker: replay a certificate and report every failure it finds.
 
-Checked: the format tag; the self-digest; the dataset's SHA-256; the network's shapes and
-kinds; the exact output of every read position of every sequence, which must give the
-label (scalar: equal; argmax: unique maximum) and equal the certificate's claim; the size
-figures.  Not checked: the construction's name and parameters, theorem bounds.
+Checked: the strict grammar (parse.py); the self-digest; the dataset and its SHA-256; the
+network's shapes and kinds and their fit to the dataset; the output of every read position
+of every sequence, exactly (or with rigorous softmax bounds, interval.py), which must
+recover the label and equal the certificate's claim; the size figures.  The checker, not
+the producer, states what was proved (:attr:`CheckReport.claim`).  Not checked: the
+construction's name and parameters, theorem bounds.
 """
 
 import hashlib
@@ -13,18 +15,33 @@ from pathlib import Path
 
 from . import forward
 from . import interval as softmax_interval
-from .parse import Unusable, field, network, rational
+from .parse import (
+    JsonFloat,
+    Unusable,
+    choice,
+    integer,
+    network,
+    obj,
+    ratio,
+    read_json,
+    show,
+)
 
 FORMAT = "exactmem.certificate/1"
 DATASET_FORMAT = "exactmem.dataset/1"
+TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
+SIZES = ("params_dense", "params_nonzero", "depth", "width", "max_bits")
+VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
 
 
 class CheckReport:
-    """``verified`` is True only when no failure was found; ``unusable`` marks unreadable input."""
+    """``verified`` only when no failure was found; ``unusable`` marks unreadable input;
+    ``claim`` says what a verified certificate proves."""
 
-    def __init__(self, failures, unusable=False):
+    def __init__(self, failures, unusable=False, claim=None):
         self.failures = list(failures)
         self.unusable = unusable
+        self.claim = claim if not self.failures and not unusable else None
 
     @property
     def verified(self):
@@ -34,72 +51,113 @@ class CheckReport:
     def exit_code(self):
         return 0 if self.verified else (2 if self.unusable else 1)
 
+    @property
+    def verdict(self):
+        """The one stdout line: ``s VERIFIED``, ``s REJECTED`` or ``s UNUSABLE``."""
+        return VERDICTS[self.exit_code]
 
-def canonical(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    def __repr__(self):
+        head = f"CheckReport({self.verdict[2:].lower()}"
+        if self.claim:
+            head += f", claim={self.claim!r}"
+        if self.failures:
+            head += f", {len(self.failures)} failures, first: {self.failures[0]!r}"
+        return head + ")"
 
 
-def _fmt(x):
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+def canonical(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _no_floats(value, where):
+    stack = [(value, where)]
+    while stack:
+        v, w = stack.pop()
+        if isinstance(v, JsonFloat):
+            raise Unusable(f"{w}: the JSON float {v.text}; numbers are integers or 'p/q' strings")
+        if type(v) is dict:
+            stack += [(x, f"{w}.{k}") for k, x in v.items()]
+        elif type(v) is list:
+            stack += [(x, f"{w}[{i}]") for i, x in enumerate(v)]
 
 
 def dataset(entry, base):
-    """The dataset (embedded or by path), normalised; its hash must match."""
-    if not isinstance(entry, dict):
-        raise Unusable("dataset: expected an object")
+    """The dataset (embedded, or a bound regular file), read strictly; returns
+    ``(task, inputs, tokens, labels, size, sha256)``."""
+    obj(entry, "dataset", ("sha256",), ("data", "path"))
+    if ("data" in entry) == ("path" in entry):
+        raise Unusable("dataset: exactly one of 'data' (embedded) and 'path' (bound file)")
     if "data" in entry:
-        data = entry["data"]
-    elif "path" in entry:
-        try:
-            data = json.loads((base / field(entry, "path", str, "dataset")).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise Unusable(f"dataset.path: cannot read the bound dataset ({exc})") from exc
+        data, where = entry["data"], "dataset.data"
     else:
-        raise Unusable("dataset: neither embedded data nor a path")
-    if field(data, "format", str, "dataset") != DATASET_FORMAT:
-        raise Unusable(f"dataset.format: expected {DATASET_FORMAT}")
-    task, inputs = field(data, "task", str, "dataset"), field(data, "inputs", str, "dataset")
-    seqs, labels = field(data, "sequences", list, "dataset"), field(data, "labels", list, "dataset")
-    norm = {"format": DATASET_FORMAT, "task": task, "inputs": inputs, "labels": labels}
-    if inputs == "token-ids":
-        norm["vocab_size"] = field(data, "vocab_size", int, "dataset")
-        norm["sequences"] = seqs
-        toks = seqs
-    elif inputs == "vectors":
-        toks = [[tuple(rational(x, f"dataset.sequences[{i}]") for x in t) for t in s]
-                for i, s in enumerate(seqs)]
-        norm["sequences"] = [[[_fmt(x) for x in t] for t in s] for s in toks]
-        norm["dim"] = data.get("dim", len(toks[0][0]) if toks and toks[0] else 0)
-    else:
-        raise Unusable(f"dataset.inputs: unknown kind {inputs!r}")
+        if type(entry["path"]) is not str or not entry["path"]:
+            raise Unusable("dataset.path: expected a file name relative to the certificate")
+        data, where = read_json(base / entry["path"]), f"dataset file {entry['path']}"
+    inputs = obj(data, where, ("format", "task", "inputs", "sequences", "labels"),
+                 ("vocab_size", "dim")).get("inputs")
+    size_key = {"token-ids": "vocab_size", "vectors": "dim"}.get(inputs)
+    if size_key is None:
+        raise Unusable(f"{where}.inputs: expected 'token-ids' or 'vectors', found {inputs!r}")
+    obj(data, where, ("format", "task", "inputs", "sequences", "labels", size_key))
+    if data["format"] != DATASET_FORMAT:
+        raise Unusable(f"{where}.format: expected {DATASET_FORMAT!r}")
+    task = choice(data["task"], ("next-token", "seq2seq"), f"{where}.task")
+    size = integer(data[size_key], f"{where}.{size_key}", 1)
+    seqs, labels = data["sequences"], data["labels"]
+    if type(seqs) is not list or not seqs or type(labels) is not list:
+        raise Unusable(f"{where}: needs a non-empty list of sequences and a list of labels")
+    if len(labels) != len(seqs):
+        raise Unusable(f"{where}.labels: {len(labels)} labels for {len(seqs)} sequences")
+    n = len(seqs[0]) if type(seqs[0]) is list else 0
+    norm_seqs, toks = [], []
+    for i, s in enumerate(seqs):
+        if type(s) is not list or len(s) != n or n == 0:
+            raise Unusable(f"{where}.sequences[{i}]: expected a list of n = {n or 'n >= 1'} "
+                           "tokens (all sequences of one length)")
+        if inputs == "token-ids":
+            for k, t in enumerate(s):
+                integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
+            norm_seqs.append(s)
+            toks.append(s)
+            continue
+        row, text = [], []
+        for k, t in enumerate(s):
+            if type(t) is not list or len(t) != size:
+                raise Unusable(f"{where}.sequences[{i}][{k}]: expected {size} numbers")
+            vals = []
+            for j, x in enumerate(t):
+                w = f"{where}.sequences[{i}][{k}][{j}]"
+                vals.append(Fraction(integer(x, w)) if type(x) is int else Fraction(*ratio(x, w)))
+            row.append(tuple(vals))
+            text.append([str(x) if type(x) is int else x for x in t])
+        toks.append(row)
+        norm_seqs.append(text)
+    for i, y in enumerate(labels):
+        ys = [y] if task == "next-token" else y
+        if type(ys) is not list or len(ys) != (1 if task == "next-token" else n):
+            raise Unusable(f"{where}.labels[{i}]: seq2seq needs a list of {n} labels")
+        for k, v in enumerate(ys):
+            integer(v, f"{where}.labels[{i}]" + ("" if task == "next-token" else f"[{k}]"), 0)
+    norm = {"format": DATASET_FORMAT, "task": task, "inputs": inputs, size_key: size,
+            "sequences": norm_seqs, "labels": labels}
     digest = hashlib.sha256(canonical(norm).encode()).hexdigest()
-    return task, inputs, toks, labels, digest
+    return task, inputs, toks, labels, size, digest
 
 
-def initial(net, toks, first):
-    """Distinct input columns and the index of every position."""
-    table: dict = {}
-    cols: list = []
-    index: list = []
+def initial(net, toks, layers):
+    """Distinct input columns, their denominator, and the column index of every position
+    (token ids: the embedding table's columns, indexed by the ids)."""
     if net["kind"] == "token-ids":
-        rows, den = first["table"]
-        cols = list(zip(*rows))
-        for i, s in enumerate(toks):
-            if not isinstance(s, list) or any(type(t) is not int or not 0 <= t < net["dim"]
-                                              for t in s):
-                raise Unusable(f"dataset.sequences[{i}]: token ids must be in [0, {net['dim']})")
-            index.append(list(s))
-        return cols, den, index
-    den = 1
+        rows, den = layers[0]["table"]
+        return list(zip(*rows)), den, [list(s) for s in toks]
+    table, cols, index, den = {}, [], [], 1
     for s in toks:
         for t in s:
             for x in t:
                 den = den * x.denominator // forward.gcd(den, x.denominator)
-    for i, s in enumerate(toks):
+    for s in toks:
         row = []
         for t in s:
-            if len(t) != net["dim"]:
-                raise Unusable(f"dataset.sequences[{i}]: tokens must have {net['dim']} entries")
             j = table.get(t)
             if j is None:
                 j = table[t] = len(cols)
@@ -109,10 +167,34 @@ def initial(net, toks, first):
     return cols, den, index
 
 
-def run(net, layers, read, toks):
+def work_units(layers, sequences):
+    """Units of progress: one per output row of a feed-forward map, one per head and
+    sequence of an attention layer."""
+    total = 0
+    for la in layers:
+        if la["type"] == "feedforward":
+            total += sum(len(w[0]) for w, _ in la["maps"])
+        elif la["type"] == "attention":
+            total += len(la["heads"]) * sequences
+    return total
+
+
+class Ticker:
+    """Counts units of work and forwards ``(stage, done, total)`` to a progress callback."""
+
+    def __init__(self, progress, stage, total):
+        self.progress, self.stage, self.total, self.done = progress, stage, total, 0
+
+    def __call__(self, k=1):
+        self.done += k
+        if self.progress is not None:
+            self.progress(self.stage, self.done, self.total)
+
+
+def run(net, layers, read, toks, tick=forward.no_tick):
     """Exact outputs ``[sequence][read position] -> tuple of Fractions``."""
+    cols, den, index = initial(net, toks, layers)
     start = 1 if net["kind"] == "token-ids" else 0
-    cols, den, index = initial(net, toks, layers[0] if layers else None)
     need, needs = read, [None] * len(layers)
     for i in range(len(layers) - 1, -1, -1):
         needs[i] = need
@@ -121,9 +203,9 @@ def run(net, layers, read, toks):
     for i in range(start, len(layers)):
         la = layers[i]
         if la["type"] == "feedforward":
-            cols, den = forward.feedforward(la, cols, den)
+            cols, den = forward.feedforward(la, cols, den, tick)
         else:
-            cols, den, index = forward.attention(la, cols, den, index, needs[i])
+            cols, den, index = forward.attention(la, cols, den, index, needs[i], tick=tick)
     return [[tuple(Fraction(x, den) for x in cols[seq[p]]) for p in read] for seq in index]
 
 
@@ -161,71 +243,119 @@ def sizes(net, layers):
             "depth": depth, "width": width, "max_bits": bits}
 
 
-def check_certificate(cert, base=Path(".")):
-    """Check a decoded certificate; returns a :class:`CheckReport` with every failure."""
-    failures = []
-    try:
-        if not isinstance(cert, dict) or cert.get("format") != FORMAT:
-            raise Unusable(f"format: expected {FORMAT!r}")
-        claimed = field(cert, "digest", str, "certificate")
-        body = {k: v for k, v in cert.items() if k != "digest"}
-        actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-        if claimed != actual:
-            failures.append(f"digest: the certificate's content does not match its digest "
-                            f"(claimed {claimed}, content hashes to {actual})")
-        task, _inputs, toks, labels, ds_hash = dataset(cert.get("dataset"), base)
-        if ds_hash != field(cert["dataset"], "sha256", str, "dataset"):
-            failures.append("dataset: its SHA-256 does not match the one bound in the certificate")
-        net, layers, readout = network(field(cert, "network", dict, "certificate"))
-        claims = field(field(cert, "claims", dict, "certificate"), "outputs", list, "claims")
-        if len(claims) != len(toks) or len(labels) != len(toks):
-            raise Unusable("claims/labels: one entry per sequence expected")
-        if any(len(s) != net["n"] for s in toks):
-            raise Unusable(f"dataset.sequences: every sequence must have n = {net['n']} tokens")
-        if len(readout["positions"]) != (1 if task == "next-token" else net["n"]):
-            raise Unusable(f"network.readout: its positions do not fit the {task} task")
-        if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
-            failures += softmax_interval.check(cert.get("hints"), net, layers, readout, task,
-                                               labels, claims, initial(net, toks, layers[0]))
-            outs = []
-        else:
-            outs = run(net, layers, readout["positions"], toks)
-    except Unusable as exc:
-        return CheckReport([*failures, str(exc)], unusable=True)
+def _claims(value, count, readout):
+    """``claims.outputs``: per sequence one CLAIM per read position (docs: grammar)."""
+    claims = obj(value, "claims", ("outputs",))["outputs"]
+    if type(claims) is not list or len(claims) != count:
+        raise Unusable(f"claims.outputs: expected a list of {count} lists")
+    for i, row in enumerate(claims):
+        if type(row) is not list or len(row) != len(readout["positions"]):
+            raise Unusable(f"claims.outputs[{i}]: one claim per read position expected")
+        for k, c in enumerate(row):
+            w = f"claims.outputs[{i}][{k}]"
+            if readout["kind"] == "scalar":
+                ratio(c, w)
+            elif c is not None and (ratio(c, w)[1] != 1 or c.startswith("-")):
+                raise Unusable(f"{w}: an argmax claim is a class index string or null")
+    return claims
+
+
+def _exact_readout(outs, claims, labels, task, readout, failures):
     for i, (row, claim, lab) in enumerate(zip(outs, claims, labels)):
         labs = [lab] if task == "next-token" else lab
-        if not isinstance(labs, list) or len(labs) != len(row) or not isinstance(claim, list) \
-                or len(claim) != len(row):
-            failures.append(f"sequence {i}: labels/claims do not match the read positions")
-            continue
         for p, vec, y, c in zip(readout["positions"], row, labs, claim):
             where = f"sequence {i}, position {p}, readout"
             if readout["kind"] == "scalar":
-                got = _fmt(vec[0])
-                if vec[0] != y:
-                    failures.append(f"{where}: output {got} != label {y}")
-            else:
-                best = max(vec)
-                wins = [k for k, v in enumerate(vec) if v == best]
-                got = str(wins[0]) if len(wins) == 1 else None
-                if len(wins) > 1:
-                    failures.append(f"{where}: tie between classes {wins} (label {y})")
-                elif wins[0] != y:
-                    failures.append(f"{where}: argmax class {wins[0]} != label {y}")
+                got = vec[0]
+                if got != y:
+                    failures.append(f"{where}: output {show(got)} != label {y}")
+                if Fraction(*ratio(c, "claim")) != got:
+                    failures.append(f"{where}: claimed output {c!r} but the network gives "
+                                    f"{show(got)}")
+                continue
+            best = max(vec)
+            wins = [k for k, v in enumerate(vec) if v == best]
+            got = str(wins[0]) if len(wins) == 1 else None
+            if len(wins) > 1:
+                failures.append(f"{where}: tie between classes {wins[:8]} (label {y})")
+            elif wins[0] != y:
+                failures.append(f"{where}: argmax class {wins[0]} != label {y}")
             if c != got:
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
-    if cert.get("sizes") != sizes(net, layers):
-        failures.append(f"sizes: claimed {cert.get('sizes')}, recomputed {sizes(net, layers)}")
-    return CheckReport(failures)
 
 
-def check_file(path):
+def _claim_text(readout, positions, exact, eps=None, gap=None, bits=None):
+    how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
+    if readout["kind"] == "argmax":
+        what = "the argmax is unique and is the label"
+    elif exact:
+        what = "the output equals the label"
+    else:
+        what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the smallest "
+                "gap between distinct labels, so the nearest label is the label")
+    return f"memorization ({how}): at all {positions} read positions {what}"
+
+
+def check_certificate(cert, base=Path("."), progress=None):
+    """Check a decoded certificate; returns a :class:`CheckReport` with every failure.
+
+    ``progress(stage, done, total)``, if given, is called as the forward pass advances.
+    """
+    failures = []
+    try:
+        if type(cert) is not dict or cert.get("format") != FORMAT:
+            raise Unusable(f"format: expected {FORMAT!r}")
+        obj(cert, "certificate", TOP)
+        con = obj(cert["construction"], "construction", ("name", "params"))
+        if type(con["name"]) is not str or type(con["params"]) is not dict:
+            raise Unusable("construction: a name string and a params object")
+        _no_floats(cert, "certificate")
+        hints = obj(cert["hints"], "hints", (), ("softmax",))
+        obj(cert["sizes"], "sizes", SIZES)
+        if type(cert["digest"]) is not str:
+            raise Unusable("digest: expected a 'sha256:...' string")
+        body = {k: v for k, v in cert.items() if k != "digest"}
+        actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+        if cert["digest"] != actual:
+            failures.append(f"digest: the certificate's content does not match its digest "
+                            f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
+        task, inputs, toks, labels, dsize, ds_hash = dataset(cert["dataset"], base)
+        if ds_hash != cert["dataset"]["sha256"]:
+            failures.append("dataset: its SHA-256 does not match the one bound in the certificate")
+        net, layers, readout = network(cert["network"])
+        if (inputs, dsize, len(toks[0])) != (net["kind"], net["dim"], net["n"]):
+            raise Unusable(f"network.input: {net['kind']}, dim {net['dim']}, seq_len {net['n']} "
+                           f"does not fit the dataset ({inputs}, {dsize}, n = {len(toks[0])})")
+        if (task == "seq2seq") != (readout["name"] == "every"):
+            raise Unusable(f"network.readout.positions: {readout['name']!r} does not fit the "
+                           f"{task} task (next-token: last or first; seq2seq: every)")
+        claims = _claims(cert["claims"], len(toks), readout)
+        tick = Ticker(progress, "forward", work_units(layers, len(toks)))
+        if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
+            bad, bits, eps, gap = softmax_interval.check(
+                hints, net, layers, readout, task, labels, claims, initial(net, toks, layers),
+                tick)
+            failures += bad
+            claim = _claim_text(readout, len(toks) * len(readout["positions"]), False,
+                                eps, gap, bits)
+        else:
+            if hints:
+                raise Unusable("hints.softmax: only for networks with softmax scores")
+            outs = run(net, layers, readout["positions"], toks, tick)
+            _exact_readout(outs, claims, labels, task, readout, failures)
+            claim = _claim_text(readout, len(toks) * len(readout["positions"]), True)
+        if cert["sizes"] != sizes(net, layers):
+            failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
+    except Unusable as exc:
+        return CheckReport([*failures, str(exc)], unusable=True)
+    return CheckReport(failures, claim=claim)
+
+
+def check_file(path, progress=None):
     """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
     p = Path(path)
     try:
-        cert = json.loads(p.read_text())
-    except OSError as exc:
-        return CheckReport([f"{p}: cannot read ({exc.strerror})"], unusable=True)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return CheckReport([f"{p}: not valid JSON ({exc})"], unusable=True)
-    return check_certificate(cert, p.parent)
+        cert = read_json(p)
+    except Unusable as exc:
+        return CheckReport([str(exc)], unusable=True)
+    return check_certificate(cert, p.parent, progress)

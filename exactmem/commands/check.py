@@ -9,19 +9,30 @@ import sys
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check", help="re-verify a certificate with the independent checker",
-        description="Prints one line on stdout, 's VERIFIED' or 's REJECTED'; every failure "
-                    "(sequence, position, layer) on stderr. Exit 0 verified, 1 rejected, "
-                    "2 unreadable input.",
+        description="Prints on stdout what was proved ('c claim: ...') when verified, then one "
+                    "line: 's VERIFIED' (exit 0), 's REJECTED' (exit 1: the certificate does "
+                    "not prove memorization) or 's UNUSABLE' (exit 2: unreadable or malformed "
+                    "input). Every failure (sequence, position, layer) goes to stderr.",
         epilog="example: exactmem check c.json")
     p.add_argument("certificate", help="certificate file")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem import progress
     from exactmem.checker import check_file
 
-    report = check_file(args.certificate)
+    if args.quiet:
+        progress.configure(quiet=True)
+    tick, close = progress.hook("check")
+    try:
+        report = check_file(args.certificate, progress=tick)
+    finally:
+        close()
     for line in report.failures:
         print(f"c {line}", file=sys.stderr)
-    print("s VERIFIED" if report.verified else "s REJECTED")
+    if report.claim:
+        print(f"c claim: {report.claim}")
+    print(report.verdict)
     return report.exit_code
