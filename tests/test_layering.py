@@ -14,7 +14,7 @@ FORBIDDEN = {
               "exactmem.checker", "exactmem.search", "exactmem.adapters", "exactmem.pipeline",
               "exactmem.cli", "exactmem.commands", "z3", "torch"},
     "model": {"z3", "torch", "exactmem.constructions", "exactmem.search", "exactmem.adapters",
-              "exactmem.certificate", "exactmem.checker"},
+              "exactmem.certificate", "exactmem.checker.forward", "exactmem.checker.interval"},
     "constructions": {"z3", "torch", "exactmem.checker", "exactmem.search",
                       "exactmem.adapters"},
     "certificate": {"z3", "torch", "exactmem.search", "exactmem.adapters"},

@@ -32,7 +32,7 @@ class JsonFloat:
         self.text = text
 
 
-def _kind(value):
+def kind_of(value):
     if isinstance(value, JsonFloat):
         return f"the JSON float {value.text}"
     return {bool: "a boolean", int: "an integer", str: "a string", list: "a list",
@@ -118,7 +118,7 @@ def read_json(path):
 def obj(value, where, required, optional=()):
     """An object with exactly the ``required`` keys and possibly some ``optional`` ones."""
     if type(value) is not dict:
-        raise Unusable(f"{where}: expected an object, found {_kind(value)}")
+        raise Unusable(f"{where}: expected an object, found {kind_of(value)}")
     for key in required:
         if key not in value:
             raise Unusable(f"{where}.{key}: missing")
@@ -131,7 +131,7 @@ def obj(value, where, required, optional=()):
 def integer(value, where, lo=None, hi=None):
     """A JSON integer (not a boolean, not a float) within ``[lo, hi]``."""
     if type(value) is not int:
-        raise Unusable(f"{where}: expected an integer, found {_kind(value)}")
+        raise Unusable(f"{where}: expected an integer, found {kind_of(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise Unusable(f"{where}: {value} is outside [{lo}, {'inf' if hi is None else hi}]")
     return value
@@ -139,7 +139,7 @@ def integer(value, where, lo=None, hi=None):
 
 def typed(value, kind, where):
     if type(value) is not kind:
-        raise Unusable(f"{where}: expected {_kind(kind())}, found {_kind(value)}")
+        raise Unusable(f"{where}: expected {kind_of(kind())}, found {kind_of(value)}")
     return value
 
 
@@ -152,7 +152,7 @@ def choice(value, options, where):
 def ratio(text, where):
     """Canonical ``"p"`` / ``"p/q"`` -> ``(p, q)``: ASCII digits, q > 1 and gcd 1, no -0."""
     if type(text) is not str:
-        raise Unusable(f"{where}: expected a 'p/q' string, found {_kind(text)}")
+        raise Unusable(f"{where}: expected a 'p/q' string, found {kind_of(text)}")
     m = _RAT.fullmatch(text) if len(text) <= 2 * MAX_DIGITS + 2 else None
     if m is None or text == "-0":
         raise Unusable(f"{where}: {text[:40]!r} is not a canonical rational "

@@ -18,6 +18,7 @@ from . import interval as softmax_interval
 from .parse import (
     JsonFloat,
     Unusable,
+    kind_of,
     choice,
     integer,
     network,
@@ -93,14 +94,22 @@ def dataset(entry, base):
         if type(entry["path"]) is not str or not entry["path"]:
             raise Unusable("dataset.path: expected a file name relative to the certificate")
         data, where = read_json(base / entry["path"]), f"dataset file {entry['path']}"
+    return dataset_object(data, where)
+
+
+def dataset_object(data, where="dataset"):
+    """A decoded dataset object, read strictly (docs/dataset-format.md); returns
+    ``(task, inputs, tokens, labels, size, sha256)`` with vector tokens as Fraction tuples
+    and ``size`` the vocabulary size or the dimension."""
+    if type(data) is not dict or data.get("format") != DATASET_FORMAT:
+        raise Unusable(f"{where}.format: expected {DATASET_FORMAT!r}")
     inputs = obj(data, where, ("format", "task", "inputs", "sequences", "labels"),
-                 ("vocab_size", "dim")).get("inputs")
-    size_key = {"token-ids": "vocab_size", "vectors": "dim"}.get(inputs)
+                 ("vocab_size", "dim"))["inputs"]
+    size_key = {"token-ids": "vocab_size", "vectors": "dim"}.get(inputs) \
+        if type(inputs) is str else None
     if size_key is None:
         raise Unusable(f"{where}.inputs: expected 'token-ids' or 'vectors', found {inputs!r}")
     obj(data, where, ("format", "task", "inputs", "sequences", "labels", size_key))
-    if data["format"] != DATASET_FORMAT:
-        raise Unusable(f"{where}.format: expected {DATASET_FORMAT!r}")
     task = choice(data["task"], ("next-token", "seq2seq"), f"{where}.task")
     size = integer(data[size_key], f"{where}.{size_key}", 1)
     seqs, labels = data["sequences"], data["labels"]
@@ -112,8 +121,9 @@ def dataset(entry, base):
     norm_seqs, toks = [], []
     for i, s in enumerate(seqs):
         if type(s) is not list or len(s) != n or n == 0:
-            raise Unusable(f"{where}.sequences[{i}]: expected a list of n = {n or 'n >= 1'} "
-                           "tokens (all sequences of one length)")
+            found = f"length {len(s)}" if type(s) is list else f"found {kind_of(s)}"
+            raise Unusable(f"{where}.sequences[{i}]: {found}, expected a list of n = "
+                           f"{n or '>= 1'} tokens (all sequences of one length)")
         if inputs == "token-ids":
             for k, t in enumerate(s):
                 integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)

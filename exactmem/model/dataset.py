@@ -1,8 +1,9 @@
 """Datasets: N labelled sequences of length n (token ids or rational vectors).
 
 The file format ``exactmem.dataset/1`` is documented in ``docs/dataset-format.md``.
-Parsing is exact: numbers are ints or ``"p/q"`` strings; a float is refused with the
-path of the offending field.
+Parsing is exact and strict, with the trusted checker's own reader (one grammar for both):
+numbers are JSON integers or canonical ``"p/q"`` strings; a float, a duplicate key or an
+unknown field is refused with the path of the offending field.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from exactmem.arith import format_rational, to_rational
-from exactmem.errors import DatasetError, NotExactError
+from exactmem.arith import format_rational
+from exactmem.checker.parse import Unusable, read_json
+from exactmem.checker.verify import dataset_object
+from exactmem.errors import DatasetError
 
 DATASET_FORMAT = "exactmem.dataset/1"
 Task = Literal["next-token", "seq2seq"]
@@ -125,74 +128,27 @@ def canonical_json(obj: object) -> str:
 
 
 def dataset_from_json(obj: object) -> Dataset:
-    """Parse a decoded ``exactmem.dataset/1`` JSON object; errors name the field."""
-    if not isinstance(obj, dict):
-        raise DatasetError("top level: expected a JSON object")
-    fmt = obj.get("format")
-    if fmt != DATASET_FORMAT:
-        raise DatasetError(f"format: expected {DATASET_FORMAT!r}, found {fmt!r}")
-    for key in ("task", "inputs", "sequences", "labels"):
-        if key not in obj:
-            raise DatasetError(f"{key}: missing field")
-    seqs_raw, labels_raw = obj["sequences"], obj["labels"]
-    if not isinstance(seqs_raw, list) or not isinstance(labels_raw, list):
-        raise DatasetError("sequences/labels: expected JSON lists")
-    inputs = obj["inputs"]
-    sequences: list[tuple[Any, ...]] = []
-    if inputs == "vectors":
-        dim = obj.get("dim")
-        for i, s in enumerate(seqs_raw):
-            if not isinstance(s, list):
-                raise DatasetError(f"sequences[{i}]: expected a list of tokens")
-            toks = []
-            for k, tok in enumerate(s):
-                if not isinstance(tok, list):
-                    raise DatasetError(f"sequences[{i}][{k}]: a vector token is a list of numbers")
-                try:
-                    toks.append(tuple(to_rational(x, f"sequences[{i}][{k}][{j}]")
-                                      for j, x in enumerate(tok)))
-                except NotExactError as exc:
-                    raise DatasetError(str(exc)) from exc
-            sequences.append(tuple(toks))
-        if dim is None and sequences and sequences[0]:
-            dim = len(sequences[0][0])
-        vocab = None
-    else:
-        for i, s in enumerate(seqs_raw):
-            if not isinstance(s, list):
-                raise DatasetError(f"sequences[{i}]: expected a list of token ids")
-            for k, t in enumerate(s):
-                if isinstance(t, float):
-                    raise DatasetError(f"sequences[{i}][{k}]: found the float {t!r}; "
-                                       f"token ids are integers")
-            sequences.append(tuple(s))
-        vocab, dim = obj.get("vocab_size"), None
-    labels: list[Any] = []
-    for i, y in enumerate(labels_raw):
-        if isinstance(y, list):
-            for k, yk in enumerate(y):
-                if isinstance(yk, float):
-                    raise DatasetError(f"labels[{i}][{k}]: found the float {yk!r}; labels are ints")
-            labels.append(tuple(y))
-        else:
-            if isinstance(y, float):
-                raise DatasetError(f"labels[{i}]: found the float {y!r}; labels are integers")
-            labels.append(y)
-    return Dataset(task=obj["task"], inputs=inputs, sequences=tuple(sequences),
-                   labels=tuple(labels), vocab_size=vocab, dim=dim)
+    """Parse a decoded ``exactmem.dataset/1`` object with the checker's strict grammar
+    (docs/dataset-format.md), so the loader and the checker read datasets identically;
+    errors name the field."""
+    try:
+        task, inputs, toks, labels, size, _ = dataset_object(obj, "dataset")
+    except Unusable as exc:
+        raise DatasetError(str(exc)) from None
+    return Dataset(task=task, inputs=inputs,
+                   sequences=tuple(tuple(s) for s in toks),
+                   labels=tuple(y if task == "next-token" else tuple(y) for y in labels),
+                   vocab_size=size if inputs == "token-ids" else None,
+                   dim=size if inputs == "vectors" else None)
 
 
 def load_dataset(path: str | Path) -> Dataset:
-    """Read a dataset file; a missing or unreadable file is a :class:`DatasetError`."""
-    p = Path(path)
+    """Read a dataset file (a regular UTF-8 JSON file under the size limit, strict grammar);
+    anything else is a :class:`DatasetError` naming the file and the field."""
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise DatasetError(f"{p}: cannot read the dataset file ({exc.strerror})") from exc
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+        obj = read_json(Path(path))
+    except Unusable as exc:
+        raise DatasetError(str(exc)) from None
     return dataset_from_json(obj)
 
 
