@@ -7,13 +7,13 @@ The digest is the SHA-256 of the canonical JSON text of the certificate without 
 from __future__ import annotations
 
 import hashlib
-import json
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from exactmem.arith import format_rational
 from exactmem.certificate.encode import spec_from_json, spec_to_json
+from exactmem.checker.parse import Unusable, network, read_json
 from exactmem.constructions.base import BuildResult
 from exactmem.errors import CertificateError, DatasetError
 from exactmem.model.atomic import write_text_atomic
@@ -75,15 +75,17 @@ def write_certificate(cert: dict[str, Any], path: str | Path) -> None:
 
 
 def read_certificate(path: str | Path) -> dict[str, Any]:
+    """Read a certificate file with the checker's strict reader (regular UTF-8 file under
+    the size limit, no duplicate keys, no floats); errors are :class:`CertificateError`.
+    Reading does not check it: ``exactmem check`` does."""
     p = Path(path)
     try:
-        obj = json.loads(p.read_text())
-    except OSError as exc:
-        raise CertificateError(f"{p}: cannot read ({exc.strerror})") from exc
-    except json.JSONDecodeError as exc:
-        raise CertificateError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
-    if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
-        raise CertificateError(f"{p}: not an {CERTIFICATE_FORMAT} certificate")
+        obj = read_json(p)
+        if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
+            raise Unusable(f"{p}: not an {CERTIFICATE_FORMAT} certificate")
+        network(obj.get("network"))
+    except Unusable as exc:
+        raise CertificateError(str(exc)) from None
     return obj
 
 

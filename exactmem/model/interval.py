@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
+from exactmem.arith import ScaledMatrix, format_rational, softmax_enclosure, to_rational
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation, Failure, evaluate
@@ -351,7 +351,7 @@ def softmax_hint(outcome: IntervalOutcome) -> dict[str, Any]:
     """The JSON-ready ``hints["softmax"]`` entry for a certificate (see docs/softmax.md)."""
     hint: dict[str, Any] = {"precision": outcome.precision, "taylor_order": outcome.order}
     if outcome.epsilon is not None:
-        hint["epsilon"] = f"{outcome.epsilon.numerator}/{outcome.epsilon.denominator}"
+        hint["epsilon"] = format_rational(outcome.epsilon)
     return hint
 
 
