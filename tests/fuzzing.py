@@ -109,7 +109,7 @@ def reference_accepts(cert: Cert) -> tuple[bool, str]:
             gap = min((b - a for a, b in zip(labels, labels[1:])), default=1)
             if eps is not None and not eps < Fraction(gap, 2):
                 return False, "epsilon does not identify the labels"
-            out = certify_interval(spec, ds, eps, (int(hint["precision"]),))
+            out = certify_interval(spec, ds, eps, (int(hint["precision"]), 128, 1024))
             if not out.verified:
                 return False, "not certified by the reference interval pass"
             want = [[str(y) for y in ds.position_labels(i)] for i in range(ds.N)]

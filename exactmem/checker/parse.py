@@ -152,7 +152,8 @@ def choice(value, options, where):
 def ratio(text, where):
     """Canonical ``"p"`` / ``"p/q"`` -> ``(p, q)``: ASCII digits, q > 1 and gcd 1, no -0."""
     if type(text) is not str:
-        raise Unusable(f"{where}: expected a 'p/q' string, found {kind_of(text)}")
+        hint = f" (write \"{text}\")" if type(text) is int and abs(text) < 10 ** 30 else ""
+        raise Unusable(f"{where}: expected a 'p/q' string, found {kind_of(text)}{hint}")
     m = _RAT.fullmatch(text) if len(text) <= 2 * MAX_DIGITS + 2 else None
     if m is None or text == "-0":
         raise Unusable(f"{where}: {text[:40]!r} is not a canonical rational "

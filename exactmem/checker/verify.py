@@ -137,9 +137,9 @@ def dataset_object(data, where="dataset"):
             vals = []
             for j, x in enumerate(t):
                 w = f"{where}.sequences[{i}][{k}][{j}]"
-                vals.append(Fraction(integer(x, w)) if type(x) is int else Fraction(*ratio(x, w)))
+                vals.append(Fraction(*ratio(x, w)))
             row.append(tuple(vals))
-            text.append([str(x) if type(x) is int else x for x in t])
+            text.append(t)
         toks.append(row)
         norm_seqs.append(text)
     for i, y in enumerate(labels):
