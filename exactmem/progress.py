@@ -39,7 +39,9 @@ def is_quiet() -> bool:
 
 def _fmt_seconds(s: float) -> str:
     s = max(0, int(round(s)))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    if s >= 3600:
+        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
 
 
 class Task:
@@ -64,7 +66,6 @@ class Task:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
-
             from rich.text import Text
 
             class Rate(ProgressColumn):

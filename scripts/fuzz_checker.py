@@ -65,7 +65,7 @@ def main() -> int:
             t0 = time.perf_counter()
             report = check_file(path)
             attacks.append((label, report.exit_code, code, time.perf_counter() - t0))
-    print(f"| construction | tried | accepted | rejected | unusable |")
+    print("| construction | tried | accepted | rejected | unusable |")
     print("|---|---|---|---|---|")
     for name in names:
         row = [counts[(name, v)] for v in ("accepted", "rejected", "unusable")]

@@ -106,7 +106,7 @@ def reference_accepts(cert: Cert) -> tuple[bool, str]:
                 return False, "softmax hint"
             eps = Fraction(hint["epsilon"]) if "epsilon" in hint else None
             labels = sorted({y for i in range(ds.N) for y in ds.position_labels(i)})
-            gap = min((b - a for a, b in zip(labels, labels[1:])), default=1)
+            gap = min((b - a for a, b in zip(labels, labels[1:], strict=False)), default=1)
             if eps is not None and not eps < Fraction(gap, 2):
                 return False, "epsilon does not identify the labels"
             out = certify_interval(spec, ds, eps, (int(hint["precision"]), 128, 1024))

@@ -89,3 +89,38 @@ def test_generated_datasets_are_consistent_and_distinct() -> None:
         assert len(set(ds.sequences)) == ds.N
     with pytest.raises(DatasetError, match="distinct sequences"):
         generate("next-token", N=10, n=1, vocab=3, classes=2)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"vectors","dim":1,'
+     '"sequences":[[["+1"]]],"labels":[0]}', r"sequences\[0\]\[0\]\[0\]"),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"vectors","dim":1,'
+     '"sequences":[[["\\u0661"]]],"labels":[0]}', r"sequences\[0\]\[0\]\[0\]"),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"vectors","dim":1,'
+     '"sequences":[[[1]]],"labels":[0]}', r"write \"1\""),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"token-ids","vocab_size":2,'
+     '"sequences":[[1]],"labels":[0],"labels":[1]}', "duplicate key 'labels'"),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"token-ids","vocab_size":2,'
+     '"sequences":[[1]],"labels":[0],"note":1}', r"note: unknown field"),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"token-ids","vocab_size":2,'
+     '"sequences":[],"labels":[]}', "non-empty"),
+    ('{"format":"exactmem.dataset/1","task":"next-token","inputs":"token-ids","vocab_size":2,'
+     '"sequences":[[1]],"labels":[NaN]}', "NaN"),
+    ('\ufeff{}', "byte-order mark"),
+])
+def test_the_loader_reads_the_strict_grammar(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError, match=field):
+        load_dataset(path)
+
+
+def test_the_loader_refuses_binary_and_device_files(tmp_path: Path) -> None:
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(DatasetError, match="not UTF-8"):
+        load_dataset(binary)
+    with pytest.raises(DatasetError, match="not a regular file"):
+        load_dataset("/dev/zero")
+    with pytest.raises(DatasetError, match="not a regular file"):
+        load_dataset(tmp_path)

@@ -182,13 +182,13 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
         L = 1  # the lcm of the tie counts that occur, not of 1..#keys
         for c in set(counts):
             L = _lcm(L, c)
-        rows = [tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)]
-        per_head.append((rows, vden * L))
+        per_head.append(([tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)],
+                         vden * L))
     out, out_den = per_head[0]
-    for rows, d in per_head[1:]:
+    for part, d in per_head[1:]:
         m = _lcm(out_den, d)
         out = [tuple(x * (m // out_den) + y * (m // d) for x, y in zip(a, b))
-               for a, b in zip(out, rows)]
+               for a, b in zip(out, part)]
         out_den = m
     if layer["residual"]:
         base = [cols[seq[q]] for seq in index for q in queries]

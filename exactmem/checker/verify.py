@@ -18,9 +18,9 @@ from . import interval as softmax_interval
 from .parse import (
     JsonFloat,
     Unusable,
-    kind_of,
     choice,
     integer,
+    kind_of,
     network,
     obj,
     ratio,
@@ -160,7 +160,9 @@ def initial(net, toks, layers):
     if net["kind"] == "token-ids":
         rows, den = layers[0]["table"]
         return list(zip(*rows)), den, [list(s) for s in toks]
-    table, cols, index, den = {}, [], [], 1
+    table: dict = {}
+    cols: list = []
+    index, den = [], 1
     for s in toks:
         for t in s:
             for x in t:
@@ -301,8 +303,8 @@ def _claim_text(readout, positions, exact, eps=None, gap=None, bits=None):
     elif exact:
         what = "the output equals the label"
     else:
-        what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the smallest "
-                "gap between distinct labels, so the nearest label is the label")
+        what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
+                "smallest gap between distinct labels, so the nearest label is the label")
     return f"memorization ({how}): at all {positions} read positions {what}"
 
 
