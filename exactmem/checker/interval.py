@@ -165,16 +165,12 @@ def label_gap(labels, task):
     return min((b - a for a, b in zip(values, values[1:])), default=1)
 
 
-def check(hints, net, layers, readout, task, labels, claims, state, tick):
-    """``(failures, precision, epsilon, label gap)`` of the rigorous check (no failures =
-    every read position certified).  ``state`` = the checker's initial
-    ``(cols, den, index)``; ``tick`` counts progress."""
+def check(hints, net, layers, readout, task, labels, claims, state, tick, first=0):
+    """``(failures, precision, epsilon)`` of the rigorous check (no failures = every read
+    position within ``epsilon`` or forced).  ``state`` = the checker's initial
+    ``(cols, den, index)`` of the sequences checked, the first of which is sequence
+    ``first``; ``tick`` counts progress.  The caller checks epsilon against the label gap."""
     bits, eps = _settings(hints, readout)
-    gap = label_gap(labels, task)
-    if readout["kind"] == "scalar" and not eps < Fraction(gap, 2):
-        return [f"hints.softmax.epsilon: {show(eps)} is not below half the smallest gap between "
-                f"distinct labels ({gap}/2): |f - y| <= epsilon would not identify the labels"], \
-            bits, eps, gap
     cols, den, index = state
     mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
     need, needs = readout["positions"], [None] * len(layers)
@@ -197,9 +193,9 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick):
                 mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits,
                                                     tick)
     except Undecided as exc:
-        return [f"network: {exc}"], bits, eps, gap
+        return [f"network: {exc}"], bits, eps
     failures = []
-    for i, (seq, claim, lab) in enumerate(zip(index, claims, labels)):
+    for i, (seq, claim, lab) in enumerate(zip(index, claims, labels), first):
         labs = [lab] if task == "next-token" else lab
         for p, y, c in zip(readout["positions"], labs, claim):
             where = f"sequence {i}, position {p}, readout"
@@ -216,4 +212,4 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick):
                 if dev > eps:
                     failures.append(f"{where}: |output - {y}| exceeds epsilon {show(eps)} "
                                     f"at precision {bits}")
-    return failures, bits, eps, gap
+    return failures, bits, eps

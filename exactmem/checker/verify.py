@@ -39,10 +39,11 @@ class CheckReport:
     """``verified`` only when no failure was found; ``unusable`` marks unreadable input;
     ``claim`` says what a verified certificate proves."""
 
-    def __init__(self, failures, unusable=False, claim=None):
+    def __init__(self, failures, unusable=False, basis=None, positions=0):
         self.failures = list(failures)
         self.unusable = unusable
-        self.claim = claim if not self.failures and not unusable else None
+        self.basis, self.positions = basis, positions  # what was proved, and where
+        self.claim = _claim_text(positions, *basis) if basis and self.verified else None
 
     @property
     def verified(self):
@@ -272,8 +273,8 @@ def _claims(value, count, readout):
     return claims
 
 
-def _exact_readout(outs, claims, labels, task, readout, failures):
-    for i, (row, claim, lab) in enumerate(zip(outs, claims, labels)):
+def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
+    for i, (row, claim, lab) in enumerate(zip(outs, claims, labels), first):
         labs = [lab] if task == "next-token" else lab
         for p, vec, y, c in zip(readout["positions"], row, labs, claim):
             where = f"sequence {i}, position {p}, readout"
@@ -296,9 +297,9 @@ def _exact_readout(outs, claims, labels, task, readout, failures):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-def _claim_text(readout, positions, exact, eps=None, gap=None, bits=None):
+def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None):
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
-    if readout["kind"] == "argmax":
+    if kind == "argmax":
         what = "the argmax is unique and is the label"
     elif exact:
         what = "the output equals the label"
@@ -308,10 +309,12 @@ def _claim_text(readout, positions, exact, eps=None, gap=None, bits=None):
     return f"memorization ({how}): at all {positions} read positions {what}"
 
 
-def check_certificate(cert, base=Path("."), progress=None):
+def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
     """Check a decoded certificate; returns a :class:`CheckReport` with every failure.
 
     ``progress(stage, done, total)``, if given, is called as the forward pass advances.
+    ``shard = (k, K)`` evaluates only the k-th of K equal slices of the sequences (every
+    other check is made in full); :func:`combine` joins the K reports into one.
     """
     failures = []
     try:
@@ -342,32 +345,69 @@ def check_certificate(cert, base=Path("."), progress=None):
             raise Unusable(f"network.readout.positions: {readout['name']!r} does not fit the "
                            f"{task} task (next-token: last or first; seq2seq: every)")
         claims = _claims(cert["claims"], len(toks), readout)
-        tick = Ticker(progress, "forward", work_units(layers, len(toks)))
+        k, count = shard
+        lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
+        part = (toks[lo:hi], labels[lo:hi], claims[lo:hi])
+        tick = Ticker(progress, "forward", work_units(layers, hi - lo))
         if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
-            bad, bits, eps, gap = softmax_interval.check(
-                hints, net, layers, readout, task, labels, claims, initial(net, toks, layers),
-                tick)
+            bad, bits, eps = softmax_interval.check(
+                hints, net, layers, readout, task, part[1], part[2],
+                initial(net, part[0], layers), tick, lo)
+            gap = softmax_interval.label_gap(labels, task)  # of the whole dataset
+            if readout["kind"] == "scalar" and not eps < Fraction(gap, 2):
+                failures.append(f"hints.softmax.epsilon: {show(eps)} is not below half the "
+                                f"smallest gap between distinct labels ({gap}/2): "
+                                "|f - y| <= epsilon would not identify the labels")
             failures += bad
-            claim = _claim_text(readout, len(toks) * len(readout["positions"]), False,
-                                eps, gap, bits)
+            basis = (readout["kind"], False, eps, gap, bits)
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
-            outs = run(net, layers, readout["positions"], toks, tick)
-            _exact_readout(outs, claims, labels, task, readout, failures)
-            claim = _claim_text(readout, len(toks) * len(readout["positions"]), True)
+            outs = run(net, layers, readout["positions"], part[0], tick)
+            _exact_readout(outs, part[2], part[1], task, readout, failures, lo)
+            basis = (readout["kind"], True, None, None, None)
         if cert["sizes"] != sizes(net, layers):
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
     except Unusable as exc:
         return CheckReport([*failures, str(exc)], unusable=True)
-    return CheckReport(failures, claim=claim)
+    return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]))
 
 
-def check_file(path, progress=None):
+def combine(reports):
+    """One report for the K shard reports of one certificate: verified when every shard
+    is; failures in shard order, each named once."""
+    failures, seen = [], set()
+    for r in reports:
+        for f in r.failures:
+            if f not in seen:
+                seen.add(f)
+                failures.append(f)
+    bases = {r.basis for r in reports}
+    return CheckReport(failures, any(r.unusable for r in reports),
+                       bases.pop() if len(bases) == 1 else None,
+                       sum(r.positions for r in reports))
+
+
+def check_file(path, progress=None, shard=(0, 1)):
     """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
     p = Path(path)
     try:
         cert = read_json(p)
     except Unusable as exc:
         return CheckReport([str(exc)], unusable=True)
-    return check_certificate(cert, p.parent, progress)
+    return check_certificate(cert, p.parent, progress, shard)
+
+
+def check_sharded(path, shards, submit=None):
+    """Check ``path`` in ``shards`` slices in parallel and combine the reports.
+
+    ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
+    default a local process pool of the standard library runs the shards."""
+    if submit is not None:
+        futures = [submit(check_file, str(path), None, (k, shards)) for k in range(shards)]
+        return combine([f.result() for f in futures])
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=shards) as pool:
+        return combine(list(pool.map(check_file, [str(path)] * shards, [None] * shards,
+                                     [(k, shards) for k in range(shards)])))

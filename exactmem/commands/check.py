@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from exactmem.checker import CheckReport
+from exactmem.errors import ExactmemError, MissingDependencyError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -13,10 +16,35 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "line: 's VERIFIED' (exit 0), 's REJECTED' (exit 1: the certificate does "
                     "not prove memorization) or 's UNUSABLE' (exit 2: unreadable or malformed "
                     "input). Every failure (sequence, position, layer) goes to stderr.",
-        epilog="example: exactmem check c.json")
+        epilog="example: exactmem check c.json --shards 2")
     p.add_argument("certificate", help="certificate file")
+    p.add_argument("--shards", type=int, default=1, metavar="K",
+                   help="check K disjoint slices of the sequences in parallel processes "
+                        "and combine the verdicts (default: 1, one pass)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --shards: run the shards on this Dask scheduler (needs "
+                        "'exactmem[dask]'); workers must see the certificate's path")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
+
+
+def _sharded(args: argparse.Namespace) -> CheckReport:
+    from pathlib import Path
+
+    from exactmem.checker.verify import check_sharded
+
+    path = str(Path(args.certificate).resolve())
+    print(f"checking {args.certificate} in {args.shards} shards"
+          + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr, flush=True)
+    if not args.scheduler:
+        return check_sharded(path, args.shards)
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
+            from exc
+    with Client(args.scheduler, timeout=30) as client:
+        return check_sharded(path, args.shards, client.submit)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,11 +53,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.quiet:
         progress.configure(quiet=True)
-    tick, close = progress.hook("check")
-    try:
-        report = check_file(args.certificate, progress=tick)
-    finally:
-        close()
+    if args.shards < 1:
+        raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
+    if args.shards > 1 or args.scheduler:
+        report = _sharded(args)
+    else:
+        tick, close = progress.hook("check")
+        try:
+            report = check_file(args.certificate, progress=tick)
+        finally:
+            close()
     for line in report.failures:
         print(f"c {line}", file=sys.stderr)
     if report.claim:
