@@ -1,17 +1,8 @@
-"""``python -m proofs [FILTER]``: run the proof obligations, one line per lemma."""
+"""``python -m proofs [FILTER] [--quick]``: run the proof obligations, one line per lemma
+(the same as ``exactmem prove``)."""
 
 import sys
 
-from proofs.framework import run
+from exactmem.cli import main
 
-
-def main(argv: list[str]) -> int:
-    selected = argv[0] if argv else None
-    bad = 0
-    for result in run(selected):
-        print(result.line(), flush=True)
-        bad += result.outcome.status != "proved"
-    return 1 if bad else 0
-
-
-sys.exit(main(sys.argv[1:]))
+sys.exit(main(["prove", *sys.argv[1:]]))

@@ -19,7 +19,7 @@ Notation: ``T_K(r) = sum_{k<=K} r^k/k!``, ``R_K(r) = r^(K+1)/(K+1)!``.
 
 from __future__ import annotations
 
-from proofs.framework import Lemma, Outcome
+from .framework import Lemma, Outcome
 
 
 def _symbolic_identities() -> tuple[bool, bool, bool]:

@@ -22,9 +22,11 @@ from exactmem.constructions._gadgets import (
     unit_interval_test,
 )
 from exactmem.model.spec import FeedForward
-from proofs.framework import Lemma, Outcome
+
+from .framework import Lemma, Outcome, advance, expect
 
 MAX_BITS = 32
+QUICK_BITS = 12  # exactmem prove --quick: bit lengths n = 1..12
 TIMEOUT_MS = 120_000
 
 
@@ -117,25 +119,29 @@ def prove_maps(prog: Any, before: list[Any], value: Callable[[str, int], Any],
     for m, (aff, names) in enumerate(zip(prog.maps, prog.names, strict=True)):
         after = [value(nm, m) for nm in names]
         res = step_check(aff, before, after, domain, relu=m > 0)
+        advance()
         if res.status != "proved":
             return Outcome(res.status, f"n = {n}, map {m}: {res.detail}")
         before = after
     return Outcome("proved", "")
 
 
-def all_bit_lengths(chain: Callable[[int], Outcome], detail: str) -> Outcome:
-    """``chain(n)`` for n = 1..32; the first failure or unknown is the answer."""
-    for n in range(1, MAX_BITS + 1):
+def all_bit_lengths(chain: Callable[[int], Outcome], program: Callable[[int], Any],
+                    max_bits: int = MAX_BITS) -> Outcome:
+    """``chain(n)`` for n = 1..max_bits; the first failure or unknown is the answer.
+    Progress counts maps (``program(n)`` is the network that ``chain(n)`` proves)."""
+    maps = sum(len(program(n).maps) for n in range(1, max_bits + 1))
+    expect(maps)
+    for n in range(1, max_bits + 1):
         res = chain(n)
         if res.status != "proved":
             return res
-    return Outcome("proved", detail)
+    return Outcome("proved", f"all n = 1..{max_bits}, {maps} maps")
 
 
-def threshold_bits() -> Outcome:
+def threshold_bits(max_bits: int = MAX_BITS) -> Outcome:
     """For n = 1..32: the threshold network returns bit q of every integer 0 <= u < 2^n."""
-    return all_bit_lengths(threshold_chain,
-                           f"all n = 1..{MAX_BITS}, {MAX_BITS * (MAX_BITS + 3) // 2} maps")
+    return all_bit_lengths(threshold_chain, threshold_bit_program, max_bits)
 
 
 def tent_chain(n: int) -> Outcome:
@@ -178,9 +184,9 @@ def tent_chain(n: int) -> Outcome:
     return prove_maps(prog, [low(n)], value, domain, n)
 
 
-def tent_bits() -> Outcome:
+def tent_bits(max_bits: int = MAX_BITS) -> Outcome:
     """For n = 1..32: the tent-map network returns bit q of every integer 0 <= u < 2^n."""
-    return all_bit_lengths(tent_chain, f"all n = 1..{MAX_BITS}")
+    return all_bit_lengths(tent_chain, tent_bit_program, max_bits)
 
 
 def interval_indicator_symbolic() -> Outcome:
@@ -245,9 +251,11 @@ def label_selection() -> Outcome:
 
 LEMMAS = [
     Lemma("gadget.G4.threshold-bit-extraction",
-          "for n <= 32 the threshold network returns bit q of every n-bit integer", threshold_bits),
+          "for n <= 32 the threshold network returns bit q of every n-bit integer", threshold_bits,
+          quick=lambda: threshold_bits(QUICK_BITS)),
     Lemma("gadget.G4.tent-bit-extraction",
-          "for n <= 32 the tent-map network returns bit q of every n-bit integer", tent_bits),
+          "for n <= 32 the tent-map network returns bit q of every n-bit integer", tent_bits,
+          quick=lambda: tent_bits(QUICK_BITS)),
     Lemma("gadget.G2.interval-indicator",
           "s(1 - s(2a - 2x) - s(2x - 2b)) is 1 on [a, b] and 0 off (a - 1/2, b + 1/2)",
           interval_indicator_symbolic),

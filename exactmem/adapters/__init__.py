@@ -7,4 +7,33 @@
 * :mod:`exactmem.adapters.precision`: the float fidelity report and minimal mantissa bits.
 
 Import the submodule you need; importing this package loads neither torch nor onnx.
+torch, safetensors, onnx and onnxruntime come with the ``export`` extra, matplotlib with
+``plot``; a missing one is a :class:`~exactmem.errors.MissingDependencyError` that names
+the extra (:func:`require`).
 """
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from exactmem.errors import MissingDependencyError
+
+#: the optional packages, and the extra that installs each
+EXTRAS = {"torch": "export", "safetensors": "export", "onnx": "export",
+          "onnxruntime": "export", "matplotlib": "plot"}
+
+
+def missing(package: str, what: str) -> MissingDependencyError:
+    """The error for ``what`` needing the optional ``package``, naming the extra."""
+    extra = EXTRAS.get(package, "all")
+    return MissingDependencyError(f"{what} needs the '{package}' package, which is not "
+                                  f"installed: pip install 'exactmem[{extra}]'")
+
+
+def require(module: str, what: str) -> ModuleType:
+    """Import ``module`` of an optional package or raise :func:`missing`'s error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing(module.split(".")[0], what) from exc

@@ -29,7 +29,7 @@ import numpy as np
 from exactmem.adapters.formats import FORMATS, rounded_values
 from exactmem.adapters.skeleton import skeleton
 from exactmem.arith import ScaledMatrix
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
 from exactmem.model.spec import Attention, Embedding, FeedForward, Linear, NetworkSpec
 
 OPSET = 17
@@ -120,10 +120,9 @@ def _attention(g: _Graph, x: str, att: Attention) -> str:
 def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] | None = None,
                 ) -> Any:
     """The ONNX ``ModelProto`` of ``spec`` with weights rounded once into ``dtype``."""
-    try:
-        import onnx
-    except ImportError as exc:  # pragma: no cover - onnx is a declared dependency
-        raise MissingDependencyError("the ONNX export needs the 'onnx' package") from exc
+    from exactmem.adapters import require
+
+    onnx = require("onnx", "the ONNX export")
     if dtype not in NP_DTYPES:
         raise SpecError(f"ONNX export supports {sorted(NP_DTYPES)}, found {dtype!r}")
     g = _Graph(dtype)
@@ -179,8 +178,9 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
 
 def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
                doc: dict[str, str] | None = None) -> Path:
-    import onnx
+    from exactmem.adapters import require
 
+    onnx = require("onnx", "the ONNX export")
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     onnx.save_model(build_model(spec, dtype, doc), str(tmp))
@@ -191,8 +191,9 @@ def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
 def run_onnx(path_or_model: str | Path | Any, inputs: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
     """``(outputs, labels)`` from onnxruntime on CPU."""
-    import onnxruntime as ort
+    from exactmem.adapters import require
 
+    ort = require("onnxruntime", "running an ONNX graph")
     src = str(path_or_model) if isinstance(path_or_model, (str, Path)) else \
         path_or_model.SerializeToString()
     sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])

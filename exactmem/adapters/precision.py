@@ -376,8 +376,9 @@ def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int 
 
 def plot(curve: dict[str, dict[int, float]], out: str, title: str) -> None:
     """PNG of memorized fraction vs significand bits (matplotlib, Agg backend)."""
-    import matplotlib
+    from exactmem.adapters import require
 
+    matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -70,8 +70,9 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
                       dtype: str = "float64", sidecar_path: str | Path | None = None,
                       ) -> tuple[Path, Path]:
     """Write ``out`` (safetensors) and its sidecar (default ``OUT.exact.json``); return both."""
-    from safetensors.numpy import save_file
+    from exactmem.adapters import require
 
+    save_file = require("safetensors.numpy", "the safetensors export").save_file
     if dtype not in NUMPY_DTYPES:
         raise SpecError(f"safetensors export supports {sorted(NUMPY_DTYPES)}, found {dtype!r}")
     out = Path(out)
@@ -97,8 +98,9 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
 
 
 def read_metadata(path: str | Path) -> dict[str, str]:
-    from safetensors import safe_open
+    from exactmem.adapters import require
 
+    safe_open = require("safetensors", "reading safetensors").safe_open
     with safe_open(str(path), framework="numpy") as fh:
         meta = fh.metadata() or {}
     return dict(meta)
@@ -106,8 +108,9 @@ def read_metadata(path: str | Path) -> dict[str, str]:
 
 def spec_from_safetensors(path: str | Path) -> NetworkSpec:
     """The network the file's floats describe, read exactly (each float is a dyadic rational)."""
-    from safetensors.numpy import load_file
+    from exactmem.adapters import require
 
+    load_file = require("safetensors.numpy", "reading safetensors").load_file
     meta = read_metadata(path)
     if meta.get("exactmem.format") != SAFETENSORS_FORMAT:
         raise CertificateError(f"{path}: no {SAFETENSORS_FORMAT} metadata")

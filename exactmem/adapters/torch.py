@@ -24,8 +24,14 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
+
+from exactmem.adapters import missing
+
+try:
+    import torch
+    from torch import nn
+except ImportError as _exc:  # the 'export' extra
+    raise missing("torch", "running the network in float") from _exc
 
 from exactmem.adapters.formats import FORMATS, FloatFormat, round_to_format, rounded_values
 from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors

@@ -1,28 +1,68 @@
-"""``exactmem prove``: run the proof obligations in ``proofs/``."""
+"""``exactmem prove [FILTER] [--quick]``: run the proof obligations of the repository's
+``proofs/`` package (installed as ``exactmem._proofs``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from exactmem.errors import ExactmemError, MissingDependencyError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "prove", help="re-check the lemma proofs (Z3 / sympy) in proofs/",
+        "prove", help="re-check the lemma proofs (Z3 / sympy) of the gadgets and bounds",
         description="Run every proof obligation and print one line per lemma: "
-                    "proved / failed / unknown, with its time.",
-        epilog="example: exactmem prove bit_extraction")
-    p.add_argument("filter", nargs="?", help="run only lemmas whose name contains this")
+                    "proved / failed / unknown, with its time; progress on stderr. "
+                    "Exit 0 when every selected lemma is proved, 1 otherwise.",
+        epilog="examples: exactmem prove bit-extraction;  exactmem prove --quick")
+    p.add_argument("filter", nargs="?", metavar="FILTER",
+                   help="run only the lemmas whose name contains FILTER")
+    p.add_argument("--quick", action="store_true",
+                   help="prove the bit-extraction lemmas for n <= 12 bits instead of 32")
+    p.add_argument("--list", action="store_true", help="list the lemma names and exit")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from proofs.framework import run as run_all
+def framework() -> ModuleType:
+    """The proof framework: ``exactmem._proofs`` when installed (a wheel, or an editable
+    install that maps it to ``proofs/``), else the ``proofs/`` folder of this checkout."""
+    name = "exactmem._proofs"
+    try:
+        return importlib.import_module(f"{name}.framework")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (name, f"{name}.framework"):
+            raise
+    folder = Path(__file__).resolve().parents[2] / "proofs"
+    spec = importlib.util.spec_from_file_location(
+        name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None or not (folder / "framework.py").is_file():
+        raise MissingDependencyError("the proofs are not part of this installation; "
+                                     "reinstall exactmem or run from a checkout")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.framework")
 
+
+def run(args: argparse.Namespace) -> int:
+    fw = framework()
+    names = [lemma.name for lemma in fw.discover()]
+    if args.list:
+        print("\n".join(names))
+        return 0
+    lemmas = fw.select(args.filter)
+    if not lemmas:
+        raise ExactmemError(f"no lemma name contains {args.filter!r}; the lemmas: "
+                            + ", ".join(names))
     bad = 0
-    count = 0
-    for result in run_all(args.filter):
-        count += 1
+    for result in fw.run(quick=args.quick, lemmas=lemmas):
         print(result.line(), flush=True)
         bad += result.outcome.status != "proved"
-    print(f"{count - bad} of {count} lemmas proved")
+    print(f"{len(lemmas) - bad} of {len(lemmas)} lemmas proved"
+          + (" (quick)" if args.quick else ""))
     return 1 if bad else 0
