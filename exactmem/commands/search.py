@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "exclude ties between different tokens (a restriction)")
     e.add_argument("--bound", default=None, help="bound |w| <= B on every weight (rational)")
     e.add_argument("--timeout", type=float, default=60.0, help="seconds per query")
+    e.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="seconds for the whole run; queries get at most what is left, shapes "
+                        "not reached are unknown")
     s = p.add_argument_group("sweep")
     s.add_argument("--minimize", choices=("ff-width", "heads", "params"), default=None)
     s.add_argument("--max-layers", type=int, default=2)
@@ -64,13 +67,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--results", type=Path, default=Path("search-results.jsonl"),
                    help="JSON-lines results file; a rerun resumes from it")
+    a.add_argument("--retry-unknown", action="store_true",
+                   help="solve stored unknown answers again (they are retried anyway when "
+                        "--timeout is larger than the one they ran under)")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")
     a.add_argument("--workers", type=int, default=None)
     a.add_argument("--scheduler", default=None, help="Dask scheduler address")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
 
@@ -83,17 +89,23 @@ def _base_shape(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem import progress
     from exactmem.arith import to_rational
     from exactmem.errors import DatasetError
     from exactmem.search.encoding import EncodeOptions
     from exactmem.search.sweep import Limits
 
+    if args.quiet:
+        progress.configure(quiet=True)
+    if args.budget is not None and args.budget <= 0:
+        raise DatasetError(f"--budget: expected a positive number of seconds, found "
+                           f"{args.budget}")
     base = _base_shape(args)
     bound: Fraction | None = to_rational(args.bound, "--bound") if args.bound else None
     opts = EncodeOptions(ties=args.ties, bound=bound)
     limits = Limits(args.max_layers, args.max_heads, args.max_d_model, args.max_ff_width)
     if args.all_labelings:
-        return _all_labelings(args, base, limits)
+        return _all_labelings(args, base, limits, bound)
     if not args.data:
         raise DatasetError("search: give a dataset file, or --all-labelings with --N --n --vocab")
     from exactmem.model.dataset import load_dataset
@@ -102,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     ds = load_dataset(args.data)
     if args.minimize:
         report = minimize(ds, base, args.minimize, limits, opts, args.timeout,
-                          args.certificates, None if args.quiet or args.json else _echo)
+                          args.certificates, None if args.quiet else _echo, args.budget)
     else:
         report = _single(ds, base, opts, args)
     _print(report, args.json)
@@ -121,7 +133,8 @@ def _single(ds: Any, base: Any, opts: Any, args: argparse.Namespace) -> dict[str
     if args.certificates is not None:
         args.certificates.mkdir(parents=True, exist_ok=True)
         path = args.certificates / (base.label().replace(" ", "_") + ".cert.json")
-    res = run_query(ds, base, opts, args.timeout, path)
+    timeout = args.timeout if args.budget is None else min(args.timeout, args.budget)
+    res = run_query(ds, base, opts, timeout, path)
     minimal = {**base.as_dict(), "params": res.params} if res.status == "found" else None
     return {"status": res.status, "minimize": None, "minimal": minimal, "proved_minimal": False,
             "claim": "at most" if minimal else None, "ties": opts.ties,
@@ -150,7 +163,8 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
               f"head_dim {m['head_dim']}, ff_width {m['ff_width']})")
 
 
-def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
+def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
+                   bound: Fraction | None) -> int:
     from exactmem.errors import DatasetError
     from exactmem.search.executors import make_executor
     from exactmem.search.labelings import (
@@ -159,7 +173,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
         generate_inputs,
         shattering_search,
     )
-    from exactmem.search.sweep import candidates
+    from exactmem.search.sweep import candidates, caps_hide_nothing
 
     if args.data:
         from exactmem.model.dataset import load_dataset
@@ -173,15 +187,20 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
         if args.N is None or args.n is None or args.vocab is None:
             raise DatasetError("--all-labelings without a dataset needs --N, --n and --vocab")
         seqs, vocab = generate_inputs(args.N, args.n, args.vocab, args.seed), args.vocab
-    q = Question(seqs, vocab, args.classes, args.ties, args.timeout)
-    shapes = candidates(base, args.minimize, limits, q.dataset([0] * len(seqs))) \
-        if args.minimize else [base]
+    q = Question(seqs, vocab, args.classes, args.ties, args.timeout,
+                 None if bound is None else str(bound), args.retry_unknown)
+    probe = q.dataset([0] * len(seqs))
+    shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
+    def caps_ok(params: int) -> bool:
+        return bool(caps_hide_nothing(probe, base, limits, params))
     store = ResultsFile(args.results, q.header())
     executor = make_executor(args.executor, args.workers, args.scheduler)
     start = time.monotonic()
+    deadline = None if args.budget is None else start + args.budget
     try:
         report = shattering_search(q, shapes, store, executor, args.first_failure,
-                                   not (args.quiet or args.json), args.certificates)
+                                   not args.quiet, args.certificates, deadline,
+                                   caps_ok if args.minimize == "params" else None)
     finally:
         executor.close()
     sizes = []
@@ -189,7 +208,8 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any) -> int:
         status = {True: "found", False: "infeasible", None: "unknown"}[s["shatters"]]
         sizes.append({**s, "status": status})
     out = {"status": report["status"], "minimal": report["minimal"],
-           "proved_minimal": report["proved_minimal"], "sizes": sizes,
+           "proved_minimal": report["proved_minimal"], "claim": report["claim"],
+           "ties": q.ties, "bound": q.bound, "sizes": sizes,
            "sequences": [list(x) for x in seqs], "vocab": vocab, "classes": args.classes,
            "results": str(args.results), "reused": report["reused"],
            "padded": report["padded"],

@@ -267,8 +267,10 @@ class _Encoder:
                     self.p.add(le(lo, hi))
         w = self.mat("out.W", self.out_dim, sh.d_model)
         b = self.mat("out.b", self.out_dim, 1)
-        if sh.readout == "argmax" and self.opts.symmetry:
+        if sh.readout == "argmax" and self.opts.symmetry and self.opts.bound is None:
             # argmax is unchanged when one affine function is subtracted from every class
+            # (not without loss of generality under a weight bound: the difference may
+            # leave the box)
             zero = Poly()
             w[0] = [zero] * sh.d_model
             b[0] = [zero]

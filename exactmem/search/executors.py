@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,14 +35,43 @@ class SerialExecutor:
         return None
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker when the driver dies, even by ``kill -9``.
+
+    On Linux the kernel sends SIGKILL when the parent exits (``PR_SET_PDEATHSIG``); a
+    daemon thread that notices a changed parent id covers the rest (a solver call in a
+    foreign library releases the interpreter lock, so the thread runs meanwhile).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exactmem-parent-watch").start()
+
+
 class ProcessExecutor:
-    """A pool of local worker processes (the default)."""
+    """A pool of local worker processes (the default); workers die with the driver."""
 
     name = "processes"
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or max(1, os.cpu_count() or 1)
-        self.pool = cf.ProcessPoolExecutor(max_workers=self.workers)
+        self.pool = cf.ProcessPoolExecutor(max_workers=self.workers,
+                                           initializer=_die_with_parent,
+                                           initargs=(os.getpid(),))
 
     def run(self, fn: Worker, payloads: Iterable[Payload]) -> Iterator[Payload]:
         futures = [self.pool.submit(fn, p) for p in payloads]

@@ -22,18 +22,18 @@ import json
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations_with_replacement, product
 from pathlib import Path
 from typing import Any
 
+from exactmem import progress
 from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encoding import TieMode
 from exactmem.search.executors import Executor
 from exactmem.search.outcome import Found
-from exactmem.search.progress import Progress
 from exactmem.search.query import query_worker
 from exactmem.search.shape import Shape, nests_in
 
@@ -182,10 +182,23 @@ class Question:
     classes: int = 2
     ties: TieMode = "split"
     timeout_s: float = 60.0
+    bound: str | None = None  # "p/q": |w| <= bound on every weight, or None
+    retry_unknown: bool = False  # re-solve stored unknowns even under the same timeout
 
     def header(self) -> dict[str, Any]:
-        return {"sequences": [list(s) for s in self.sequences], "vocab": self.vocab,
-                "classes": self.classes, "ties": self.ties}
+        head: dict[str, Any] = {"sequences": [list(s) for s in self.sequences],
+                                "vocab": self.vocab, "classes": self.classes,
+                                "ties": self.ties}
+        if self.bound is not None:
+            head["bound"] = self.bound
+        return head
+
+    def retry(self, record: dict[str, Any]) -> bool:
+        """Is a stored answer to be solved again?  Only an ``unknown``, and only with
+        ``retry_unknown`` or a larger timeout than the one it ran under."""
+        if record.get("status") != "unknown":
+            return False
+        return self.retry_unknown or self.timeout_s > float(record.get("timeout", 0.0))
 
     def dataset(self, labels: Sequence[int]) -> Dataset:
         return Dataset("next-token", "token-ids", self.sequences, tuple(labels),
@@ -204,7 +217,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     hard = []
     for cls in classes:
         key = record_key(shape, cls.labels)
-        if key in store.records:
+        if key in store.records and not q.retry(store.records[key]):
             reused += 1
             continue
         if _pad_from_store(q, shape, cls.labels, key, store, _cert_path(certificate_dir, key)):
@@ -216,6 +229,8 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         payload: dict[str, Any] = {"dataset": q.dataset(cls.labels).to_json(),
                                    "shape": shape.as_dict(), "ties": q.ties,
                                    "timeout": q.timeout_s, "key": key}
+        if q.bound is not None:
+            payload["bound"] = q.bound
         path = _cert_path(certificate_dir, key)
         if path is not None:
             payload["certificate"] = str(path)
@@ -226,9 +241,15 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
                                    "infeasible" for c in classes
                                    if record_key(shape, c.labels) in store.records)
-    bar = Progress(len(pending), shape.label(), enabled=show_progress)
     solved = 0
+    bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query")
+    if not show_progress:
+        bar.close()  # closing first silences it
     if pending and not failed:
+        if deadline is not None:
+            left = max(0.001, deadline - time.monotonic())
+            for p in pending:
+                p["timeout"] = min(float(p["timeout"]), left)
         try:
             for res in executor.run(query_worker, pending):
                 res["labels"] = [int(x) for x in res["key"].split("|")[1].split(",")]
@@ -242,7 +263,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         except KeyboardInterrupt:
             executor.close(cancel=True)
             raise
-    bar.finish()
+    bar.close()
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
     return summary
@@ -317,9 +338,11 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
                       executor: Executor, first_failure: bool = False,
                       show_progress: bool = True,
                       certificate_dir: Path | None = None,
-                      deadline: float | None = None) -> dict[str, Any]:
+                      deadline: float | None = None,
+                      caps_ok: Callable[[int], bool] | None = None) -> dict[str, Any]:
     """Shapes smallest first until one memorizes every labelling (or ``deadline``,
-    a ``time.monotonic()`` value, passes)."""
+    a ``time.monotonic()`` value, passes).  ``caps_ok(params)``: no shape beyond the
+    swept family has at most ``params`` parameters (else the answer is "at most")."""
     per_shape = []
     smallest = None
     for shape in shapes:
@@ -331,7 +354,10 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
         if summary["shatters"]:
             smallest = summary
             break
-    proved = smallest is not None and all(s["shatters"] is False for s in per_shape[:-1])
+    # a minimum needs every smaller shape refuted under exact tie semantics, and (``caps_ok``)
+    # no shape beyond the swept caps with fewer parameters
+    proved = smallest is not None and all(s["shatters"] is False for s in per_shape[:-1]) \
+        and q.ties == "split" and (caps_ok is None or caps_ok(int(smallest["params"])))
     if smallest is not None:
         status = "found"
     elif per_shape and all(s["shatters"] is False for s in per_shape):
@@ -340,7 +366,8 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
         status = "unknown"
     return {"status": status,
             "minimal": {**smallest["shape"], "params": smallest["params"]} if smallest else None,
-            "proved_minimal": proved, "shapes": per_shape,
+            "proved_minimal": proved, "claim": ("minimal" if proved else "at most")
+            if smallest else None, "ties": q.ties, "shapes": per_shape,
             "reused": sum(s["reused"] for s in per_shape),
             "padded": sum(s["padded"] for s in per_shape),
             "solved": sum(s["solved"] for s in per_shape)}

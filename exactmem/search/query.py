@@ -174,13 +174,20 @@ def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape
 
 
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """JSON in, JSON out: ``{"dataset", "shape", "ties", "timeout", "key"?, "certificate"?}``."""
+    """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "key"?,
+    "certificate"?}``; the answer records the ``timeout`` it ran under (a stored
+    ``unknown`` is retried under a larger one)."""
+    from fractions import Fraction
+
     ds = dataset_from_json(payload["dataset"])
     shape = Shape.from_dict(payload["shape"])
-    opts = EncodeOptions(ties=payload.get("ties", "split"))
-    res = run_query(ds, shape, opts, float(payload.get("timeout", 60.0)),
-                    payload.get("certificate"))
+    bound = payload.get("bound")
+    opts = EncodeOptions(ties=payload.get("ties", "split"),
+                         bound=None if bound is None else Fraction(bound))
+    timeout = float(payload.get("timeout", 60.0))
+    res = run_query(ds, shape, opts, timeout, payload.get("certificate"))
     out = res.as_dict()
+    out["timeout"] = timeout
     if isinstance(res.outcome, Found):
         from exactmem.certificate import spec_to_json
 

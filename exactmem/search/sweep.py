@@ -9,6 +9,7 @@ infeasible (:func:`~exactmem.search.shape.nests_in`) is infeasible without a que
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,45 +77,77 @@ def implied_infeasible(shape: Shape, infeasible: list[Shape]) -> Shape | None:
 def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | None = None,
              opts: EncodeOptions | None = None, timeout_s: float = 60.0,
              certificate_dir: Path | None = None,
-             on_result: Callable[[QueryResult], None] | None = None) -> dict[str, Any]:
+             on_result: Callable[[QueryResult], None] | None = None,
+             budget_s: float | None = None) -> dict[str, Any]:
     """Sweep shapes; return the JSON report (``status``, ``minimal``, ``proved_minimal``,
-    ``sizes``)."""
+    ``sizes``).
+
+    ``budget_s`` bounds the whole sweep: each query gets ``min(timeout_s, what is left)``;
+    shapes not reached are reported ``unknown`` with the reason ``budget``.  Progress (one
+    line per shape) goes to stderr through :mod:`exactmem.progress`.
+    """
+    from exactmem import progress
+
     limits = limits or Limits()
     opts = opts or EncodeOptions()
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     sizes: list[dict[str, Any]] = []
     infeasible: list[Shape] = []
     all_smaller_infeasible = True
     minimal: dict[str, Any] | None = None
-    for shape in candidates(base, mode, limits, ds):
-        if minimal is not None:
-            break
-        big = implied_infeasible(shape, infeasible)
-        if big is not None:
-            entry = {"shape": shape.as_dict(), "params": shape_params(ds, shape),
-                     "status": "infeasible", "seconds": 0.0, "proof_kind": "solver-only",
-                     "detail": f"nests in the infeasible shape {big.label()}"}
-            sizes.append(entry)
-            continue
-        path = None
-        if certificate_dir is not None:
-            certificate_dir.mkdir(parents=True, exist_ok=True)
-            path = certificate_dir / (shape.label().replace(" ", "_") + ".cert.json")
-        res = run_query(ds, shape, opts, timeout_s, path)
-        if on_result is not None:
-            on_result(res)
-        sizes.append(res.as_dict())
-        if res.status == "found":
-            minimal = {**shape.as_dict(), "params": res.params}
-        elif res.status == "infeasible":
-            infeasible.append(shape)
-            if isinstance(res.outcome, Infeasible) and res.outcome.proof_kind == \
-                    "label-consistency":
-                break  # no shape of the family can memorize this dataset
-        else:
-            all_smaller_infeasible = False
+    shapes = candidates(base, mode, limits, ds)
+    with progress.task("search shapes", total=len(shapes), unit="shape") as bar:
+        for shape in shapes:
+            if minimal is not None:
+                break
+            bar.update(0, description=f"search {shape.label()}")
+            big = implied_infeasible(shape, infeasible)
+            if big is not None:
+                entry = {"shape": shape.as_dict(), "params": shape_params(ds, shape),
+                         "status": "infeasible", "seconds": 0.0, "proof_kind": "solver-only",
+                         "detail": f"nests in the infeasible shape {big.label()}"}
+                sizes.append(entry)
+                bar.update()
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                sizes.append({"shape": shape.as_dict(), "params": shape_params(ds, shape),
+                              "status": "unknown", "seconds": 0.0,
+                              "reason": "budget: the overall --budget ran out"})
+                all_smaller_infeasible = False
+                bar.update()
+                continue
+            path = None
+            if certificate_dir is not None:
+                certificate_dir.mkdir(parents=True, exist_ok=True)
+                path = certificate_dir / (shape.label().replace(" ", "_") + ".cert.json")
+            res = run_query(ds, shape, opts, timeout_s if left is None else
+                            min(timeout_s, left), path)
+            bar.update()
+            if on_result is not None:
+                on_result(res)
+            sizes.append(res.as_dict())
+            if res.status == "found":
+                minimal = {**shape.as_dict(), "params": res.params}
+            elif res.status == "infeasible":
+                infeasible.append(shape)
+                if isinstance(res.outcome, Infeasible) and res.outcome.proof_kind == \
+                        "label-consistency":
+                    break  # no shape of the family can memorize this dataset
+            else:
+                all_smaller_infeasible = False
+    return report(ds, base, mode, limits, opts.ties, sizes, minimal, all_smaller_infeasible)
+
+
+def report(ds: Dataset, base: Shape, mode: str, limits: Limits, ties: str,
+           sizes: list[dict[str, Any]], minimal: dict[str, Any] | None,
+           all_smaller_infeasible: bool, extra: dict[str, Any] | None = None
+           ) -> dict[str, Any]:
+    """The JSON report of a sweep.  ``proved_minimal`` needs exact tie semantics (an
+    infeasible answer under ``--ties margin`` says nothing about the exact question)."""
     proved = False
     if minimal is not None:
-        proved = all_smaller_infeasible
+        proved = all_smaller_infeasible and ties == "split"
         if mode == "params":
             proved = proved and caps_hide_nothing(ds, base, limits, minimal["params"])
         status = "found"
@@ -124,4 +157,4 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
         status = "unknown"
     return {"status": status, "minimize": mode, "minimal": minimal, "proved_minimal": proved,
             "claim": ("minimal" if proved else "at most") if minimal else None,
-            "ties": opts.ties, "family": limits.as_dict(), "sizes": sizes}
+            "ties": ties, "family": limits.as_dict(), "sizes": sizes, **(extra or {})}
