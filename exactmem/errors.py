@@ -59,3 +59,7 @@ class UnknownConstructionError(ConstructionError, KeyError):
 
 class MissingDependencyError(ExactmemError, ImportError):
     """An optional dependency (a solver, torch, onnx ...) is not installed."""
+
+
+class OutputError(ExactmemError, OSError):
+    """An output file cannot be written (missing folder, no permission, full disk ...)."""

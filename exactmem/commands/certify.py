@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--construction", "-c", required=True, choices=list(reg), metavar="NAME",
                    help="construction to build: " + ", ".join(reg))
     p.add_argument("-o", "--output", required=True, help="certificate file to write")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="print only the verdict (no notes, no progress)")
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     seen: dict[str, type] = {}
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             seen[opt.name] = opt.type
             flag = "--" + opt.name.replace("_", "-")
             p.add_argument(flag, dest=f"opt_{opt.name}", type=opt.type, default=None,
+                           metavar=opt.name.upper(),
                            help=f"[{con.name}...] {opt.help} (default {opt.default})")
     p.set_defaults(func=run)
 

@@ -1,5 +1,5 @@
 """``exactmem export CERT --format torch|safetensors|onnx -o OUT``: the certified network
-in the float formats users load (docs/export.md)."""
+in the float formats users load."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("certificate", help="certificate file")
     p.add_argument("--format", "-f", required=True, choices=FORMATS, help="file format")
-    p.add_argument("-o", "--output", required=True, help="file to write")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
     p.add_argument("--dtype", default="float64",
                    choices=("float64", "float32", "bfloat16", "float16"),
                    help="float type of the weights (onnx: float64/float32; safetensors: "
@@ -37,13 +37,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: the optional package each format needs (all in the ``export`` extra)
+NEEDS = {"torch": ("torch", "export --format torch"),
+         "safetensors": ("safetensors.numpy", "export --format safetensors"),
+         "onnx": ("onnx", "export --format onnx")}
+
+
 def run(args: argparse.Namespace) -> int:
+    from exactmem.adapters import require
     from exactmem.adapters.formats import FORMATS as FLOATS
     from exactmem.adapters.formats import round_to_format
     from exactmem.adapters.skeleton import named_matrices
     from exactmem.certificate import read_certificate, spec_from_certificate
     from exactmem.errors import SpecError
 
+    require(*NEEDS[args.format])
     cert = read_certificate(args.certificate)
     if not args.no_check:
         from exactmem.checker import check_certificate

@@ -6,6 +6,7 @@ import argparse
 import importlib
 from pathlib import Path
 
+from exactmem.cli import positive_int
 from exactmem.errors import MissingDependencyError
 
 
@@ -20,22 +21,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: exactmem generate --task next-token --N 1000 --n 16 --vocab 64 "
                "--classes 8 --seed 1 -o d.json",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--task", choices=("next-token", "seq2seq"), default="next-token")
-    p.add_argument("--N", type=int, default=None, help="number of sequences (default 100)")
-    p.add_argument("--n", type=int, default=None, help="sequence length (default 8)")
-    p.add_argument("--vocab", type=int, default=None, help="vocabulary size (default 16)")
-    p.add_argument("--dim", type=int, default=None, help="vector tokens of this dimension")
-    p.add_argument("--classes", type=int, default=None, help="number of labels (default 2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--task", choices=("next-token", "seq2seq"), default="next-token",
+                   help="label the last token (next-token) or every token (seq2seq)")
+    p.add_argument("--N", type=positive_int, default=None,
+                   help="number of sequences (default 100)")
+    p.add_argument("--n", type=positive_int, default=None, help="sequence length (default 8)")
+    p.add_argument("--vocab", type=positive_int, default=None,
+                   help="vocabulary size (default 16)")
+    p.add_argument("--dim", type=positive_int, default=None,
+                   help="vector tokens of this dimension")
+    p.add_argument("--classes", type=positive_int, default=None,
+                   help="number of labels (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--labels", choices=("consistent", "random"), default="consistent",
                    help="'random' may give inconsistent datasets")
     p.add_argument("--for", dest="for_construction", default=None, metavar="NAME",
                    help="generate for an attention construction (mahdavi2024-mha, dana2024-aot)")
-    p.add_argument("--heads", type=int, default=None, help="with --for: number of heads")
-    p.add_argument("--head-dim", type=int, default=None, help="with --for: head dimension")
+    p.add_argument("--heads", type=positive_int, default=None,
+                   help="with --for: number of heads")
+    p.add_argument("--head-dim", type=positive_int, default=None,
+                   help="with --for: head dimension")
     p.add_argument("--shared-context", action="store_true",
                    help="with --for mahdavi2024-mha: one context shared by every example")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="dataset file to write (exactmem.dataset/1 JSON)")
     p.set_defaults(func=run)
 
 
@@ -58,9 +67,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         from exactmem.model.generate import generate
 
-        ds = generate(args.task, N=args.N or 100, n=args.n or 8, vocab=args.vocab or 16,
-                      classes=args.classes or 2, seed=args.seed, dim=args.dim,
+        ds = generate(args.task, N=_given(args.N, 100), n=_given(args.n, 8),
+                      vocab=_given(args.vocab, 16), classes=_given(args.classes, 2),
+                      seed=args.seed, dim=args.dim,
                       consistent=args.labels == "consistent")
     save_dataset(ds, Path(args.output))
     print(f"wrote {args.output}: N = {ds.N}, n = {ds.n}, {ds.task}, {ds.inputs}")
     return 0
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value

@@ -1,4 +1,4 @@
-"""``exactmem precision CERT``: where float precision breaks memorization (docs/export.md)."""
+"""``exactmem precision CERT``: where float precision breaks memorization."""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.adapters import require
+
+    require("torch", "precision")  # the dtype table runs the network in torch
+    if args.plot:
+        require("matplotlib", "precision --plot")
     from exactmem.adapters import precision as pr
     from exactmem.certificate import (
         dataset_from_certificate,
