@@ -4,6 +4,7 @@ from exactmem.certificate.build import (
     CERTIFICATE_FORMAT,
     build_certificate,
     certificate_text,
+    claim_float_exact,
     dataset_from_certificate,
     digest_of,
     read_certificate,
@@ -12,6 +13,6 @@ from exactmem.certificate.build import (
 )
 from exactmem.certificate.encode import spec_from_json, spec_to_json
 
-__all__ = ["CERTIFICATE_FORMAT", "build_certificate", "certificate_text",
+__all__ = ["CERTIFICATE_FORMAT", "build_certificate", "certificate_text", "claim_float_exact",
            "dataset_from_certificate", "digest_of", "read_certificate", "spec_from_certificate",
            "spec_from_json", "spec_to_json", "write_certificate"]

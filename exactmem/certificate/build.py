@@ -7,6 +7,7 @@ The digest is the SHA-256 of the canonical JSON text of the certificate without 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,33 @@ def build_certificate(ds: Dataset, result: BuildResult, construction: str,
     }
     cert["digest"] = digest_of(cert)
     return cert
+
+
+def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None,
+                      base: Path | None = None) -> list[str]:
+    """Add to ``cert`` the float formats (of ``formats``, default all) in which its network is
+    float-exact (docs/float-exact.md), as ``claims.float_exact``, and re-digest it.  The
+    formats are found with the checker's own rule, which re-verifies them at check time.
+    Returns the formats claimed (none: the certificate is left unchanged)."""
+    from exactmem.checker import floatexact, forward, verify
+
+    names = list(formats or floatexact.FORMATS)
+    unknown = [f for f in names if f not in floatexact.FORMATS]
+    if unknown:
+        raise CertificateError(f"float format: expected some of {sorted(floatexact.FORMATS)}, "
+                               f"found {unknown}")
+    try:
+        net, layers, readout = network(cert["network"])
+        toks = verify.dataset(cert["dataset"], base or Path("."))[2]
+    except Unusable as exc:
+        raise CertificateError(str(exc)) from None
+    state = verify.initial(net, toks, layers)
+    needs = forward.needed_positions(layers, readout["positions"], net["n"])
+    held = [f for f in names if not floatexact.check(net, layers, state, needs, [f])]
+    if held:
+        cert["claims"] = {**cert["claims"], "float_exact": held}
+        cert["digest"] = digest_of(cert)
+    return held
 
 
 def certificate_text(cert: dict[str, Any]) -> str:

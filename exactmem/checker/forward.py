@@ -84,6 +84,17 @@ def no_tick(k=1):
     pass
 
 
+def needed_positions(layers, read, n):
+    """For each layer, the positions whose outputs are needed: the read positions after the
+    last attention layer, every position before it."""
+    need, needs = read, [None] * len(layers)
+    for i in range(len(layers) - 1, -1, -1):
+        needs[i] = need
+        if layers[i]["type"] == "attention":
+            need = list(range(n))
+    return needs
+
+
 def _dense(maps, cols, den, tick=no_tick):
     """The ReLU network row-major (one list per coordinate over all columns): sparse
     weights, inputs with equal weight magnitude summed before one multiplication."""

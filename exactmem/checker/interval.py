@@ -173,11 +173,7 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick, first=
     bits, eps = _settings(hints, readout)
     cols, den, index = state
     mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
-    need, needs = readout["positions"], [None] * len(layers)
-    for i in range(len(layers) - 1, -1, -1):
-        needs[i] = need
-        if layers[i]["type"] == "attention":
-            need = list(range(net["n"]))
+    needs = forward.needed_positions(layers, readout["positions"], net["n"])
     start = 1 if net["kind"] == "token-ids" else 0
     try:
         for i in range(start, len(layers)):

@@ -13,7 +13,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-from . import forward
+from . import floatexact, forward
 from . import interval as softmax_interval
 from .parse import (
     JsonFloat,
@@ -208,11 +208,7 @@ def run(net, layers, read, toks, tick=forward.no_tick):
     """Exact outputs ``[sequence][read position] -> tuple of Fractions``."""
     cols, den, index = initial(net, toks, layers)
     start = 1 if net["kind"] == "token-ids" else 0
-    need, needs = read, [None] * len(layers)
-    for i in range(len(layers) - 1, -1, -1):
-        needs[i] = need
-        if layers[i]["type"] == "attention":
-            need = list(range(net["n"]))
+    needs = forward.needed_positions(layers, read, net["n"])
     for i in range(start, len(layers)):
         la = layers[i]
         if la["type"] == "feedforward":
@@ -257,8 +253,15 @@ def sizes(net, layers):
 
 
 def _claims(value, count, readout):
-    """``claims.outputs``: per sequence one CLAIM per read position (docs: grammar)."""
-    claims = obj(value, "claims", ("outputs",))["outputs"]
+    """``claims.outputs``: per sequence one CLAIM per read position (docs: grammar), and the
+    float formats claimed exact (``claims.float_exact``, optional)."""
+    obj(value, "claims", ("outputs",), ("float_exact",))
+    formats = value.get("float_exact", [])
+    if type(formats) is not list or not formats and "float_exact" in value or any(
+            f not in floatexact.FORMATS for f in formats) or len(set(formats)) < len(formats):
+        raise Unusable(f"claims.float_exact: a non-empty list of distinct formats among "
+                       f"{sorted(floatexact.FORMATS)}")
+    claims = value["outputs"]
     if type(claims) is not list or len(claims) != count:
         raise Unusable(f"claims.outputs: expected a list of {count} lists")
     for i, row in enumerate(claims):
@@ -270,7 +273,7 @@ def _claims(value, count, readout):
                 ratio(c, w)
             elif c is not None and (ratio(c, w)[1] != 1 or c.startswith("-")):
                 raise Unusable(f"{w}: an argmax claim is a class index string or null")
-    return claims
+    return claims, formats
 
 
 def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
@@ -297,7 +300,7 @@ def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None):
+def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None, formats=()):
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
     if kind == "argmax":
         what = "the argmax is unique and is the label"
@@ -306,7 +309,10 @@ def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None):
     else:
         what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
                 "smallest gap between distinct labels, so the nearest label is the label")
-    return f"memorization ({how}): at all {positions} read positions {what}"
+    floats = "".join(f"; float-exact in {f} (every weight, product, partial sum in any order "
+                     "and activation of the float mirror is a float of the format, so IEEE "
+                     "evaluation gives the exact outputs)" for f in formats)
+    return f"memorization ({how}): at all {positions} read positions {what}{floats}"
 
 
 def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
@@ -344,7 +350,7 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         if (task == "seq2seq") != (readout["name"] == "every"):
             raise Unusable(f"network.readout.positions: {readout['name']!r} does not fit the "
                            f"{task} task (next-token: last or first; seq2seq: every)")
-        claims = _claims(cert["claims"], len(toks), readout)
+        claims, formats = _claims(cert["claims"], len(toks), readout)
         k, count = shard
         lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
         part = (toks[lo:hi], labels[lo:hi], claims[lo:hi])
@@ -359,13 +365,19 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
                                 f"smallest gap between distinct labels ({gap}/2): "
                                 "|f - y| <= epsilon would not identify the labels")
             failures += bad
-            basis = (readout["kind"], False, eps, gap, bits)
+            if formats:
+                failures.append("claims.float_exact: softmax scores are not float-exact")
+            basis = (readout["kind"], False, eps, gap, bits, ())
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
             outs = run(net, layers, readout["positions"], part[0], tick)
             _exact_readout(outs, part[2], part[1], task, readout, failures, lo)
-            basis = (readout["kind"], True, None, None, None)
+            if formats:
+                failures += floatexact.check(
+                    net, layers, initial(net, part[0], layers), forward.needed_positions(
+                        layers, readout["positions"], net["n"]), formats)
+            basis = (readout["kind"], True, None, None, None, tuple(formats))
         if cert["sizes"] != sizes(net, layers):
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
     except Unusable as exc:

@@ -1,0 +1,189 @@
+"""The float-exact claim: IEEE evaluation with a P-bit significand gives the exact result.
+
+The checker replays the network in the float mirror's order of operations (the torch and
+ONNX exports; docs/float-exact.md): every affine map is ``x @ W.T + b``; attention computes
+``v = W_V x``, then (hardmax) the scores ``k . q`` and the sum of the values of the tied keys
+divided by their count, or (uniform) the sum of all values divided by the number of keys,
+then ``W_O``; heads are added in turn, then the residual.  Every weight and input must be a
+float of the format, and every sum ``t_1 + ... + t_m`` (a dot product with its bias, a sum of
+values, of heads, a residual) must satisfy
+
+    |t_1| + ... + |t_m| < 2^P u,   u = 2^-k the unit of a dyadic grid holding every t_i,
+
+so every product, every partial sum in any order (fused or not) and the result are multiples
+of ``u`` below ``2^P u``: floats, and each operation is exact.  A division must have a float
+as its exact quotient (IEEE division then returns it).  The grid must lie in the format's
+exponent range (no overflow, nothing below the subnormal grid).
+"""
+
+from .forward import gcd, normalize
+
+# significand bits P, exponent of the smallest subnormal, exponent bound (2^hi overflows)
+FORMATS = {"bfloat16": (8, -133, 128), "float16": (11, -24, 16), "float32": (24, -149, 128),
+           "float64": (53, -1074, 1024)}
+
+
+class NotExact(Exception):
+    """An operation whose float result may differ from the exact one."""
+
+
+def _log2(den, where):
+    if den & (den - 1):
+        raise NotExact(f"{where}: a value that is not dyadic (denominator {den})")
+    return den.bit_length() - 1
+
+
+def _limit(den, fmt, where):
+    """``2^P``, the bound for sums on the grid ``1/den``, once the grid fits the format."""
+    p, lo, hi = fmt
+    k = _log2(den, where)
+    if -k < lo or p - k > hi:
+        raise NotExact(f"{where}: the grid 2^-{k} leaves the format's exponent range")
+    return 1 << p
+
+
+def _float(num, den, fmt, where):
+    """``num / den`` as ``(num, den)`` reduced, after checking that it is a float."""
+    g = gcd(num, den)
+    num, den = num // g, den // g
+    if num:
+        k = _log2(den, where)
+        tz = (num & -num).bit_length() - 1
+        if abs(num) >> tz >= 1 << fmt[0] or tz - k < fmt[1] or abs(num).bit_length() - k > fmt[2]:
+            raise NotExact(f"{where}: a value with a {abs(num).bit_length()}-bit numerator over "
+                           f"2^{k} is not a float of the format")
+    return num, den
+
+
+def _bounded(terms, lim, where):
+    """``sum(terms)``, after checking ``sum |terms| < lim``."""
+    if sum(map(abs, terms)) >= lim:
+        raise NotExact(f"{where}: a sum exceeds 2^P units of its grid")
+    return sum(terms)
+
+
+def _sum(vectors, den, fmt, where):
+    """The coordinate-wise sum of integer vectors over ``den``, within the bound."""
+    lim = _limit(den, fmt, where)
+    return tuple(_bounded([v[r] for v in vectors], lim, where) for r in range(len(vectors[0])))
+
+
+def _affine(mat, bias, cols, den, fmt, where):
+    """``W x + b`` on every column: floats as weights, each dot product within the bound."""
+    (w, wd), (b, bd) = mat, bias
+    for rows, d in (mat, bias):
+        for r in rows:
+            for x in r:
+                _float(x, d, fmt, where)
+    out_den = max(wd * den, bd)  # both are powers of two once the weights are floats
+    lim = _limit(out_den, fmt, where)
+    fw, fb = out_den // (wd * den), out_den // bd
+    sparse = [([(j, x * fw) for j, x in enumerate(row) if x], bb * fb) for row, (bb,) in zip(w, b)]
+    out = [tuple(_bounded([x * c[j] for j, x in row] + [bb], lim, where) for row, bb in sparse)
+           for c in cols]
+    return normalize(out, out_den)
+
+
+def _zero_bias(mat):
+    return [[0] for _ in mat[0]], 1
+
+
+def _lift(cols, den, to):
+    return [tuple(x * (to // den) for x in c) for c in cols]
+
+
+def _attention(la, cols, den, index, queries, fmt, where):
+    """One attention layer in the float mirror's order; returns the new state."""
+    n = len(index[0])
+    keys = la["keys"] if la["keys"] is not None else list(range(n))
+    outs = []
+    for h, (head, zero) in enumerate(zip(la["heads"], la["zero_scores"])):
+        hw = f"{where}.heads[{h}]"
+        vals, vden = _affine(head["value"], _zero_bias(head["value"]), cols, den, fmt, hw)
+        if not zero:
+            if la["kind"] == "softmax":
+                raise NotExact(f"{hw}: softmax scores are not float-exact")
+            qq, qden = _affine(head["query"], _zero_bias(head["query"]), cols, den, fmt, hw)
+            kk, kden = _affine(head["key"], _zero_bias(head["key"]), cols, den, fmt, hw)
+            slim = _limit(qden * kden, fmt, hw + " scores")
+        quotients = []
+        for seq in index:
+            for q in queries:
+                ties = keys
+                if not zero and la["kind"] == "hardmax":
+                    scores = [_bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
+                                       hw + " scores") for p in keys]
+                    ties = [p for p, s in zip(keys, scores) if s == max(scores)]
+                total = _sum([vals[seq[p]] for p in ties], vden, fmt, hw + " sum of values")
+                quotients.append([_float(x, vden * len(ties), fmt, hw + " division")
+                                  for x in total])
+        qden = max(d for qt in quotients for _, d in qt)
+        qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
+        outs.append(_affine(head["output"], _zero_bias(head["output"]), qcols, qden, fmt, hw))
+    total_den = max(d for _, d in outs)
+    heads = [_lift(o, d, total_den) for o, d in outs]
+    res = [_sum([hd[i] for hd in heads], total_den, fmt, where + " sum of heads")
+           for i in range(len(heads[0]))]
+    if la["residual"]:
+        m = max(total_den, den)
+        base = _lift([cols[seq[q]] for seq in index for q in queries], den, m)
+        res = [_sum([a, b], m, fmt, where + " residual")
+               for a, b in zip(_lift(res, total_den, m), base)]
+        total_den = m
+    res, total_den = normalize(res, total_den)
+    table: dict = {}
+    new_cols: list = []
+    new_index, it = [], iter(res)
+    for _seq in index:
+        row = [-1] * n
+        for q in queries:
+            c = next(it)
+            if c not in table:
+                table[c] = len(new_cols)
+                new_cols.append(c)
+            row[q] = table[c]
+        new_index.append(row)
+    return new_cols, total_den, new_index
+
+
+def _feedforward(la, cols, den, fmt, where):
+    out, out_den = cols, den
+    for j, (w, b) in enumerate(la["maps"]):
+        if j:
+            out = [tuple(x if x > 0 else 0 for x in c) for c in out]
+        out, out_den = _affine(w, b, out, out_den, fmt, f"{where}.maps[{j}]")
+    if la["residual"]:
+        m = max(out_den, den)
+        out = [_sum([a, b], m, fmt, where + " residual")
+               for a, b in zip(_lift(out, out_den, m), _lift(cols, den, m))]
+        out, out_den = normalize(out, m)
+    return out, out_den
+
+
+def check(net, layers, state, needs, formats):
+    """One failure line per claimed format the network is not float-exact in.  ``state``:
+    the checker's initial ``(cols, den, index)``; ``needs[i]``: the positions layer ``i``
+    must produce (as in the exact pass)."""
+    failures = []
+    for name in formats:
+        fmt = FORMATS[name]
+        cols, den, index = state
+        try:
+            start = 0
+            if net["kind"] == "token-ids":
+                (rows, tden), start = layers[0]["table"], 1
+                for r in rows:
+                    for x in r:
+                        _float(x, tden, fmt, "network.layers[0].table")
+            for c in cols:
+                for x in c:
+                    _float(x, den, fmt, "network input")
+            for i in range(start, len(layers)):
+                la, where = layers[i], f"network.layers[{i}]"
+                if la["type"] == "feedforward":
+                    cols, den = _feedforward(la, cols, den, fmt, where)
+                else:
+                    cols, den, index = _attention(la, cols, den, index, needs[i], fmt, where)
+        except NotExact as exc:
+            failures.append(f"claims.float_exact: not exact in {name}: {exc}")
+    return failures
