@@ -5,6 +5,26 @@ and Dana et al. (2025) in exact rational arithmetic, certify that every sequence
 memorized, and re-check the certificate with a small standard-library-only checker.
 """
 
+# ``exactmem.search`` is the search function below, not the subpackage: import the subpackage
+# first so that a later ``import exactmem.search...`` finds it loaded and leaves the name alone.
+import exactmem.search as _search_package  # noqa: F401
+from exactmem.api import (
+    CertifyResult,
+    CheckResult,
+    ExportResult,
+    InfoResult,
+    PrecisionResult,
+    SearchResult,
+    certify,
+    certify_model,
+    check,
+    export,
+    generate,
+    info,
+    precision,
+    save_dataset,
+    search,
+)
 from exactmem.errors import (
     AssumptionError,
     CertificateError,
@@ -37,4 +57,8 @@ __all__ = [
     "DatasetError", "Embedding", "ExactmemError", "FeedForward", "Head", "InconsistentLabelsError",
     "Linear", "NetworkSpec", "NotExactError", "Readout", "SpecError", "__version__", "evaluate",
     "load_dataset", "sizes",
+    # the API: one function per CLI verb (docs/api.md)
+    "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "PrecisionResult",
+    "SearchResult", "certify", "certify_model", "check", "export", "generate", "info",
+    "precision", "save_dataset", "search",
 ]

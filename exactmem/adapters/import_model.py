@@ -1,0 +1,404 @@
+"""Read a model file in the export layout as an exact :class:`NetworkSpec` (docs/model-layout.md).
+
+A PyTorch ``state_dict`` (``.pt``, read with ``torch.load(..., weights_only=True)``), a
+safetensors file, or an in-memory mapping of tensors is read *exactly*: every float
+(float64, float32, float16, bfloat16) is a dyadic rational, widened to float64 without
+rounding and turned into integer numerators over one power-of-two denominator per tensor.
+
+The structure (layer kinds, flags, readout) is the JSON skeleton ``exactmem.skeleton/1``
+of :mod:`exactmem.adapters.skeleton`: the ``_extra_state`` entry of a state dict, the
+``exactmem.skeleton`` metadata of a safetensors file, or given explicitly.  The skeleton is
+read strictly, and every tensor is checked before conversion (present, floating point,
+finite, the expected shape), so unusable input is one message naming the tensor.
+
+torch is imported only to read a ``.pt`` file or torch tensors; safetensors files are read
+with the ``safetensors`` package's numpy API (bfloat16 tensors are decoded from their bits).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.adapters.skeleton import SKELETON_FORMAT
+from exactmem.arith import ScaledMatrix
+from exactmem.errors import MissingDependencyError, NotExactError, SpecError
+from exactmem.model.spec import (
+    ATTENTION_KINDS,
+    READ_POSITIONS,
+    READOUT_KINDS,
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Layer,
+    Linear,
+    NetworkSpec,
+    Readout,
+)
+
+EXTRA_STATE = "_extra_state"
+METADATA_KEY = "exactmem.skeleton"
+EXTRA = "pip install 'exactmem[export]'"
+SAFETENSORS_SUFFIXES = (".safetensors", ".st")
+FLOAT_CODES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedModel:
+    """The exact network read from ``source``, with the float dtypes its tensors had."""
+
+    spec: NetworkSpec
+    source: str
+    dtypes: tuple[str, ...]
+    tensors: int
+    weights: int
+
+    def __str__(self) -> str:
+        return (f"{self.source}: {self.tensors} tensors, {self.weights} weights "
+                f"({', '.join(self.dtypes)}), read exactly")
+
+
+# the skeleton, read strictly ------------------------------------------------------------
+_LAYER_KEYS = {"embedding": {"type"}, "linear": {"type", "bias"},
+               "feedforward": {"type", "residual", "bias"},
+               "attention": {"type", "kind", "residual", "keys", "heads"}}
+
+
+def _fields(obj: object, where: str, keys: set[str]) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise SpecError(f"{where}: expected an object, found {type(obj).__name__}")
+    missing, extra = sorted(keys - obj.keys()), sorted(obj.keys() - keys)
+    if missing or extra:
+        raise SpecError(f"{where}: expected the fields {sorted(keys)}"
+                        + (f"; missing {missing}" if missing else "")
+                        + (f"; unknown {extra}" if extra else ""))
+    return obj
+
+
+def _bool(v: object, where: str) -> bool:
+    if type(v) is not bool:
+        raise SpecError(f"{where}: expected true or false, found {v!r}")
+    return v
+
+
+def _count(v: object, where: str, least: int = 1) -> int:
+    if type(v) is not int or v < least:
+        raise SpecError(f"{where}: expected an integer >= {least}, found {v!r}")
+    return v
+
+
+def _choice(v: object, where: str, options: tuple[str, ...]) -> str:
+    if v not in options:
+        raise SpecError(f"{where}: expected one of {list(options)}, found {v!r}")
+    return str(v)
+
+
+def read_skeleton(obj: object) -> dict[str, Any]:
+    """``obj`` (a dict or JSON text) checked against ``exactmem.skeleton/1``; errors name the
+    field.  Returns the skeleton as a dict."""
+    if isinstance(obj, (str, bytes)):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            raise SpecError(f"the network structure is not valid JSON: {exc}") from None
+    skel = _fields(obj, "structure", {"format", "input", "layers", "readout"})
+    if skel["format"] != SKELETON_FORMAT:
+        raise SpecError(f"structure.format: expected {SKELETON_FORMAT!r}, "
+                        f"found {skel['format']!r}")
+    inp = _fields(skel["input"], "structure.input", {"kind", "dim", "seq_len"})
+    _choice(inp["kind"], "structure.input.kind", ("token-ids", "vectors"))
+    _count(inp["dim"], "structure.input.dim")
+    n = _count(inp["seq_len"], "structure.input.seq_len")
+    if not isinstance(skel["layers"], list):
+        raise SpecError("structure.layers: expected a list")
+    for i, lay in enumerate(skel["layers"]):
+        w = f"structure.layers[{i}]"
+        kind = lay.get("type") if isinstance(lay, dict) else None
+        if kind not in _LAYER_KEYS:
+            raise SpecError(f"{w}.type: expected one of {sorted(_LAYER_KEYS)}, found {kind!r}")
+        _fields(lay, w, _LAYER_KEYS[kind])
+        if kind == "embedding" and (i != 0 or inp["kind"] != "token-ids"):
+            raise SpecError(f"{w}: an embedding is the first layer of a token-ids network only")
+        if i == 0 and inp["kind"] == "token-ids" and kind != "embedding":
+            raise SpecError(f"{w}: a token-ids network starts with an embedding layer")
+        if kind == "linear":
+            _bool(lay["bias"], f"{w}.bias")
+        elif kind == "feedforward":
+            _bool(lay["residual"], f"{w}.residual")
+            if not isinstance(lay["bias"], list) or not lay["bias"]:
+                raise SpecError(f"{w}.bias: expected a non-empty list (one flag per map)")
+            for j, b in enumerate(lay["bias"]):
+                _bool(b, f"{w}.bias[{j}]")
+        elif kind == "attention":
+            _choice(lay["kind"], f"{w}.kind", ATTENTION_KINDS)
+            _bool(lay["residual"], f"{w}.residual")
+            _count(lay["heads"], f"{w}.heads")
+            keys = lay["keys"]
+            if keys is not None:
+                if not isinstance(keys, list) or not keys:
+                    raise SpecError(f"{w}.keys: expected null or a non-empty list of positions")
+                for k in keys:
+                    if type(k) is not int or not 0 <= k < n:
+                        raise SpecError(f"{w}.keys: expected positions in 0..{n - 1}, "
+                                        f"found {k!r}")
+    ro = _fields(skel["readout"], "structure.readout", {"kind", "positions"})
+    _choice(ro["kind"], "structure.readout.kind", READOUT_KINDS)
+    _choice(ro["positions"], "structure.readout.positions", READ_POSITIONS)
+    return skel
+
+
+def tensor_names(skel: dict[str, Any]) -> list[str]:
+    """Every tensor name the skeleton calls for, in layout order."""
+    names: list[str] = []
+    for i, lay in enumerate(skel["layers"]):
+        pre = f"layers.{i}."
+        if lay["type"] == "embedding":
+            names.append(pre + "table")
+        elif lay["type"] == "linear":
+            names += [pre + "weight"] + ([pre + "bias"] if lay["bias"] else [])
+        elif lay["type"] == "feedforward":
+            for j, b in enumerate(lay["bias"]):
+                names += [f"{pre}maps.{j}.weight"] + ([f"{pre}maps.{j}.bias"] if b else [])
+        else:
+            names += [f"{pre}heads.{h}.{part}" for h in range(lay["heads"])
+                      for part in ("query", "key", "value", "output")]
+    return names
+
+
+# tensors to exact matrices ---------------------------------------------------------------
+def _as_float64(name: str, value: object) -> tuple[np.ndarray, str]:
+    """The tensor as a float64 array (an exact widening) and its original dtype name."""
+    if type(value).__module__.split(".")[0] == "torch":
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            raise SpecError(f"{name}: expected a tensor, found {type(value).__name__}")
+        if not value.is_floating_point():
+            raise NotExactError(f"{name}: expected a floating-point tensor, found {value.dtype}")
+        dtype = str(value.dtype).removeprefix("torch.")
+        return value.detach().to(device="cpu", dtype=torch.float64).numpy(), dtype
+    if isinstance(value, np.ndarray):
+        if value.dtype not in (np.float64, np.float32, np.float16):
+            raise NotExactError(f"{name}: expected a float64, float32 or float16 array, "
+                                f"found {value.dtype}")
+        return value.astype(np.float64), str(value.dtype)
+    raise SpecError(f"{name}: expected a tensor or a numpy array, found {type(value).__name__}")
+
+
+def _exact(name: str, a: np.ndarray) -> ScaledMatrix:
+    """``a`` (float64, 1-D = a column, or 2-D) as integers over one power-of-two denominator."""
+    if not np.isfinite(a).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        raise NotExactError(f"{name}: holds {a[bad]} at index {list(bad)}; weights must be "
+                            "finite")
+    rows = a.reshape(-1, 1) if a.ndim == 1 else a
+    ratios = [[float(x).as_integer_ratio() for x in row] for row in rows.tolist()]
+    den = max((d for row in ratios for _, d in row), default=1)  # all powers of two
+    num = tuple(tuple(p * (den // d) for p, d in row) for row in ratios)
+    return ScaledMatrix(num, den, rows.shape[1]).reduced()
+
+
+class _Reader:
+    """Checks shapes while walking the layers, then converts each tensor exactly."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = arrays
+
+    def mat(self, name: str, rows: int | None, cols: int | None) -> ScaledMatrix:
+        a = self.arrays[name]
+        if a.ndim != 2 or (rows is not None and a.shape[0] != rows) or \
+                (cols is not None and a.shape[1] != cols):
+            want = f"({'any' if rows is None else rows}, {'any' if cols is None else cols})"
+            raise SpecError(f"{name}: expected shape {want}, found {tuple(a.shape)}")
+        return _exact(name, a)
+
+    def vec(self, name: str, size: int) -> ScaledMatrix:
+        a = self.arrays[name]
+        if a.shape != (size,):
+            raise SpecError(f"{name}: expected shape ({size},), found {tuple(a.shape)}")
+        return _exact(name, a)
+
+    def affine(self, pre: str, has_bias: bool, d: int) -> Affine:
+        w = self.mat(pre + "weight", None, d)
+        return Affine(w, self.vec(pre + "bias", w.shape[0]) if has_bias else None)
+
+
+def _layer(r: _Reader, i: int, lay: dict[str, Any], d: int, vocab: int) -> Layer:
+    pre = f"layers.{i}."
+    if lay["type"] == "embedding":
+        return Embedding(r.mat(pre + "table", None, vocab))
+    if lay["type"] == "linear":
+        return Linear(r.affine(pre, lay["bias"], d))
+    if lay["type"] == "feedforward":
+        maps: list[Affine] = []
+        for j, b in enumerate(lay["bias"]):
+            maps.append(r.affine(f"{pre}maps.{j}.", b, maps[-1].out_dim if maps else d))
+        if lay["residual"] and maps[-1].out_dim != d:
+            raise SpecError(f"{pre}maps.{len(maps) - 1}.weight: a residual feed-forward block "
+                            f"keeps the dimension {d}, found {maps[-1].out_dim} outputs")
+        return FeedForward(tuple(maps), residual=lay["residual"])
+    heads: list[Head] = []
+    for h in range(lay["heads"]):
+        hp = f"{pre}heads.{h}."
+        q = r.mat(hp + "query", None, d)
+        k = r.mat(hp + "key", q.shape[0], d)
+        v = r.mat(hp + "value", None, d)
+        heads.append(Head(q, k, v, r.mat(hp + "output", d, v.shape[0])))
+    keys = tuple(lay["keys"]) if lay["keys"] is not None else None
+    try:
+        return Attention(tuple(heads), kind=lay["kind"], residual=lay["residual"], keys=keys)
+    except SpecError as exc:
+        raise SpecError(f"layers.{i} (attention): {exc}") from None
+
+
+def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
+                    source: str = "the state dict") -> ImportedModel:
+    """The exact network of ``state`` (tensor name -> torch tensor or numpy array) laid out
+    as docs/model-layout.md describes.  ``skel`` overrides the ``_extra_state`` entry."""
+    if skel is None:
+        skel = state.get(EXTRA_STATE)
+        if skel is None:
+            raise SpecError(f"{source} has no network structure: no '{EXTRA_STATE}' entry "
+                            "(give the structure explicitly; see docs/model-layout.md)")
+    sk = read_skeleton(skel)
+    names = tensor_names(sk)
+    given = {k for k in state if k != EXTRA_STATE}
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise SpecError(f"{source} lacks the tensors {missing[:8]}"
+                        + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    extra = sorted(given - set(names))
+    if extra:
+        raise SpecError(f"{source} has tensors the structure does not describe: {extra[:8]}"
+                        " (a bias whose flag is false, or a layer missing from the structure?)")
+    arrays: dict[str, np.ndarray] = {}
+    dtypes: set[str] = set()
+    for name in names:
+        arrays[name], dt = _as_float64(name, state[name])
+        dtypes.add(dt)
+    reader = _Reader(arrays)
+    inp = sk["input"]
+    d = vocab = int(inp["dim"])
+    layers: list[Layer] = []
+    for i, lay in enumerate(sk["layers"]):
+        layer = _layer(reader, i, lay, d, vocab)
+        layers.append(layer)
+        d = layer.out_dim
+    if sk["readout"]["kind"] == "scalar" and d != 1:
+        raise SpecError(f"a scalar readout needs output dimension 1, the last layer gives {d}")
+    spec = NetworkSpec(input_kind=inp["kind"], input_dim=int(inp["dim"]),
+                       seq_len=int(inp["seq_len"]), layers=tuple(layers),
+                       readout=Readout(sk["readout"]["kind"], sk["readout"]["positions"]))
+    weights = sum(int(a.size) for a in arrays.values())
+    return ImportedModel(spec, source, tuple(sorted(dtypes)), len(names), weights)
+
+
+# files ----------------------------------------------------------------------------------
+def load_torch_state(path: Path) -> dict[str, Any]:
+    """``torch.load(path, weights_only=True)``: a dict of tensors (and ``_extra_state``)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependencyError(f"reading a PyTorch file needs torch: {EXTRA}") from exc
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds (pickle, zip, RuntimeError)
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"cannot read {path} as a PyTorch state dict: {why[:300]}") from None
+    if not isinstance(state, Mapping):
+        raise SpecError(f"{path}: expected a state dict (a mapping of tensor names to "
+                        f"tensors), found {type(state).__name__}")
+    return dict(state)
+
+
+def _safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+            if not 0 < size <= 100_000_000:
+                raise ValueError("no safetensors header")
+            header = json.loads(fh.read(size))
+    except (OSError, ValueError, struct.error) as exc:
+        raise SpecError(f"cannot read {path} as a safetensors file: {exc}") from None
+    if not isinstance(header, dict):
+        raise SpecError(f"{path}: the safetensors header is not an object")
+    return header, 8 + size
+
+
+def load_safetensors_state(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The arrays of a safetensors file (float dtypes only) and its skeleton metadata."""
+    header, start = _safetensors_header(path)
+    meta = header.get("__metadata__") or {}
+    arrays: dict[str, Any] = {}
+    bf16: dict[str, Any] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        code = entry.get("dtype") if isinstance(entry, dict) else None
+        if code not in FLOAT_CODES:
+            raise NotExactError(f"{name}: expected a floating-point tensor "
+                                f"({', '.join(FLOAT_CODES.values())}), found {code}")
+        if code == "BF16":
+            bf16[name] = entry
+    try:
+        from safetensors import safe_open
+    except ImportError as exc:
+        raise MissingDependencyError(f"reading a safetensors file needs safetensors: "
+                                     f"{EXTRA}") from exc
+    try:
+        with safe_open(str(path), framework="numpy") as fh:
+            for name in fh.keys():  # noqa: SIM118 - safe_open is not a mapping
+                if name not in bf16:
+                    arrays[name] = fh.get_tensor(name)
+    except Exception as exc:  # safetensors raises its own error types
+        raise SpecError(f"cannot read {path} as a safetensors file: {exc}") from None
+    if bf16:
+        raw = path.read_bytes()
+        for name, entry in bf16.items():
+            lo, hi = entry["data_offsets"]
+            bits = np.frombuffer(raw[start + lo:start + hi], dtype="<u2").astype(np.uint32)
+            arrays[name] = (bits << 16).view(np.float32).reshape(entry["shape"])  # exact
+    return arrays, meta.get(METADATA_KEY) if isinstance(meta, dict) else None
+
+
+def read_model(source: str | Path | Mapping[str, Any] | Any,
+               skeleton: object | None = None) -> ImportedModel:
+    """Read ``source`` exactly: a ``.pt`` state dict file, a safetensors file, a state dict
+    mapping, or a module with ``state_dict()``.  ``skeleton`` (a dict, JSON text) overrides
+    the structure stored with the tensors."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise SpecError(f"{path}: no such model file")
+        if path.suffix.lower() in SAFETENSORS_SUFFIXES or _is_safetensors(path):
+            arrays, meta = load_safetensors_state(path)
+            if skeleton is None and meta is None:
+                raise SpecError(f"{path} has no network structure: no '{METADATA_KEY}' "
+                                "metadata (give the structure explicitly; see "
+                                "docs/model-layout.md)")
+            return spec_from_state(arrays, skeleton if skeleton is not None else meta,
+                                   str(path))
+        return spec_from_state(load_torch_state(path), skeleton, str(path))
+    if isinstance(source, Mapping):
+        return spec_from_state(source, skeleton)
+    state_dict = getattr(source, "state_dict", None)
+    if callable(state_dict):
+        return spec_from_state(state_dict(), skeleton, f"the module {type(source).__name__}")
+    raise SpecError(f"expected a model file path, a state dict or a module, found "
+                    f"{type(source).__name__}")
+
+
+def _is_safetensors(path: Path) -> bool:
+    """A torch file is a zip (``PK``); a safetensors file starts with a small header size."""
+    with path.open("rb") as fh:
+        head = fh.read(9)
+    return len(head) == 9 and head[:2] != b"PK" and head[8:9] == b"{"

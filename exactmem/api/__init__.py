@@ -1,0 +1,27 @@
+"""The public Python API: one function per CLI verb, typed results (docs/api.md).
+
+>>> import exactmem
+>>> ds = exactmem.generate(N=20, n=4, vocab=5, classes=3, seed=1)
+>>> exactmem.certify(ds, "lookup").verified
+True
+
+Importing this package loads neither torch, nor z3, nor onnx: each function imports what it
+needs when called.
+"""
+
+from exactmem.api.model import certify_model
+from exactmem.api.results import (
+    CertifyResult,
+    CheckResult,
+    DtypeFidelity,
+    ExportResult,
+    InfoResult,
+    PrecisionResult,
+    SearchResult,
+)
+from exactmem.api.verbs import certify, check, export, generate, info, precision, search
+from exactmem.model.dataset import load_dataset, save_dataset
+
+__all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
+           "PrecisionResult", "SearchResult", "certify", "certify_model", "check", "export",
+           "generate", "info", "load_dataset", "precision", "save_dataset", "search"]

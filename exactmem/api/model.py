@@ -1,0 +1,111 @@
+"""Certify your own model: a state dict or safetensors file in the export layout
+(docs/model-layout.md), read exactly, evaluated exactly, checked, and only then written.
+
+The path is the one :func:`exactmem.pipeline.certify` takes for a construction, with the
+network read from a file instead of built: exact evaluation (rigorous interval bounds for
+softmax scores), :func:`~exactmem.certificate.build_certificate`, the trusted checker, an
+atomic write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from exactmem.api.results import CertifyResult, CheckResult
+from exactmem.api.verbs import PathLike, _report, _sizes, dataset_of, failing_sequences
+from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.spec import NetworkSpec
+
+CONSTRUCTION = "imported-model"
+
+
+def _fits(spec: NetworkSpec, ds: Dataset) -> None:
+    """The network reads the dataset's inputs and its readout fits the task."""
+    size = ds.vocab_size if ds.inputs == "token-ids" else ds.dim
+    if (spec.input_kind, spec.input_dim, spec.seq_len) != (ds.inputs, size, ds.n):
+        raise SpecError(f"the model reads {spec.input_kind} of size {spec.input_dim} in "
+                        f"sequences of length {spec.seq_len}; the dataset has {ds.inputs} of "
+                        f"size {size} and length {ds.n}")
+    if (ds.task == "seq2seq") != (spec.readout.positions == "every"):
+        raise SpecError(f"the readout positions {spec.readout.positions!r} do not fit the "
+                        f"{ds.task} task (next-token: last or first; seq2seq: every)")
+    if spec.readout.kind == "argmax" and spec.out_dim < ds.num_classes:
+        raise SpecError(f"an argmax readout over {spec.out_dim} classes cannot give the "
+                        f"dataset's {ds.num_classes} labels")
+
+
+def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | PathLike, *,
+                  output: PathLike | None = None, skeleton: object | None = None,
+                  epsilon: object | None = None, bind_dataset: bool = False,
+                  log: Callable[[str], None] | None = None,
+                  progress: Callable[[str, int, int], None] | None = None) -> CertifyResult:
+    """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
+
+    ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
+    ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
+    gives the structure when the file does not carry it.  Every float is read as the exact
+    rational it is.  ``epsilon``: for softmax networks with a scalar readout, the certified
+    tolerance ``|f - y| <= epsilon`` (below half the smallest label gap).  ``output`` is
+    written only when every sequence is memorized and the checker verifies; otherwise the
+    result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
+    """
+    from exactmem.adapters.import_model import read_model
+    from exactmem.certificate import build_certificate, write_certificate
+    from exactmem.checker import check_certificate
+    from exactmem.constructions.base import BuildResult
+    from exactmem.model.evaluate import evaluate
+    from exactmem.model.interval import certify_interval, has_softmax_scores, softmax_hint
+    from exactmem.model.sizes import sizes
+
+    say = log or (lambda _msg: None)
+    ds, file = dataset_of(dataset)
+    if bind_dataset and file is None:
+        raise SpecError("bind_dataset needs the dataset as a file path")
+    t: dict[str, float] = {}
+    clock = time.perf_counter()
+    imported = read_model(model, skeleton)
+    spec = imported.spec
+    t["read"] = time.perf_counter() - clock
+    say(str(imported))
+    _fits(spec, ds)
+    clock = time.perf_counter()
+    hints: dict[str, Any] = {}
+    if has_softmax_scores(spec):
+        say("softmax scores: rigorous interval evaluation")
+        outcome = certify_interval(spec, ds, epsilon)
+        evaluation = outcome.evaluation
+        hints["softmax"] = softmax_hint(outcome)
+    else:
+        if epsilon is not None:
+            raise SpecError("epsilon applies only to networks with softmax scores (the exact "
+                            "output of any other network must equal the label)")
+        evaluation = evaluate(spec, ds)
+    t["evaluate"] = time.perf_counter() - clock
+    source = Path(model).name if isinstance(model, (str, Path)) else imported.source
+    params = {"source": source, "dtypes": list(imported.dtypes)}
+    if evaluation.failures:
+        fails = tuple(str(f) for f in evaluation.failures)
+        seqs = tuple(sorted({f.sequence for f in evaluation.failures if f.sequence >= 0}))
+        say(f"exact evaluation: {len(seqs)} sequences not memorized")
+        none = CheckResult(False, False, 1, (), None, None)
+        return CertifyResult(False, CONSTRUCTION, ds.N, sizes(spec), none, None, seqs, fails,
+                             (), t)
+    out = Path(output) if output is not None else None
+    base = (out or Path("x")).resolve().parent
+    rel = os.path.relpath(file.resolve(), base) if bind_dataset and file is not None else None
+    cert = build_certificate(ds, BuildResult(spec=spec, params=params, hints=hints),
+                             CONSTRUCTION, evaluation, dataset_path=rel)
+    clock = time.perf_counter()
+    report = _report(check_certificate(cert, base, progress))
+    t["check"] = time.perf_counter() - clock
+    say(f"checker: {report.verdict} in {t['check']:.2f}s")
+    if report.verified and out is not None:
+        write_certificate(cert, out)
+    return CertifyResult(report.verified, CONSTRUCTION, ds.N, _sizes(cert), report,
+                         out if report.verified else None, failing_sequences(report.failures),
+                         report.failures, (), t, cert)

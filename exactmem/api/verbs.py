@@ -1,0 +1,306 @@
+"""The CLI verbs as Python functions: the same library calls, typed results, no exit codes.
+
+A negative verdict is a result (``verified`` false, ``bool(result)`` false); unusable input
+raises an :class:`~exactmem.errors.ExactmemError`.  Heavy dependencies (torch, z3, onnx)
+are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from exactmem.api.results import (
+    CertifyResult,
+    CheckResult,
+    DtypeFidelity,
+    ExportResult,
+    InfoResult,
+    PrecisionResult,
+    SearchResult,
+)
+from exactmem.errors import CertificateError, ExactmemError, MissingDependencyError
+from exactmem.model.dataset import Dataset, load_dataset
+from exactmem.model.sizes import Sizes
+
+PathLike = str | Path
+EXTRA = "pip install 'exactmem[export]'"
+
+
+def dataset_of(data: Dataset | PathLike) -> tuple[Dataset, Path | None]:
+    """``data`` itself, or the dataset read from the file ``data`` (and its path)."""
+    if isinstance(data, Dataset):
+        return data, None
+    return load_dataset(data), Path(data)
+
+
+def failing_sequences(failures: tuple[str, ...]) -> tuple[int, ...]:
+    """The sequence indices named by checker failures (``"sequence 3, position 7: ..."``)."""
+    return tuple(sorted({int(m.group(1)) for f in failures
+                         if (m := re.match(r"sequence (\d+),", f))}))
+
+
+def _certificate(cert: dict[str, Any] | PathLike) -> tuple[dict[str, Any], Path]:
+    from exactmem.certificate import read_certificate
+
+    if isinstance(cert, dict):
+        return cert, Path(".")
+    return read_certificate(cert), Path(cert).parent
+
+
+def _report(report: Any, path: Path | None = None) -> CheckResult:
+    return CheckResult(verified=bool(report.verified), unusable=bool(report.unusable),
+                       exit_code=int(report.exit_code), failures=tuple(report.failures),
+                       claim=getattr(report, "claim", None), path=path)
+
+
+def _sizes(cert: dict[str, Any]) -> Sizes:
+    s = cert["sizes"]
+    return Sizes(s["params_dense"], s["params_nonzero"], s["depth"], s["width"], s["max_bits"])
+
+
+def _need_torch(what: str) -> None:
+    from importlib.util import find_spec
+
+    if find_spec("torch") is None:
+        raise MissingDependencyError(f"{what} needs torch: {EXTRA}")
+
+
+def generate(task: str = "next-token", N: int = 100, n: int = 8,  # noqa: N803
+             vocab: int = 16, classes: int = 2, seed: int = 0, *, dim: int | None = None,
+             labels: str = "consistent", for_construction: str | None = None,
+             output: PathLike | None = None, **kw: Any) -> Dataset:
+    """A random dataset (``exactmem generate``), written to ``output`` when given.
+
+    Labels depend only on the multiset of tokens and the read token (consistent);
+    ``labels="random"`` may give inconsistent data.  ``for_construction`` (with ``heads``,
+    ``head_dim``, ``shared_context`` in ``kw``) generates data meeting an attention
+    construction's assumptions."""
+    from exactmem.model.dataset import save_dataset
+
+    if for_construction is not None:
+        from exactmem.model.generate_attention import generate_for
+
+        ds = generate_for(for_construction, seed=seed, N=N, n=n, vocab=vocab, classes=classes,
+                          **({"dim": dim} if dim is not None else {}), **kw)
+    else:
+        if kw:
+            raise ExactmemError(f"generate: {sorted(kw)} apply only with for_construction")
+        if labels not in ("consistent", "random"):
+            raise ExactmemError(f"labels: expected 'consistent' or 'random', found {labels!r}")
+        from exactmem.model.generate import generate as gen
+
+        if task not in ("next-token", "seq2seq"):
+            raise ExactmemError(f"task: expected 'next-token' or 'seq2seq', found {task!r}")
+        ds = gen("next-token" if task == "next-token" else "seq2seq", N=N, n=n, vocab=vocab,
+                 classes=classes, seed=seed, dim=dim, consistent=labels == "consistent")
+    if output is not None:
+        save_dataset(ds, output)
+    return ds
+
+
+def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | None = None,
+            bind_dataset: bool = False, log: Callable[[str], None] | None = None,
+            **options: Any) -> CertifyResult:
+    """Build ``construction`` for ``data``, evaluate it exactly, run the checker, and write
+    ``output`` only when verified (``exactmem certify``).  Construction options (``seed``,
+    ``max_bits``, ...) are keyword arguments."""
+    from exactmem import constructions
+    from exactmem.pipeline import certify as run
+
+    ds, file = dataset_of(data)
+    con = constructions.get(construction)
+    known = {o.name for o in con.options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ExactmemError(f"{unknown} do not apply to {con.name}; its options: "
+                            f"{sorted(known) or 'none'}")
+    if bind_dataset and file is None:
+        raise ExactmemError("bind_dataset needs the dataset as a file path")
+    out = Path(output) if output is not None else None
+    outcome = run(ds, con.name, options, out=out, log=log,
+                  dataset_file=file if bind_dataset else None)
+    check = _report(outcome.report)
+    failing = failing_sequences(check.failures)
+    return CertifyResult(verified=check.verified, construction=con.name, N=ds.N,
+                         sizes=_sizes(outcome.certificate), check=check,
+                         path=out if check.verified else None, failing_sequences=failing,
+                         failures=check.failures, notes=tuple(outcome.notes),
+                         timings=dict(outcome.timings), certificate=outcome.certificate)
+
+
+def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
+          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
+    """The trusted checker's verdict (``exactmem check``); an unreadable file is an
+    ``unusable`` result, not an exception."""
+    from exactmem.checker import check_certificate, check_file
+
+    if shards < 1:
+        raise ExactmemError(f"shards: expected a positive number, found {shards}")
+    if isinstance(certificate, dict):
+        return _report(check_certificate(certificate, Path("."), progress))
+    path = Path(certificate)
+    if shards > 1:
+        from exactmem.checker.verify import check_sharded
+
+        return _report(check_sharded(str(path.resolve()), shards), path)
+    return _report(check_file(path, progress=progress), path)
+
+
+def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
+    """Size figures and the theorem's bound (``exactmem info``); does not check."""
+    from exactmem.commands.info import info as figures
+
+    cert, _ = _certificate(certificate)
+    d = figures(cert)
+    return InfoResult(construction=d["construction"], N=d["N"], n=d["n"], task=d["task"],
+                      inputs=d["inputs"], d=d["d"], C=d["C"], sizes=_sizes({"sizes": d}),
+                      params=dict(d.get("params") or {}), bound=d.get("bound"))
+
+
+def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str = "torch",
+           dtype: str = "float64", *, sidecar: PathLike | None = None,
+           check: bool = True) -> ExportResult:
+    """Write the certified network as a torch state dict, safetensors or ONNX file, every
+    weight rounded once to nearest into ``dtype`` (``exactmem export``).  A certificate the
+    checker rejects raises :class:`CertificateError` (skip the check with ``check=False``)."""
+    from exactmem.adapters.formats import FORMATS, round_to_format
+    from exactmem.adapters.skeleton import named_matrices
+    from exactmem.certificate import spec_from_certificate
+    from exactmem.checker import check_certificate
+    from exactmem.errors import SpecError
+
+    if format not in ("torch", "safetensors", "onnx"):
+        raise SpecError(f"format: expected torch, safetensors or onnx, found {format!r}")
+    if dtype not in FORMATS:
+        raise SpecError(f"dtype: expected one of {sorted(FORMATS)}, found {dtype!r}")
+    cert, base = _certificate(certificate)
+    if check:
+        report = check_certificate(cert, base)
+        if not report.verified:
+            raise CertificateError("not exported: the checker rejects the certificate: "
+                                   + "; ".join(list(report.failures)[:5]))
+    spec = spec_from_certificate(cert)
+    out = Path(output)
+    side: Path | None = None
+    if format == "torch":
+        _need_torch("export to torch")
+        from exactmem.adapters.torch import save_state_dict
+
+        save_state_dict(spec, str(out), dtype)
+    elif format == "safetensors":
+        if isinstance(certificate, dict):
+            raise CertificateError("safetensors export binds the certificate file: give its "
+                                   "path")
+        try:
+            from exactmem.adapters.safetensors_io import write_safetensors
+
+            _, side = write_safetensors(spec, out, certificate, dtype,
+                                        Path(sidecar) if sidecar is not None else None)
+        except ImportError as exc:
+            raise MissingDependencyError(f"safetensors export needs safetensors: "
+                                         f"{EXTRA}") from exc
+    else:
+        if dtype not in ("float64", "float32"):
+            raise SpecError(f"ONNX export supports float64 and float32, found {dtype}")
+        try:
+            from exactmem.adapters.onnx_export import write_onnx
+        except ImportError as exc:
+            raise MissingDependencyError(f"ONNX export needs onnx: {EXTRA}") from exc
+        write_onnx(spec, out, dtype, {"exactmem.certificate_digest": str(cert.get("digest", ""))})
+    fmt = FORMATS[dtype]
+    total = rounded = overflow = 0
+    for _, m, _ in named_matrices(spec):
+        small = m.den == 1 and all(abs(x) < (1 << fmt.precision) for r in m.num for x in r)
+        for row in m.num:
+            total += len(row)
+            for x in row if not small else ():
+                v = round_to_format(Fraction(x, m.den), fmt)
+                overflow += v is None
+                rounded += v is not None and v != Fraction(x, m.den)
+    return ExportResult(out, format, dtype, total, rounded, overflow, side)
+
+
+def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None,
+              search: bool = True, scan: bool = False, device: str = "cpu",
+              log: Callable[[str], None] | None = None) -> PrecisionResult:
+    """Does the certified network still memorize in float (``exactmem precision``)?  The
+    torch run per dtype; with ``search`` the fewest significand bits for (a) rounded weights
+    and (b) the MPFR forward pass; with ``bits`` the ``bits``-bit forward pass certified."""
+    from exactmem.certificate import dataset_from_certificate, spec_from_certificate
+
+    _need_torch("the precision report")
+    from exactmem.adapters import precision as pr
+
+    cert, base = _certificate(certificate)
+    spec = spec_from_certificate(cert)
+    ds = dataset_from_certificate(cert, base)
+    weights_p = forward_p = None
+    lines: tuple[str, ...] = ()
+    if search:
+        report = pr.precision_report(spec, ds, device, scan=scan, log=log)
+        raw_rows = list(report.rows)
+        weights_p, forward_p = report.weights.p, report.forward.p
+        lines = tuple(report.table().splitlines()[len(raw_rows) + 1:])
+    else:
+        raw_rows, _ = pr.float_rows(spec, ds, ("float64", "float32", "bfloat16", "float16"),
+                                    device)
+    rows = tuple(DtypeFidelity(r.dtype, r.precision, r.memorized, tuple(r.failing))
+                 for r in raw_rows)
+    misses: tuple[str, ...] = ()
+    if bits is not None:
+        _, found = pr.certify_at(spec, ds, bits)
+        misses = tuple(str(m) for m in found)
+    return PrecisionResult(ds.N, rows, weights_p, forward_p, lines, bits, misses)
+
+
+def search(data: Dataset | PathLike, *, layers: int = 1, heads: int = 1, d_model: int = 1,
+           head_dim: int | None = None, ff_width: int = 0, residual: bool = True,
+           readout: str = "argmax", ties: str = "split", bound: object | None = None,
+           timeout: float = 60.0, budget: float | None = None, minimize: str | None = None,
+           max_layers: int = 2, max_heads: int = 2, max_d_model: int = 2,
+           max_ff_width: int = 4, certificates: PathLike | None = None,
+           on_result: Callable[[Any], None] | None = None) -> SearchResult:
+    """The smallest hardmax Transformer memorizing ``data`` (``exactmem search``, Z3): one
+    shape, or with ``minimize`` (``"ff-width"``, ``"heads"``, ``"params"``) a sweep."""
+    from exactmem.arith import to_rational
+    from exactmem.search.encoding import EncodeOptions
+    from exactmem.search.query import run_query
+    from exactmem.search.shape import Shape
+    from exactmem.search.sweep import Limits
+    from exactmem.search.sweep import minimize as sweep
+
+    ds, _ = dataset_of(data)
+    if budget is not None and budget <= 0:
+        raise ExactmemError(f"budget: expected a positive number of seconds, found {budget}")
+    base = Shape(layers=layers, heads=heads, d_model=d_model, head_dim=head_dim or d_model,
+                 ff_width=ff_width, residual=residual,
+                 readout=cast(Literal["scalar", "argmax"], readout))
+    b: Fraction | None = to_rational(bound, "bound") if bound is not None else None
+    opts = EncodeOptions(ties=cast(Literal["split", "margin"], ties), bound=b)
+    folder = Path(certificates) if certificates is not None else None
+    if minimize is not None:
+        limits = Limits(max_layers, max_heads, max_d_model, max_ff_width)
+        report = sweep(ds, base, minimize, limits, opts, timeout, folder, on_result, budget)
+    else:
+        path = None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / (base.label().replace(" ", "_") + ".cert.json")
+        res = run_query(ds, base, opts, timeout if budget is None else min(timeout, budget),
+                        path)
+        found = res.status == "found"
+        report = {"status": res.status, "minimal": {**base.as_dict(), "params": res.params}
+                  if found else None, "proved_minimal": False,
+                  "claim": "at most" if found else None, "sizes": [res.as_dict()]}
+    return SearchResult(status=str(report["status"]), minimal=report.get("minimal"),
+                        proved_minimal=bool(report.get("proved_minimal")),
+                        claim=report.get("claim"), shapes=tuple(report.get("sizes", ())),
+                        report=report)
+
+
+__all__ = ["certify", "check", "dataset_of", "export", "generate", "info", "precision",
+           "search"]

@@ -1,0 +1,81 @@
+"""``exactmem certify-model MODEL DATA -o CERT``: certify a network you built or trained."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "certify-model",
+        help="certify that a PyTorch (.pt) or safetensors model memorizes a dataset",
+        description="Read MODEL (a torch state_dict saved with torch.save, or a safetensors "
+                    "file) in the layout that 'exactmem export' writes (docs/model-layout.md), "
+                    "turn every float into the exact rational it is, evaluate it exactly on "
+                    "every sequence of DATA, run the independent checker, and only then write "
+                    "CERT. Exit 0 certified, 1 some sequence is not memorized (listed on "
+                    "stderr; CERT is not written), 2 unusable input.",
+        epilog="example: exactmem export c.json --format torch -o m.pt && "
+               "exactmem certify-model m.pt d.json -o c2.json")
+    p.add_argument("model", help="model file: .pt state_dict or .safetensors")
+    p.add_argument("data", help="dataset file (exactmem.dataset/1 JSON)")
+    p.add_argument("-o", "--output", required=True, help="certificate file to write")
+    p.add_argument("--structure", metavar="JSON",
+                   help="the network structure (exactmem.skeleton/1 JSON file), when MODEL "
+                        "does not carry it")
+    p.add_argument("--epsilon", metavar="Q",
+                   help="softmax networks with a scalar readout: certify |f - label| <= Q "
+                        "(a rational such as 1/4, below half the smallest label gap)")
+    p.add_argument("--bind-dataset", action="store_true",
+                   help="bind DATA by its SHA-256 and relative path instead of embedding it")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem import progress
+    from exactmem.api.model import certify_model
+    from exactmem.errors import SpecError
+
+    if args.quiet:
+        progress.configure(quiet=True)
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    structure = None
+    if args.structure:
+        try:
+            structure = Path(args.structure).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
+    out = Path(args.output)
+    tick, close = progress.hook("check")
+    try:
+        result = certify_model(args.model, args.data, output=out, skeleton=structure,
+                               epsilon=args.epsilon, bind_dataset=args.bind_dataset, log=log,
+                               progress=tick)
+    finally:
+        close()
+    if not result.verified:
+        seqs = result.failing_sequences
+        if seqs:
+            shown = ", ".join(map(str, seqs[:50]))
+            print(f"not memorized: {len(seqs)} of {result.N} sequences: {shown}"
+                  + (f" ... and {len(seqs) - 50} more" if len(seqs) > 50 else ""),
+                  file=sys.stderr)
+        for line in result.failures[:50]:
+            print(f"  {line}", file=sys.stderr)
+        if len(result.failures) > 50:
+            print(f"  ... and {len(result.failures) - 50} more failures", file=sys.stderr)
+        print(f"not certified: {args.model} does not memorize {args.data}; {out} was not "
+              f"written")
+        return 1
+    sz = result.sizes
+    print(f"certified {args.model} on {result.N} sequences -> {out} "
+          f"(params nonzero {sz.params_nonzero}, dense {sz.params_dense}, depth {sz.depth}, "
+          f"width {sz.width}, max bits {sz.max_bits})")
+    return 0
