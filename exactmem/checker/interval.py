@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import gcd
 
 from . import forward
-from .parse import Unusable, integer, obj, ratio, show
+from .parse import Unusable, integer, matrix, obj, ratio, show
 from .softmax import grid, softmax_row
 
 MAX_PRECISION = 1 << 12
@@ -145,7 +145,8 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
 def _settings(hints, readout):
     if "softmax" not in hints:
         raise Unusable("hints.softmax: a softmax network needs the precision hint")
-    h = obj(hints["softmax"], "hints.softmax", ("precision",), ("taylor_order", "epsilon"))
+    h = obj(hints["softmax"], "hints.softmax", ("precision",),
+            ("taylor_order", "epsilon", "readout"))
     bits = integer(h["precision"], "hints.softmax.precision", 2, MAX_PRECISION)
     if "taylor_order" in h:
         integer(h["taylor_order"], "hints.softmax.taylor_order", 0)
@@ -155,7 +156,43 @@ def _settings(hints, readout):
         else Fraction(0)
     if eps < 0:
         raise Unusable("hints.softmax.epsilon: must be >= 0")
-    return bits, eps
+    return bits, eps, h.get("readout")
+
+
+def _readout_hint(hint, width, count, layers):
+    """``hints.softmax.readout``: the ``columns`` of the features and the rational
+    ``preconditioner`` of the exact-readout claim (docs/softmax.md)."""
+    obj(hint, "hints.softmax.readout", ("columns", "preconditioner"))
+    last = layers[-1] if layers else None
+    if last is None or last["type"] != "feedforward" or len(last["maps"]) != 1 or \
+            last["residual"] or len(last["maps"][0][0][0]) != 1:
+        raise Unusable("hints.softmax.readout: the network must end in a linear scalar readout")
+    cols = hint["columns"]
+    if type(cols) is not list or len(cols) != count:
+        raise Unusable(f"hints.softmax.readout.columns: {count} feature columns expected, "
+                       "one per read position")
+    for j, c in enumerate(cols):
+        integer(c, f"hints.softmax.readout.columns[{j}]", 0, width - 1)
+        if j and c <= cols[j - 1]:
+            raise Unusable("hints.softmax.readout.columns: strictly increasing")
+    return cols, matrix(hint["preconditioner"], "hints.softmax.readout.preconditioner",
+                        count, count)
+
+
+def _nonsingular(rows, den, cols, pre):
+    """``||I - C A||_inf < 1`` for every ``A`` within the bounds (rows of ``(mid, rad)``
+    over ``den``, restricted to ``cols``): then every such ``A`` is non-singular."""
+    (c, cden), size = pre, len(cols)
+    one = cden * den
+    for r in range(size):
+        total = 0
+        for k in range(size):
+            m = sum(c[r][t] * rows[t][0][cols[k]] for t in range(size))
+            rad = sum(abs(c[r][t]) * rows[t][1][cols[k]] for t in range(size))
+            total += abs((one if r == k else 0) - m) + rad
+        if total >= one:
+            return f"row {r}: the bound on |I - C A| is {show(Fraction(total, one))} >= 1"
+    return None
 
 
 def label_gap(labels, task):
@@ -165,31 +202,54 @@ def label_gap(labels, task):
     return min((b - a for a, b in zip(values, values[1:])), default=1)
 
 
-def check(hints, net, layers, readout, task, labels, claims, state, tick, first=0):
-    """``(failures, precision, epsilon)`` of the rigorous check (no failures = every read
-    position within ``epsilon`` or forced).  ``state`` = the checker's initial
-    ``(cols, den, index)`` of the sequences checked, the first of which is sequence
-    ``first``; ``tick`` counts progress.  The caller checks epsilon against the label gap."""
-    bits, eps = _settings(hints, readout)
+def enclose(net, layers, readout, state, bits, tick):
+    """The interval forward pass: ``(mids, rads, den, index)`` after ``layers``."""
     cols, den, index = state
     mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
     needs = forward.needed_positions(layers, readout["positions"], net["n"])
-    start = 1 if net["kind"] == "token-ids" else 0
+    for i in range(1 if net["kind"] == "token-ids" else 0, len(layers)):
+        la = layers[i]
+        exact = not any(x for c in rads for x in c)
+        if la["type"] == "feedforward":
+            mids, rads, den = _feedforward(la, mids, rads, den)
+            tick(sum(len(w[0]) for w, _ in la["maps"]))
+        elif exact and (la["kind"] != "softmax" or all(la["zero_scores"])):
+            mids, den, index = forward.attention(la, mids, den, index, needs[i], tick=tick)
+            rads = [tuple(0 for _ in c) for c in mids]
+        else:
+            mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits, tick)
+    return mids, rads, den, index
+
+
+def check(hints, net, layers, readout, task, labels, claims, state, tick, first=0):
+    """``(failures, precision, epsilon, readout claimed)`` of the rigorous check (no
+    failures = every read position within ``epsilon`` or forced, or, with the readout hint,
+    an exact real readout exists).  ``state`` = the checker's initial ``(cols, den, index)``
+    of the sequences checked, the first of which is sequence ``first``; ``tick`` counts
+    progress.  The caller checks epsilon against the label gap."""
+    bits, eps, hint = _settings(hints, readout)
+    if hint is not None:
+        count = len(claims) * len(readout["positions"])
+        cols, pre = _readout_hint(hint, len(layers[-1]["maps"][0][0][0][0]) if layers and
+                                  layers[-1]["type"] == "feedforward" else 0, count, layers)
+        try:
+            mids, rads, den, index = enclose(net, layers[:-1], readout, state, bits, tick)
+        except Undecided as exc:
+            return [f"network: {exc}"], bits, eps, True
+        failures = [f"sequence {i}, readout: claim {c!r} is not the label"
+                    for i, (claim, lab) in enumerate(zip(claims, labels), first)
+                    for c, y in zip(claim, [lab] if task == "next-token" else lab)
+                    if c != str(y)]
+        rows = [(mids[seq[p]], rads[seq[p]]) for seq in index for p in readout["positions"]]
+        why = _nonsingular(rows, den, cols, pre)
+        if why:
+            failures.append(f"hints.softmax.readout: the features are not proved to admit an "
+                            f"exact readout at precision {bits}: {why}")
+        return failures, bits, eps, True
     try:
-        for i in range(start, len(layers)):
-            la = layers[i]
-            exact = not any(x for c in rads for x in c)
-            if la["type"] == "feedforward":
-                mids, rads, den = _feedforward(la, mids, rads, den)
-                tick(sum(len(w[0]) for w, _ in la["maps"]))
-            elif exact and (la["kind"] != "softmax" or all(la["zero_scores"])):
-                mids, den, index = forward.attention(la, mids, den, index, needs[i], tick=tick)
-                rads = [tuple(0 for _ in c) for c in mids]
-            else:
-                mids, rads, den, index = _attention(la, mids, rads, den, index, needs[i], bits,
-                                                    tick)
+        mids, rads, den, index = enclose(net, layers, readout, state, bits, tick)
     except Undecided as exc:
-        return [f"network: {exc}"], bits, eps
+        return [f"network: {exc}"], bits, eps, False
     failures = []
     for i, (seq, claim, lab) in enumerate(zip(index, claims, labels), first):
         labs = [lab] if task == "next-token" else lab
@@ -208,4 +268,4 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick, first=
                 if dev > eps:
                     failures.append(f"{where}: |output - {y}| exceeds epsilon {show(eps)} "
                                     f"at precision {bits}")
-    return failures, bits, eps
+    return failures, bits, eps, False

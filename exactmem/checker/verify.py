@@ -300,8 +300,14 @@ def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None, formats=()):
+def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None, formats=(),
+                exists=False):
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
+    if exists:
+        return (f"an exact real readout exists ({how}): the feature matrix of the "
+                f"{positions} read positions before the linear readout is non-singular on "
+                "the hinted columns, so some real readout row gives every label exactly "
+                "(the readout written in the certificate is an approximation)")
     if kind == "argmax":
         what = "the argmax is unique and is the label"
     elif exact:
@@ -353,21 +359,24 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         claims, formats = _claims(cert["claims"], len(toks), readout)
         k, count = shard
         lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
+        soft = hints.get("softmax")
+        if type(soft) is dict and "readout" in soft:  # one matrix over all sequences
+            lo, hi = (0, len(toks)) if k == 0 else (0, 0)
         part = (toks[lo:hi], labels[lo:hi], claims[lo:hi])
         tick = Ticker(progress, "forward", work_units(layers, hi - lo))
         if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
-            bad, bits, eps = softmax_interval.check(
+            bad, bits, eps, exists = softmax_interval.check(
                 hints, net, layers, readout, task, part[1], part[2],
-                initial(net, part[0], layers), tick, lo)
+                initial(net, part[0], layers), tick, lo) if hi > lo else ([], 0, 0, None)
             gap = softmax_interval.label_gap(labels, task)  # of the whole dataset
-            if readout["kind"] == "scalar" and not eps < Fraction(gap, 2):
+            if readout["kind"] == "scalar" and exists is False and not eps < Fraction(gap, 2):
                 failures.append(f"hints.softmax.epsilon: {show(eps)} is not below half the "
                                 f"smallest gap between distinct labels ({gap}/2): "
                                 "|f - y| <= epsilon would not identify the labels")
             failures += bad
             if formats:
                 failures.append("claims.float_exact: softmax scores are not float-exact")
-            basis = (readout["kind"], False, eps, gap, bits, ())
+            basis = (readout["kind"], False, eps, gap, bits, (), exists)
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
@@ -377,7 +386,7 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
                 failures += floatexact.check(
                     net, layers, initial(net, part[0], layers), forward.needed_positions(
                         layers, readout["positions"], net["n"]), formats)
-            basis = (readout["kind"], True, None, None, None, tuple(formats))
+            basis = (readout["kind"], True, None, None, None, tuple(formats), False)
         if cert["sizes"] != sizes(net, layers):
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
     except Unusable as exc:
@@ -394,7 +403,7 @@ def combine(reports):
             if f not in seen:
                 seen.add(f)
                 failures.append(f)
-    bases = {r.basis for r in reports}
+    bases = {r.basis for r in reports if r.positions}
     return CheckReport(failures, any(r.unusable for r in reports),
                        bases.pop() if len(bases) == 1 else None,
                        sum(r.positions for r in reports))

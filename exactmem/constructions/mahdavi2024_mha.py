@@ -37,8 +37,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
+from exactmem.arith import ScaledMatrix, format_rational, softmax_enclosure, to_rational
 from exactmem.constructions._linalg import (
+    inverse,
     kruskal_at_least,
     rank,
     round_dyadic,
@@ -132,9 +133,93 @@ def _spec(ds: Dataset, wq: list[list[list[Fraction]]], wk: list[list[list[Fracti
     return NetworkSpec("vectors", d, n + 1, (att, readout), Readout("scalar", "first"))
 
 
+def _exact_spec(ds: Dataset, wq: list[list[list[Fraction]]], wk: list[list[list[Fraction]]],
+                u: list[Fraction]) -> NetworkSpec:
+    """The paper's model with its features exposed: a lift ``x -> (x, ..., x)`` (H copies),
+    one softmax layer whose head ``h`` reads and writes block ``h`` (value and output the
+    identity on it), so the query position holds ``phi = (E^T p_1, ..., E^T p_H)``, then a
+    linear readout ``u``."""
+    assert ds.dim is not None
+    d, n, H = ds.dim, ds.n - 1, len(wq)  # noqa: N806
+
+    def block(rows: list[list[Fraction]], h: int) -> list[list[Fraction]]:
+        return [[Fraction(0)] * (h * d) + list(r) + [Fraction(0)] * ((H - h - 1) * d)
+                for r in rows]
+
+    eye = [[Fraction(int(i == j)) for j in range(d)] for i in range(d)]
+    lift = Linear(Affine(ScaledMatrix.from_rows([r for _ in range(H) for r in eye])))
+    heads = tuple(Head(query=ScaledMatrix.from_rows(block(wq[h], h)),
+                       key=ScaledMatrix.from_rows(block(wk[h], h)),
+                       value=ScaledMatrix.from_rows(block(eye, h)),
+                       output=ScaledMatrix.from_rows(
+                           [list(r) for r in zip(*block(eye, h), strict=True)]))
+                  for h in range(H))
+    att = Attention(heads, kind="softmax", residual=False, keys=tuple(range(1, n + 1)))
+    readout = Linear(Affine(ScaledMatrix.row(u)))
+    return NetworkSpec("vectors", d, n + 1, (lift, att, readout), Readout("scalar", "first"))
+
+
+def _independent_columns(phi: list[list[Fraction]]) -> list[int]:
+    """The first columns of ``phi`` (greedily) that span its column space."""
+    cols: list[int] = []
+    for j in range(len(phi[0])):
+        if rank([[row[c] for c in [*cols, j]] for row in phi]) > len(cols):
+            cols.append(j)
+        if len(cols) == len(phi):
+            break
+    return cols
+
+
+def _build_exact(ds: Dataset, options: Mapping[str, Any], info: dict[str, Any]) -> BuildResult:
+    """The exact-readout variant: features ``phi_t`` of rank T, and a hint (columns and a
+    dyadic preconditioner ``C ~ A^-1``) from which the checker proves that the T x T feature
+    matrix is non-singular for every softmax value within its rigorous bounds."""
+    H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))  # noqa: N806
+    scale = to_rational(options.get("scale", "1/2"), "scale")
+    seed, T, prec = int(options.get("seed", 0)), ds.N, 128  # noqa: N806
+    last = ""
+    for attempt in range(MAX_SEEDS):
+        rng = random.Random(seed * 1000 + attempt)
+        wq = [_random_matrix(rng, dh, ds.dim or 0, scale) for _ in range(H)]
+        wk = [_random_matrix(rng, dh, ds.dim or 0, scale) for _ in range(H)]
+        phi = _features(ds, wq, wk, prec)
+        cols = _independent_columns(phi)
+        if len(cols) < T:
+            last = f"seed attempt {attempt}: the features have rank {len(cols)} < T = {T}"
+            continue
+        a = [[row[c] for c in cols] for row in phi]
+        pre = [[round_dyadic(x, prec) for x in r] for r in inverse(a)]
+        sol = solve_min_norm(a, [[Fraction(y)] for y in ds.labels])
+        u = [Fraction(0)] * len(phi[0])
+        for c, r in zip(cols, sol, strict=True):
+            u[c] = round_dyadic(r[0], prec)
+        hint = {"precision": prec, "readout": {
+            "columns": cols, "preconditioner": [[format_rational(x) for x in r] for r in pre]}}
+        params = {"heads": H, "head_dim": dh, "seed": seed, "attempt": attempt,
+                  "scale": format_rational(scale), "T": T, "n": info["n"], "d": info["d"],
+                  "readout": "exact", "feature_rank": len(cols),
+                  "theorem_capacity": capacity(H, dh, info["n"]),
+                  "kruskal_check": info["kruskal_check"]}
+        notes = (f"features of rank {T} on columns {cols}: the checker proves that an exact "
+                 f"real readout exists (theorem count H(min(n,d_h)-1)+1 = "
+                 f"{capacity(H, dh, info['n'])})",)
+        return BuildResult(spec=_exact_spec(ds, wq, wk, u), params=params, notes=notes,
+                           hints={"softmax": hint})
+    raise ConstructionError(f"mahdavi2024-mha (exact readout) found no features of rank "
+                            f"T = {T} with H = {H}, d_h = {dh}; last: {last}")
+
+
 def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     """Check the assumptions, build the heads and the readout, certify (module docstring)."""
     info = check_assumptions(ds, options)
+    if options.get("readout", "epsilon") == "exact":
+        if ds.N > int(options.get("heads", 2)) * info["d"]:
+            raise ConstructionError(f"T = {ds.N} examples exceed H d = "
+                                    f"{int(options.get('heads', 2)) * info['d']}, the number "
+                                    "of features; no readout can fit them")
+        return _build_exact(ds, options, info)
+    if options.get("readout", "epsilon") != "epsilon":
+        raise ConstructionError(f"--readout: 'epsilon' or 'exact', found {options['readout']!r}")
     H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
     if H < 1 or dh < 1:
         raise ConstructionError(f"heads and head_dim must be >= 1, found {H}, {dh}")
@@ -214,6 +299,10 @@ CONSTRUCTION = Construction(
                "query/key weights are random multiples of 1/8 in [-2, 2], times scale"),
         Option("kruskal_limit", int, 20000, "exhaustive Kruskal check up to this many subsets"),
         Option("kruskal_samples", int, 2000, "random subsets checked above the limit"),
+        Option("readout", str, "epsilon",
+               "'epsilon': outputs certified within epsilon of the labels; 'exact': the "
+               "features are exposed and the checker proves that an exact real readout "
+               "exists (Theorem 1's statement)"),
     ),
     bound=bound,
 )
