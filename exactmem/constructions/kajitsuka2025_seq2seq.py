@@ -18,7 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from exactmem.constructions.base import BuildResult, Construction
-from exactmem.constructions.kajitsuka2025_next_token import OPTIONS, build_pipeline, theorem_bound
+from exactmem.constructions.kajitsuka2025_next_token import (
+    OPTIONS,
+    build_pipeline,
+    r_over_delta_of,
+    theorem_bound,
+)
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
 
@@ -31,8 +36,9 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
 
 
 def bound(N: int = 0, n: int = 0, d: int = 0, C: int = 0, **kw: Any) -> dict[str, Any]:  # noqa: N803
-    """Corollary 4.1: Theorem B.1's formulas with N replaced by nN."""
-    out = theorem_bound(N * n, n, d, C, token_ids=kw.get("inputs") == "token-ids")
+    """Corollary 4.1: Theorem B.1 / E.1's formulas with N replaced by nN, real r / delta."""
+    out = theorem_bound(N * n, n, d, C, token_ids=kw.get("inputs") == "token-ids",
+                        r_over_delta=r_over_delta_of(kw))
     out["theorem"] = "Cor. 4.1"
     return out
 
