@@ -93,6 +93,19 @@ def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None
     return held
 
 
+def claim_subset(cert: dict[str, Any], sequences: Sequence[int]) -> None:
+    """Restrict ``cert``'s claims to the given sequence indices (``claims.sequences``; the
+    verdict then says which subset is memorized) and re-digest it."""
+    ids = sorted(set(sequences))
+    outputs = cert["claims"]["outputs"]
+    if not ids or ids[0] < 0 or ids[-1] >= len(outputs) or "sequences" in cert["claims"]:
+        raise CertificateError("claim_subset: indices of the certificate's sequences expected, "
+                               "once")
+    cert["claims"] = {**cert["claims"], "sequences": ids,
+                      "outputs": [outputs[i] for i in ids]}
+    cert["digest"] = digest_of(cert)
+
+
 def certificate_text(cert: dict[str, Any]) -> str:
     """Canonical text: byte-identical for identical certificates."""
     return canonical_json(cert) + "\n"

@@ -221,11 +221,11 @@ def enclose(net, layers, readout, state, bits, tick):
     return mids, rads, den, index
 
 
-def check(hints, net, layers, readout, task, labels, claims, state, tick, first=0):
+def check(hints, net, layers, readout, task, labels, claims, state, tick, ids):
     """``(failures, precision, epsilon, readout claimed)`` of the rigorous check (no
     failures = every read position within ``epsilon`` or forced, or, with the readout hint,
     an exact real readout exists).  ``state`` = the checker's initial ``(cols, den, index)``
-    of the sequences checked, the first of which is sequence ``first``; ``tick`` counts
+    of the sequences checked, whose indices are ``ids``; ``tick`` counts
     progress.  The caller checks epsilon against the label gap."""
     bits, eps, hint = _settings(hints, readout)
     if hint is not None:
@@ -237,7 +237,7 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick, first=
         except Undecided as exc:
             return [f"network: {exc}"], bits, eps, True
         failures = [f"sequence {i}, readout: claim {c!r} is not the label"
-                    for i, (claim, lab) in enumerate(zip(claims, labels), first)
+                    for i, claim, lab in zip(ids, claims, labels)
                     for c, y in zip(claim, [lab] if task == "next-token" else lab)
                     if c != str(y)]
         rows = [(mids[seq[p]], rads[seq[p]]) for seq in index for p in readout["positions"]]
@@ -251,7 +251,7 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick, first=
     except Undecided as exc:
         return [f"network: {exc}"], bits, eps, False
     failures = []
-    for i, (seq, claim, lab) in enumerate(zip(index, claims, labels), first):
+    for i, seq, claim, lab in zip(ids, index, claims, labels):
         labs = [lab] if task == "next-token" else lab
         for p, y, c in zip(readout["positions"], labs, claim):
             where = f"sequence {i}, position {p}, readout"

@@ -39,11 +39,13 @@ class CheckReport:
     """``verified`` only when no failure was found; ``unusable`` marks unreadable input;
     ``claim`` says what a verified certificate proves."""
 
-    def __init__(self, failures, unusable=False, basis=None, positions=0):
+    def __init__(self, failures, unusable=False, basis=None, positions=0, sequences=0):
         self.failures = list(failures)
         self.unusable = unusable
         self.basis, self.positions = basis, positions  # what was proved, and where
-        self.claim = _claim_text(positions, *basis) if basis and self.verified else None
+        self.sequences = sequences
+        self.claim = _claim_text(positions, sequences, *basis) \
+            if basis and self.verified else None
 
     @property
     def verified(self):
@@ -252,10 +254,23 @@ def sizes(net, layers):
             "depth": depth, "width": width, "max_bits": bits}
 
 
+def _claimed(value, count):
+    """``claims.sequences`` (optional): the indices of the sequences claimed, strictly
+    increasing; all sequences when absent."""
+    ids = value.get("sequences", list(range(count))) if type(value) is dict else []
+    if type(ids) is not list or not ids:
+        raise Unusable("claims.sequences: a non-empty list of sequence indices")
+    for j, i in enumerate(ids):
+        integer(i, f"claims.sequences[{j}]", 0, count - 1)
+        if j and i <= ids[j - 1]:
+            raise Unusable("claims.sequences: indices must be strictly increasing")
+    return ids
+
+
 def _claims(value, count, readout):
-    """``claims.outputs``: per sequence one CLAIM per read position (docs: grammar), and the
-    float formats claimed exact (``claims.float_exact``, optional)."""
-    obj(value, "claims", ("outputs",), ("float_exact",))
+    """``claims.outputs``: per claimed sequence one CLAIM per read position (docs: grammar),
+    and the float formats claimed exact (``claims.float_exact``, optional)."""
+    obj(value, "claims", ("outputs",), ("float_exact", "sequences"))
     formats = value.get("float_exact", [])
     if type(formats) is not list or not formats and "float_exact" in value or any(
             f not in floatexact.FORMATS for f in formats) or len(set(formats)) < len(formats):
@@ -276,8 +291,8 @@ def _claims(value, count, readout):
     return claims, formats
 
 
-def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
-    for i, (row, claim, lab) in enumerate(zip(outs, claims, labels), first):
+def _exact_readout(outs, claims, labels, task, readout, failures, ids):
+    for i, row, claim, lab in zip(ids, outs, claims, labels):
         labs = [lab] if task == "next-token" else lab
         for p, vec, y, c in zip(readout["positions"], row, labs, claim):
             where = f"sequence {i}, position {p}, readout"
@@ -300,9 +315,12 @@ def _exact_readout(outs, claims, labels, task, readout, failures, first=0):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-def _claim_text(positions, kind, exact, eps=None, gap=None, bits=None, formats=(),
-                exists=False):
+def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None, formats=(),
+                exists=False, total=0):
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
+    if sequences < total:
+        how += (f"; a subset: {sequences} of the {total} sequences, those listed in "
+                "claims.sequences")
     if exists:
         return (f"an exact real readout exists ({how}): the feature matrix of the "
                 f"{positions} read positions before the linear readout is non-singular on "
@@ -356,18 +374,20 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         if (task == "seq2seq") != (readout["name"] == "every"):
             raise Unusable(f"network.readout.positions: {readout['name']!r} does not fit the "
                            f"{task} task (next-token: last or first; seq2seq: every)")
-        claims, formats = _claims(cert["claims"], len(toks), readout)
+        chosen = _claimed(cert["claims"], len(toks))
+        claims, formats = _claims(cert["claims"], len(chosen), readout)
         k, count = shard
-        lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
+        lo, hi = k * len(chosen) // count, (k + 1) * len(chosen) // count
         soft = hints.get("softmax")
         if type(soft) is dict and "readout" in soft:  # one matrix over all sequences
-            lo, hi = (0, len(toks)) if k == 0 else (0, 0)
-        part = (toks[lo:hi], labels[lo:hi], claims[lo:hi])
+            lo, hi = (0, len(chosen)) if k == 0 else (0, 0)
+        ids = chosen[lo:hi]
+        part = ([toks[i] for i in ids], [labels[i] for i in ids], claims[lo:hi])
         tick = Ticker(progress, "forward", work_units(layers, hi - lo))
         if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
             bad, bits, eps, exists = softmax_interval.check(
                 hints, net, layers, readout, task, part[1], part[2],
-                initial(net, part[0], layers), tick, lo) if hi > lo else ([], 0, 0, None)
+                initial(net, part[0], layers), tick, ids) if hi > lo else ([], 0, 0, None)
             gap = softmax_interval.label_gap(labels, task)  # of the whole dataset
             if readout["kind"] == "scalar" and exists is False and not eps < Fraction(gap, 2):
                 failures.append(f"hints.softmax.epsilon: {show(eps)} is not below half the "
@@ -376,22 +396,23 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
             failures += bad
             if formats:
                 failures.append("claims.float_exact: softmax scores are not float-exact")
-            basis = (readout["kind"], False, eps, gap, bits, (), exists)
+            basis = (readout["kind"], False, eps, gap, bits, (), exists, len(toks))
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
             outs = run(net, layers, readout["positions"], part[0], tick)
-            _exact_readout(outs, part[2], part[1], task, readout, failures, lo)
+            _exact_readout(outs, part[2], part[1], task, readout, failures, ids)
             if formats:
                 failures += floatexact.check(
                     net, layers, initial(net, part[0], layers), forward.needed_positions(
                         layers, readout["positions"], net["n"]), formats)
-            basis = (readout["kind"], True, None, None, None, tuple(formats), False)
+            basis = (readout["kind"], True, None, None, None, tuple(formats), False, len(toks))
         if cert["sizes"] != sizes(net, layers):
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
     except Unusable as exc:
         return CheckReport([*failures, str(exc)], unusable=True)
-    return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]))
+    return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
+                       sequences=hi - lo)
 
 
 def combine(reports):
@@ -406,7 +427,7 @@ def combine(reports):
     bases = {r.basis for r in reports if r.positions}
     return CheckReport(failures, any(r.unusable for r in reports),
                        bases.pop() if len(bases) == 1 else None,
-                       sum(r.positions for r in reports))
+                       sum(r.positions for r in reports), sum(r.sequences for r in reports))
 
 
 def check_file(path, progress=None, shard=(0, 1)):
