@@ -267,7 +267,8 @@ def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
         skel = state.get(EXTRA_STATE)
         if skel is None:
             raise SpecError(f"{source} has no network structure: no '{EXTRA_STATE}' entry "
-                            "(give the structure explicitly; see docs/model-layout.md)")
+                            "(give the structure: --structure FILE or skeleton=; see "
+                            "docs/model-layout.md)")
     sk = read_skeleton(skel)
     names = tensor_names(sk)
     given = {k for k in state if k != EXTRA_STATE}
@@ -311,8 +312,10 @@ def load_torch_state(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (pickle, zip, RuntimeError)
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"cannot read {path} as a PyTorch state dict: {why[:300]}") from None
+        text = str(exc).strip().splitlines()
+        why = f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+        raise SpecError(f"cannot read {path} as a PyTorch state dict (a file written by "
+                        f"torch.save): {why}") from None
     if not isinstance(state, Mapping):
         raise SpecError(f"{path}: expected a state dict (a mapping of tensor names to "
                         f"tensors), found {type(state).__name__}")
@@ -383,8 +386,8 @@ def read_model(source: str | Path | Mapping[str, Any] | Any,
             arrays, meta = load_safetensors_state(path)
             if skeleton is None and meta is None:
                 raise SpecError(f"{path} has no network structure: no '{METADATA_KEY}' "
-                                "metadata (give the structure explicitly; see "
-                                "docs/model-layout.md)")
+                                "metadata (give the structure: --structure FILE or "
+                                "skeleton=; see docs/model-layout.md)")
             return spec_from_state(arrays, skeleton if skeleton is not None else meta,
                                    str(path))
         return spec_from_state(load_torch_state(path), skeleton, str(path))

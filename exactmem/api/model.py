@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from exactmem.api.results import CertifyResult, CheckResult
-from exactmem.api.verbs import PathLike, _report, _sizes, dataset_of, failing_sequences
+from exactmem.api.verbs import PathLike, check_result, sizes_of, dataset_of, failing_sequences
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
@@ -39,6 +40,32 @@ def _fits(spec: NetworkSpec, ds: Dataset) -> None:
                         f"dataset's {ds.num_classes} labels")
 
 
+def default_epsilon(ds: Dataset) -> Fraction:
+    """A quarter of the smallest gap between distinct labels (1 with a single label): a
+    scalar output within it of a label identifies that label, with room for the bounds."""
+    labels = ds.labels if ds.task == "next-token" else [y for ys in ds.labels for y in ys]
+    values = sorted(set(labels))
+    return Fraction(min((b - a for a, b in zip(values, values[1:], strict=False)),
+                        default=1), 4)
+
+
+def _near_miss(spec: NetworkSpec, failures: tuple[Any, ...]) -> tuple[str, ...]:
+    """A note when every failing scalar output is within 1/2 of its label."""
+    if spec.readout.kind != "scalar" or not failures:
+        return ()
+    try:
+        gaps = [abs(Fraction(f.found) - f.expected) for f in failures]
+    except (ValueError, ZeroDivisionError):
+        return ()
+    worst = max(gaps)
+    if worst >= Fraction(1, 2):
+        return ()
+    return (f"every failing output is within {float(worst):.3g} of its label: rounding would "
+            "recover the labels, but a scalar readout is certified only when the exact output "
+            "equals the label (weights that are not dyadic rationals cannot be stored exactly "
+            "in a float file)",)
+
+
 def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | PathLike, *,
                   output: PathLike | None = None, skeleton: object | None = None,
                   epsilon: object | None = None, bind_dataset: bool = False,
@@ -50,7 +77,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
     gives the structure when the file does not carry it.  Every float is read as the exact
     rational it is.  ``epsilon``: for softmax networks with a scalar readout, the certified
-    tolerance ``|f - y| <= epsilon`` (below half the smallest label gap).  ``output`` is
+    tolerance ``|f - y| <= epsilon`` (below half the smallest label gap; by default a quarter
+    of it).  ``output`` is
     written only when every sequence is memorized and the checker verifies; otherwise the
     result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
     """
@@ -76,7 +104,10 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     clock = time.perf_counter()
     hints: dict[str, Any] = {}
     if has_softmax_scores(spec):
-        say("softmax scores: rigorous interval evaluation")
+        if epsilon is None and spec.readout.kind == "scalar":
+            epsilon = default_epsilon(ds)
+        say("softmax scores: rigorous interval evaluation"
+            + (f", tolerance epsilon = {epsilon}" if epsilon is not None else ""))
         outcome = certify_interval(spec, ds, epsilon)
         evaluation = outcome.evaluation
         hints["softmax"] = softmax_hint(outcome)
@@ -91,21 +122,21 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     if evaluation.failures:
         fails = tuple(str(f) for f in evaluation.failures)
         seqs = tuple(sorted({f.sequence for f in evaluation.failures if f.sequence >= 0}))
-        say(f"exact evaluation: {len(seqs)} sequences not memorized")
+        say(f"evaluation: {len(seqs)} sequences not memorized")
         none = CheckResult(False, False, 1, (), None, None)
         return CertifyResult(False, CONSTRUCTION, ds.N, sizes(spec), none, None, seqs, fails,
-                             (), t)
+                             _near_miss(spec, evaluation.failures), t)
     out = Path(output) if output is not None else None
     base = (out or Path("x")).resolve().parent
     rel = os.path.relpath(file.resolve(), base) if bind_dataset and file is not None else None
     cert = build_certificate(ds, BuildResult(spec=spec, params=params, hints=hints),
                              CONSTRUCTION, evaluation, dataset_path=rel)
     clock = time.perf_counter()
-    report = _report(check_certificate(cert, base, progress))
+    report = check_result(check_certificate(cert, base, progress))
     t["check"] = time.perf_counter() - clock
     say(f"checker: {report.verdict} in {t['check']:.2f}s")
     if report.verified and out is not None:
         write_certificate(cert, out)
-    return CertifyResult(report.verified, CONSTRUCTION, ds.N, _sizes(cert), report,
+    return CertifyResult(report.verified, CONSTRUCTION, ds.N, sizes_of(cert), report,
                          out if report.verified else None, failing_sequences(report.failures),
                          report.failures, (), t, cert)

@@ -51,13 +51,13 @@ def _certificate(cert: dict[str, Any] | PathLike) -> tuple[dict[str, Any], Path]
     return read_certificate(cert), Path(cert).parent
 
 
-def _report(report: Any, path: Path | None = None) -> CheckResult:
+def check_result(report: Any, path: Path | None = None) -> CheckResult:
     return CheckResult(verified=bool(report.verified), unusable=bool(report.unusable),
                        exit_code=int(report.exit_code), failures=tuple(report.failures),
                        claim=getattr(report, "claim", None), path=path)
 
 
-def _sizes(cert: dict[str, Any]) -> Sizes:
+def sizes_of(cert: dict[str, Any]) -> Sizes:
     s = cert["sizes"]
     return Sizes(s["params_dense"], s["params_nonzero"], s["depth"], s["width"], s["max_bits"])
 
@@ -123,10 +123,10 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
     out = Path(output) if output is not None else None
     outcome = run(ds, con.name, options, out=out, log=log,
                   dataset_file=file if bind_dataset else None)
-    check = _report(outcome.report)
+    check = check_result(outcome.report)
     failing = failing_sequences(check.failures)
     return CertifyResult(verified=check.verified, construction=con.name, N=ds.N,
-                         sizes=_sizes(outcome.certificate), check=check,
+                         sizes=sizes_of(outcome.certificate), check=check,
                          path=out if check.verified else None, failing_sequences=failing,
                          failures=check.failures, notes=tuple(outcome.notes),
                          timings=dict(outcome.timings), certificate=outcome.certificate)
@@ -141,13 +141,13 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
     if shards < 1:
         raise ExactmemError(f"shards: expected a positive number, found {shards}")
     if isinstance(certificate, dict):
-        return _report(check_certificate(certificate, Path("."), progress))
+        return check_result(check_certificate(certificate, Path("."), progress))
     path = Path(certificate)
     if shards > 1:
         from exactmem.checker.verify import check_sharded
 
-        return _report(check_sharded(str(path.resolve()), shards), path)
-    return _report(check_file(path, progress=progress), path)
+        return check_result(check_sharded(str(path.resolve()), shards), path)
+    return check_result(check_file(path, progress=progress), path)
 
 
 def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
@@ -157,7 +157,7 @@ def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
     cert, _ = _certificate(certificate)
     d = figures(cert)
     return InfoResult(construction=d["construction"], N=d["N"], n=d["n"], task=d["task"],
-                      inputs=d["inputs"], d=d["d"], C=d["C"], sizes=_sizes({"sizes": d}),
+                      inputs=d["inputs"], d=d["d"], C=d["C"], sizes=sizes_of({"sizes": d}),
                       params=dict(d.get("params") or {}), bound=d.get("bound"))
 
 

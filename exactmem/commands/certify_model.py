@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "does not carry it")
     p.add_argument("--epsilon", metavar="Q",
                    help="softmax networks with a scalar readout: certify |f - label| <= Q "
-                        "(a rational such as 1/4, below half the smallest label gap)")
+                        "(a rational such as 1/4, below half the smallest label gap; default: "
+                        "a quarter of it)")
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
                                progress=tick)
     finally:
         close()
+    for note in result.notes:
+        log(note)
     if not result.verified:
         seqs = result.failing_sequences
         if seqs:
