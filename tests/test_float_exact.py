@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from exactmem.certificate import build_certificate, claim_float_exact, spec_from_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
-from exactmem.checker.floatexact import FORMATS, NotExact, _float
+from exactmem.checker.floatexact import FORMATS, NotExact, _ieee_value
 from exactmem.constructions import get
 from exactmem.model.evaluate import evaluate
 from exactmem.model.generate import generate
@@ -30,9 +30,9 @@ def lookup24() -> dict[str, Any]:
     return build_certificate(ds, result, "lookup", evaluate(result.spec, ds))
 
 
-def _is_float(value: Fraction, fmt: str) -> bool:
+def _is_ieee_value(value: Fraction, fmt: str) -> bool:
     try:
-        _float(value.numerator, value.denominator, FORMATS[fmt], "x")
+        _ieee_value(value.numerator, value.denominator, FORMATS[fmt], "x")
     except NotExact:
         return False
     return True
@@ -46,7 +46,7 @@ def test_representability_agrees_with_ieee_casts(m: int, e: int) -> None:
         for fmt, dtype in (("float32", np.float32), ("float16", np.float16)):
             cast = dtype(float(value)) if abs(value) < 2 ** 1000 else dtype(np.inf)
             exact = bool(np.isfinite(cast)) and Fraction(float(cast)) == value
-            assert _is_float(value, fmt) == exact, (value, fmt)
+            assert _is_ieee_value(value, fmt) == exact, (value, fmt)
 
 
 def test_the_float32_claim_is_found_verified_and_stated(lookup24: dict[str, Any]) -> None:

@@ -72,7 +72,8 @@ def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None
     float-exact (docs/float-exact.md), as ``claims.float_exact``, and re-digest it.  The
     formats are found with the checker's own rule, which re-verifies them at check time.
     Returns the formats claimed (none: the certificate is left unchanged)."""
-    from exactmem.checker import floatexact, forward, verify
+    from exactmem.checker import dataset as cdataset
+    from exactmem.checker import floatexact, forward
 
     names = list(formats or floatexact.FORMATS)
     unknown = [f for f in names if f not in floatexact.FORMATS]
@@ -81,10 +82,10 @@ def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None
                                f"found {unknown}")
     try:
         net, layers, readout = network(cert["network"])
-        toks = verify.dataset(cert["dataset"], base or Path("."))[2]
+        toks = cdataset.dataset(cert["dataset"], base or Path("."))[2]
     except Unusable as exc:
         raise CertificateError(str(exc)) from None
-    state = verify.initial(net, toks, layers)
+    state = cdataset.initial(net, toks, layers)
     needs = forward.needed_positions(layers, readout["positions"], net["n"])
     held = [f for f in names if not floatexact.check(net, layers, state, needs, [f])]
     if held:

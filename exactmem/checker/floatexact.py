@@ -42,7 +42,7 @@ def _limit(den, fmt, where):
     return 1 << p
 
 
-def _float(num, den, fmt, where):
+def _ieee_value(num, den, fmt, where):
     """``num / den`` as ``(num, den)`` reduced, after checking that it is a float."""
     g = gcd(num, den)
     num, den = num // g, den // g
@@ -74,7 +74,7 @@ def _affine(mat, bias, cols, den, fmt, where):
     for rows, d in (mat, bias):
         for r in rows:
             for x in r:
-                _float(x, d, fmt, where)
+                _ieee_value(x, d, fmt, where)
     out_den = max(wd * den, bd)  # both are powers of two once the weights are floats
     lim = _limit(out_den, fmt, where)
     fw, fb = out_den // (wd * den), out_den // bd
@@ -115,7 +115,7 @@ def _attention(la, cols, den, index, queries, fmt, where):
                                        hw + " scores") for p in keys]
                     ties = [p for p, s in zip(keys, scores) if s == max(scores)]
                 total = _sum([vals[seq[p]] for p in ties], vden, fmt, hw + " sum of values")
-                quotients.append([_float(x, vden * len(ties), fmt, hw + " division")
+                quotients.append([_ieee_value(x, vden * len(ties), fmt, hw + " division")
                                   for x in total])
         qden = max(d for qt in quotients for _, d in qt)
         qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
@@ -174,10 +174,10 @@ def check(net, layers, state, needs, formats):
                 (rows, tden), start = layers[0]["table"], 1
                 for r in rows:
                     for x in r:
-                        _float(x, tden, fmt, "network.layers[0].table")
+                        _ieee_value(x, tden, fmt, "network.layers[0].table")
             for c in cols:
                 for x in c:
-                    _float(x, den, fmt, "network input")
+                    _ieee_value(x, den, fmt, "network input")
             for i in range(start, len(layers)):
                 la, where = layers[i], f"network.layers[{i}]"
                 if la["type"] == "feedforward":

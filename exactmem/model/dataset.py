@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from exactmem.arith import format_rational
+from exactmem.checker.dataset import dataset_object
 from exactmem.checker.parse import Unusable, read_json
-from exactmem.checker.verify import dataset_object
 from exactmem.errors import DatasetError
 
 DATASET_FORMAT = "exactmem.dataset/1"

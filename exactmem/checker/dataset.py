@@ -1,0 +1,114 @@
+"""Reading the dataset a certificate embeds or binds (standard library only), with the
+strict grammar of docs/dataset-format.md; the producer's loader reads datasets with it too.
+"""
+
+import hashlib
+import json
+from fractions import Fraction
+
+from .forward import gcd
+from .parse import Unusable, choice, integer, kind_of, obj, ratio, read_json
+
+DATASET_FORMAT = "exactmem.dataset/1"
+
+
+def canonical(value):
+    """Canonical JSON text: sorted keys, no spaces, ASCII."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def dataset(entry, base):
+    """The dataset (embedded, or a bound regular file), read strictly; returns
+    ``(task, inputs, tokens, labels, size, sha256)``."""
+    obj(entry, "dataset", ("sha256",), ("data", "path"))
+    if ("data" in entry) == ("path" in entry):
+        raise Unusable("dataset: exactly one of 'data' (embedded) and 'path' (bound file)")
+    if "data" in entry:
+        data, where = entry["data"], "dataset.data"
+    else:
+        if type(entry["path"]) is not str or not entry["path"]:
+            raise Unusable("dataset.path: expected a file name relative to the certificate")
+        data, where = read_json(base / entry["path"]), f"dataset file {entry['path']}"
+    return dataset_object(data, where)
+
+
+def dataset_object(data, where="dataset"):
+    """A decoded dataset object, read strictly (docs/dataset-format.md); returns
+    ``(task, inputs, tokens, labels, size, sha256)`` with vector tokens as Fraction tuples
+    and ``size`` the vocabulary size or the dimension."""
+    if type(data) is not dict or data.get("format") != DATASET_FORMAT:
+        raise Unusable(f"{where}.format: expected {DATASET_FORMAT!r}")
+    inputs = obj(data, where, ("format", "task", "inputs", "sequences", "labels"),
+                 ("vocab_size", "dim"))["inputs"]
+    size_key = {"token-ids": "vocab_size", "vectors": "dim"}.get(inputs) \
+        if type(inputs) is str else None
+    if size_key is None:
+        raise Unusable(f"{where}.inputs: expected 'token-ids' or 'vectors', found {inputs!r}")
+    obj(data, where, ("format", "task", "inputs", "sequences", "labels", size_key))
+    task = choice(data["task"], ("next-token", "seq2seq"), f"{where}.task")
+    size = integer(data[size_key], f"{where}.{size_key}", 1)
+    seqs, labels = data["sequences"], data["labels"]
+    if type(seqs) is not list or not seqs or type(labels) is not list:
+        raise Unusable(f"{where}: needs a non-empty list of sequences and a list of labels")
+    if len(labels) != len(seqs):
+        raise Unusable(f"{where}.labels: {len(labels)} labels for {len(seqs)} sequences")
+    n = len(seqs[0]) if type(seqs[0]) is list else 0
+    norm_seqs, toks = [], []
+    for i, s in enumerate(seqs):
+        if type(s) is not list or len(s) != n or n == 0:
+            found = f"length {len(s)}" if type(s) is list else f"found {kind_of(s)}"
+            raise Unusable(f"{where}.sequences[{i}]: {found}, expected a list of n = "
+                           f"{n or '>= 1'} tokens (all sequences of one length)")
+        if inputs == "token-ids":
+            for k, t in enumerate(s):
+                integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
+            norm_seqs.append(s)
+            toks.append(s)
+            continue
+        row, text = [], []
+        for k, t in enumerate(s):
+            if type(t) is not list or len(t) != size:
+                raise Unusable(f"{where}.sequences[{i}][{k}]: expected {size} numbers")
+            vals = []
+            for j, x in enumerate(t):
+                w = f"{where}.sequences[{i}][{k}][{j}]"
+                vals.append(Fraction(*ratio(x, w)))
+            row.append(tuple(vals))
+            text.append(t)
+        toks.append(row)
+        norm_seqs.append(text)
+    for i, y in enumerate(labels):
+        ys = [y] if task == "next-token" else y
+        if type(ys) is not list or len(ys) != (1 if task == "next-token" else n):
+            raise Unusable(f"{where}.labels[{i}]: seq2seq needs a list of {n} labels")
+        for k, v in enumerate(ys):
+            integer(v, f"{where}.labels[{i}]" + ("" if task == "next-token" else f"[{k}]"), 0)
+    norm = {"format": DATASET_FORMAT, "task": task, "inputs": inputs, size_key: size,
+            "sequences": norm_seqs, "labels": labels}
+    digest = hashlib.sha256(canonical(norm).encode()).hexdigest()
+    return task, inputs, toks, labels, size, digest
+
+
+def initial(net, toks, layers):
+    """Distinct input columns, their denominator, and the column index of every position
+    (token ids: the embedding table's columns, indexed by the ids)."""
+    if net["kind"] == "token-ids":
+        rows, den = layers[0]["table"]
+        return list(zip(*rows)), den, [list(s) for s in toks]
+    table: dict = {}
+    cols: list = []
+    index, den = [], 1
+    for s in toks:
+        for t in s:
+            for x in t:
+                den = den * x.denominator // gcd(den, x.denominator)
+    for s in toks:
+        row = []
+        for t in s:
+            j = table.get(t)
+            if j is None:
+                j = table[t] = len(cols)
+                cols.append(tuple(x.numerator * (den // x.denominator) for x in t))
+            row.append(j)
+        index.append(row)
+    return cols, den, index
