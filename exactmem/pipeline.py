@@ -2,18 +2,21 @@
 checker -> write.  A certificate is written only after the independent checker verified it.
 
 Evaluation is exact; networks with softmax scores are evaluated with rigorous rational
-interval bounds (``exactmem.model.interval``) instead."""
+interval bounds (``exactmem.model.interval``) instead.  Every stage reports its progress on
+stderr (:mod:`exactmem.progress`; off with ``--quiet``): build, certificate and write tick
+their elapsed time, evaluate and check count layers (and sequences)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exactmem import constructions
+from exactmem import constructions, progress
 from exactmem.certificate import build_certificate, write_certificate
 from exactmem.checker import CheckReport, check_certificate
 from exactmem.errors import ConstructionError
@@ -32,6 +35,31 @@ class CertifyOutcome:
     notes: tuple[str, ...] = ()
 
 
+@contextmanager
+def _stage(name: str, timings: dict[str, float], ticking: bool = True) -> Iterator[None]:
+    """Time one stage into ``timings[name]``; ``ticking``: show its elapsed time meanwhile
+    (stages that report their own progress pass ``False``)."""
+    clock = time.perf_counter()
+    if ticking:
+        with progress.stage(name):
+            yield
+    else:
+        yield
+    timings[name] = time.perf_counter() - clock
+
+
+@contextmanager
+def _hook(prefix: str, first: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(stage, done, total)`` callback; the stage ``first`` ticks until the
+    callee reports its own first stage."""
+    tick, close = progress.hook(prefix, heartbeat=True)
+    tick(first, 0, 0)
+    try:
+        yield tick
+    finally:
+        close()
+
+
 def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = None,
             out: Path | None = None, log: Callable[[str], None] | None = None,
             dataset_file: Path | None = None) -> CertifyOutcome:
@@ -47,26 +75,25 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
                                 f"{con.inputs}; the dataset is {ds.task} with {ds.inputs}")
     opts = {**con.defaults(), **(options or {})}
     t: dict[str, float] = {}
-    clock = time.perf_counter()
-    for line in validate(ds).lines():
+    with _stage("validate", t):
+        checked = validate(ds).lines()
+    for line in checked:
         say(line)
-    t["validate"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    result = con.build(ds, opts)
-    t["build"] = time.perf_counter() - clock
+    with _stage("build", t):
+        result = con.build(ds, opts)
     say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
-    clock = time.perf_counter()
-    evaluation = evaluate_certified(result.spec, ds, result.hints)
-    t["evaluate"] = time.perf_counter() - clock
+    with _stage("evaluate", t, ticking=False), _hook("evaluate", "start") as tick:
+        evaluation = evaluate_certified(result.spec, ds, result.hints, tick)
     if evaluation.failures:
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
     base = (out or Path("x")).resolve().parent
     rel = None if dataset_file is None else os.path.relpath(dataset_file.resolve(), base)
-    cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
-    clock = time.perf_counter()
-    report = check_certificate(cert, base)
-    t["check"] = time.perf_counter() - clock
+    with _stage("certificate", t):
+        cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
+    with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
+        report = check_certificate(cert, base, progress=tick)
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:
-        write_certificate(cert, out)
+        with _stage("write", t):
+            write_certificate(cert, out)
     return CertifyOutcome(cert, report, t, tuple(result.notes))

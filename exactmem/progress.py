@@ -1,18 +1,28 @@
-"""Progress reporting on stderr for long steps (evaluate, check, prove, search, precision).
+"""Progress reporting on stderr for long steps (build, evaluate, check, prove, search,
+precision).
 
-On a terminal a ``rich`` progress bar shows the rate and the ETA; elsewhere (logs, pipes, CI)
-a plain line is printed at most every :data:`LOG_INTERVAL` seconds, so a log stays readable
-and a waiting user still sees the run advance.  ``configure(quiet=True)`` (every verb's
-``--quiet``) or ``EXACTMEM_QUIET=1`` turns everything off.
+On a terminal a ``rich`` progress display shows one bar per open task with the rate and the
+ETA (nested tasks share one display).  Elsewhere (logs, pipes, CI) a plain line such as ::
 
-Library code reports through :func:`task`; the checker, which imports only the standard
-library, takes a plain callback ``progress(stage, done, total)`` that :func:`hook` provides.
+    evaluate forward: 412/1675 (25%), 46.1 it/s, elapsed 0:09, ETA 0:27
+
+is printed at most every :data:`LOG_INTERVAL` seconds, and a closing ``... - done`` line
+gives the stage's total time, so a log stays readable and a waiting user still sees the run
+advance.  A task opened with ``heartbeat=True`` keeps printing its elapsed time from a
+background thread even when nothing calls :meth:`Task.update` (a stage without a natural
+counter, such as building a construction).  ``configure(quiet=True)`` (every verb's
+``--quiet``) or ``EXACTMEM_QUIET=1`` turns everything off.  Progress never touches stdout.
+
+Library code reports through :func:`task`; code that must not import this module (the
+checker imports only the standard library) takes a plain callback
+``progress(stage, done, total)`` that :func:`hook` provides.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
@@ -23,6 +33,9 @@ T = TypeVar("T")
 LOG_INTERVAL = 1.0  # seconds between plain progress lines when stderr is not a terminal
 
 _state: dict[str, Any] = {"quiet": None}
+_lock = threading.RLock()  # one writer at a time: the main thread and heartbeat threads
+_live: dict[str, Any] = {"progress": None, "open": 0}  # the shared rich display
+_printed_at = [time.monotonic()]  # when the last plain line was written
 
 
 def configure(*, quiet: bool | None = None) -> None:
@@ -44,41 +57,105 @@ def _fmt_seconds(s: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-class Task:
-    """One progress bar (or a throttled log line); use as a context manager."""
+def _fmt_rate(rate: float, unit: str) -> str:
+    if rate >= 100:
+        return f"{rate:,.0f} {unit}/s"
+    if rate >= 1:
+        return f"{rate:.1f} {unit}/s"
+    return f"{1 / rate:.1f} s/{unit}"
 
-    def __init__(self, description: str, total: int | None = None, unit: str = "it") -> None:
+
+def _print(text: str) -> None:
+    with _lock:
+        print(text, file=sys.stderr, flush=True)
+        _printed_at[0] = time.monotonic()
+
+
+def _due(last: float, now: float) -> bool:
+    """A plain line is due when this task printed nothing for :data:`LOG_INTERVAL`
+    seconds, or when nothing at all was printed for that long (a fresh task after a quiet
+    stretch speaks at once)."""
+    return now - last >= LOG_INTERVAL or now - _printed_at[0] >= LOG_INTERVAL
+
+
+def _rich_display(unit: str) -> Any:
+    """The shared rich ``Progress`` (started on first use), or ``None`` without rich."""
+    if _live["progress"] is not None:
+        return _live["progress"]
+    try:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            ProgressColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.text import Text
+    except ImportError:  # pragma: no cover - rich is a dependency
+        return None
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            unit_ = task.fields.get("unit", "it")
+            return Text("" if not speed else _fmt_rate(speed, unit_))
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TaskProgressColumn(), Rate(), TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    bar.start()
+    _live["progress"] = bar
+    return bar
+
+
+class Task:
+    """One progress bar (or a throttled log line); use as a context manager.
+
+    ``heartbeat=True`` (plain-line mode) starts a daemon thread that prints the line every
+    :data:`LOG_INTERVAL` seconds while no update does, so a stage without a counter still
+    shows its elapsed time.  Updates after :meth:`close` are ignored.
+    """
+
+    def __init__(self, description: str, total: int | None = None, unit: str = "it",
+                 heartbeat: bool = False) -> None:
         self.description, self.total, self.unit = description, total, unit
         self.done = 0
         self._start = self._last = time.monotonic()
+        self._printed = False
         self._bar: Any = None
         self._id: Any = None
+        self._stop: threading.Event | None = None
         self._quiet = is_quiet()
-        if not self._quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                ProgressColumn,
-                TaskProgressColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-            from rich.text import Text
+        if self._quiet:
+            return
+        if sys.stderr.isatty():
+            with _lock:
+                self._bar = _rich_display(unit)
+                if self._bar is not None:
+                    self._id = self._bar.add_task(description, total=total or None, unit=unit)
+                    _live["open"] += 1
+        if self._bar is None and heartbeat:
+            self._stop = threading.Event()
+            threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
+                             name=f"progress: {description}").start()
 
-            class Rate(ProgressColumn):
-                def render(self, task: Any) -> Text:
-                    speed = task.finished_speed or task.speed
-                    return Text("" if speed is None else f"{speed:.3g} {unit}/s")
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(max(0.005, min(0.25, LOG_INTERVAL / 4))):
+            with _lock:
+                if stop.is_set():
+                    return
+                now = time.monotonic()
+                if _due(self._last, now):
+                    self._emit(now)
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TaskProgressColumn(), Rate(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=False)
-            self._bar.start()
-            self._id = self._bar.add_task(description, total=total)
+    def _emit(self, now: float) -> None:
+        self._last = now
+        self._printed = True
+        _print(self.line(now))
 
     # -- updates -------------------------------------------------------------------------
     def update(self, advance: int = 1, *, done: int | None = None, total: int | None = None,
@@ -92,45 +169,79 @@ class Task:
         if self._quiet:
             return
         if self._bar is not None:
-            self._bar.update(self._id, completed=self.done, total=self.total,
+            self._bar.update(self._id, completed=self.done, total=self.total or None,
                              description=self.description)
             return
         now = time.monotonic()
-        if now - self._last >= LOG_INTERVAL:
-            self._last = now
-            print(self.line(now), file=sys.stderr, flush=True)
+        if _due(self._last, now):
+            with _lock:
+                self._emit(now)
 
     def line(self, now: float | None = None) -> str:
-        """The plain progress line: done/total, percent, rate and ETA."""
+        """The plain progress line: done/total, percent, rate, elapsed time and ETA."""
         elapsed = (now or time.monotonic()) - self._start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        head = f"{self.description}: {self.done}"
+        # a rate over a fraction of a second says little: shown after half an interval
+        rate = self.done / elapsed if elapsed >= min(0.5, LOG_INTERVAL) > 0 else 0.0
+        parts = []
         if self.total:
-            head += f"/{self.total} ({100 * self.done / self.total:.0f}%)"
-        tail = f", {rate:.3g} {self.unit}/s, elapsed {_fmt_seconds(elapsed)}"
-        if self.total and rate > 0:
-            tail += f", ETA {_fmt_seconds((self.total - self.done) / rate)}"
-        return head + tail
+            parts.append(f"{self.done}/{self.total} ({100 * self.done / self.total:.0f}%)")
+        elif self.done:
+            parts.append(f"{self.done} {self.unit}")
+        if rate > 0:
+            parts.append(_fmt_rate(rate, self.unit))
+        parts.append(f"elapsed {_fmt_seconds(elapsed)}")
+        if self.total and rate > 0 and self.done < self.total:
+            parts.append(f"ETA {_fmt_seconds((self.total - self.done) / rate)}")
+        return f"{self.description}: " + ", ".join(parts)
 
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-        elif not self._quiet and time.monotonic() - self._start >= LOG_INTERVAL:
-            print(self.line() + " - done", file=sys.stderr, flush=True)
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def close(self, outcome: str = "done") -> None:
+        """Stop; a task that ran for at least :data:`LOG_INTERVAL` (or printed a line) ends
+        with one ``... - done`` line (``outcome``) giving its total time."""
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        if self._quiet:
+            return
         self._quiet = True
+        with _lock:
+            long = self._printed or time.monotonic() - self._start >= LOG_INTERVAL
+            if self._bar is not None:
+                bar = self._bar
+                self._bar = None
+                bar.remove_task(self._id)
+                _live["open"] -= 1
+                if long:
+                    bar.console.print(self.line() + f" - {outcome}", highlight=False)
+                if _live["open"] <= 0:
+                    bar.stop()
+                    _live["progress"], _live["open"] = None, 0
+            elif long:
+                _print(self.line() + f" - {outcome}")
 
     def __enter__(self) -> Task:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        if exc_type is None:
+            self.close()
+        else:
+            self.close("interrupted" if issubclass(exc_type, KeyboardInterrupt) else "stopped")
 
 
-def task(description: str, total: int | None = None, unit: str = "it") -> Task:
+def task(description: str, total: int | None = None, unit: str = "it",
+         heartbeat: bool = False) -> Task:
     """A progress task: ``with task("evaluate", total=N) as t: ... t.update()``."""
-    return Task(description, total, unit)
+    return Task(description, total, unit, heartbeat)
+
+
+def stage(description: str) -> Task:
+    """A stage without a counter: its elapsed time ticks every :data:`LOG_INTERVAL`."""
+    return Task(description, None, "it", heartbeat=True)
 
 
 def track(items: Iterable[T], description: str, total: int | None = None,
@@ -144,9 +255,11 @@ def track(items: Iterable[T], description: str, total: int | None = None,
             t.update()
 
 
-def hook(prefix: str) -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
+def hook(prefix: str, heartbeat: bool = False, unit: str = "it",
+         ) -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
     """A ``progress(stage, done, total)`` callback for stdlib-only code (the checker), and a
-    function that closes whatever it opened.  A new ``stage`` starts a new line/bar."""
+    function that closes whatever it opened.  A new ``stage`` starts a new line/bar, named
+    ``"{prefix} {stage}"``; ``total = 0`` means "no counter" (elapsed time only)."""
     current: dict[str, Any] = {"stage": None, "task": None}
 
     def close() -> None:
@@ -158,7 +271,7 @@ def hook(prefix: str) -> tuple[Callable[[str, int, int], None], Callable[[], Non
         if stage != current["stage"]:
             close()
             current["stage"] = stage
-            current["task"] = Task(f"{prefix} {stage}", total)
-        current["task"].update(done=done, total=total)
+            current["task"] = Task(f"{prefix} {stage}".strip(), total or None, unit, heartbeat)
+        current["task"].update(done=done, total=total or None)
 
     return progress, close

@@ -14,12 +14,15 @@ left to right:
   ``e_k = exp(s_k - max)``, ``a_k = e_k / (e_1 + ... + e_K)``, ``sum_k a_k v_k``;
   then ``W_O`` and the residual, as in Kajitsuka & Sato eq. (2).
 
-Token-wise layers are evaluated once per *distinct* column, as in the exact forward pass.
+Token-wise layers are evaluated once per *distinct* column, as in the exact forward pass,
+and a feed-forward block in slices of columns (:data:`CHUNK_CELLS` hidden values at a time;
+the operations on each column are the same, so is the result), which bounds the memory.
 The exponent range is MPFR's default (no overflow in practice) unless the format has one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -31,7 +34,7 @@ from exactmem.adapters.formats import FloatFormat, mpfr_to_fraction, to_mpfr
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.forward import dedupe_columns, needed_positions, token_index
+from exactmem.model.forward import Progress, dedupe_columns, needed_positions, token_index
 from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
 
 
@@ -82,25 +85,47 @@ def _zero_like(shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _matvec(w: list[list[tuple[int, Any]]], x: np.ndarray) -> np.ndarray:
-    """``w @ x`` summed left to right over the nonzero weights of each row, every
-    operation rounded."""
+def _matvec(w: list[list[tuple[int, Any]]], x: np.ndarray,
+            bias: np.ndarray | None = None) -> np.ndarray:
+    """``w @ x (+ bias)`` summed left to right over the nonzero weights of each row, then
+    the bias added (``0 + b`` for a row without weights), every operation rounded."""
     out = _zero_like((len(w), x.shape[1]))
     for i, row in enumerate(w):
         acc: np.ndarray | None = None
         for j, wij in row:
             term = wij * x[j, :]
             acc = term if acc is None else acc + term
-        if acc is not None:
+        if bias is not None:
+            out[i, :] = (out[i, :] if acc is None else acc) + bias[i, 0]
+        elif acc is not None:
             out[i, :] = acc
     return out
 
 
 def _affine(aff: Affine, x: np.ndarray, rw: _Rounded) -> np.ndarray:
-    y = _matvec(rw(aff.weight), x)
-    if aff.bias is not None:
-        y = y + rw.dense(aff.bias)
-    return y
+    return _matvec(rw(aff.weight), x, None if aff.bias is None else rw.dense(aff.bias))
+
+
+CHUNK_CELLS = 250_000  # hidden values (mpfr objects) of a feed-forward block held at once
+
+
+def _feedforward(ff: FeedForward, x: np.ndarray, rw: _Rounded,
+                 tick: Callable[[int], None]) -> np.ndarray:
+    """The ReLU block on slices of columns; ``tick(k)`` after each map on ``k`` columns."""
+    width = max([ff.in_dim] + [a.out_dim for a in ff.layers])
+    step = max(16, CHUNK_CELLS // max(width, 1))
+    parts = []
+    for lo in range(0, x.shape[1], step):
+        y = x[:, lo:lo + step]
+        for j, aff in enumerate(ff.layers):
+            if j > 0:
+                y = _relu(y)
+            y = _affine(aff, y, rw)
+            tick(y.shape[1])
+        parts.append(x[:, lo:lo + step] + y if ff.residual else y)
+    if not parts:
+        return _zero_like((ff.out_dim, 0))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -115,7 +140,9 @@ def _seqsum(vals: list[Any]) -> Any:
     return acc
 
 
-def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded) -> FloatState:
+def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded,
+               tick: Callable[[int], None]) -> FloatState:
+    """Column-wise attention at ``queries``; ``tick(1)`` per head and sequence."""
     n = st.index.shape[1]
     keys = list(att.keys) if att.keys is not None else list(range(n))
     if (st.index[:, keys] < 0).any() or (st.index[:, queries] < 0).any():
@@ -135,6 +162,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded)
                 for r in range(s):
                     mean = _seqsum([vals[r, c] for c in idx]) / nk
                     agg[r, i, :] = mean
+                tick(1)
         else:
             qm = _matvec(rw(head.query), cols)
             km = _matvec(rw(head.key), cols)
@@ -145,6 +173,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded)
                               for kc in kidx]
                     for r in range(s):
                         agg[r, i, a] = _combine(att.kind, scores, [vals[r, c] for c in kidx])
+                tick(1)
         flat = agg.reshape(s, N * len(queries))
         out = _matvec(rw(head.output), flat)
         total = out if total is None else total + out
@@ -168,8 +197,35 @@ def _combine(kind: str, scores: list[Any], values: list[Any]) -> Any:
     return _seqsum([(e / den) * v for e, v in zip(exps, values, strict=True)])
 
 
-def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[list[tuple[Any, ...]]]:
-    """Outputs ``[sequence][read position] -> vector`` of mpfr values, computed in ``fmt``."""
+def _units(spec: NetworkSpec, need: list[list[int]], start: int, u: int, N: int) -> int:  # noqa: N803
+    """Units of progress from layer ``start`` on, with ``u`` columns there: a column per
+    linear layer and feed-forward map, a sequence per attention head (after an attention
+    layer, ``N`` times its queries columns: an upper bound until the layer has run)."""
+    total = 0
+    for li in range(start, len(spec.layers)):
+        layer = spec.layers[li]
+        if isinstance(layer, Linear):
+            total += u
+        elif isinstance(layer, FeedForward):
+            total += len(layer.layers) * u
+        elif isinstance(layer, Attention):
+            total += len(layer.heads) * N
+            u = N * len(need[li])
+    return total
+
+
+def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
+                  progress: Progress | None = None) -> list[list[tuple[Any, ...]]]:
+    """Outputs ``[sequence][read position] -> vector`` of mpfr values, computed in ``fmt``.
+    ``progress("forward", done, total)`` is called as it advances (columns per map,
+    sequences per head)."""
+    count = {"done": 0, "total": 0}
+
+    def tick(k: int) -> None:
+        count["done"] += k
+        if progress is not None:
+            progress("forward", count["done"], max(count["total"], count["done"]))
+
     ctx = fmt.context()
     with gmpy2.context(ctx):
         rw = _Rounded(ctx)
@@ -190,19 +246,19 @@ def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[list
                 for r, x in enumerate(tok):
                     cols[r, c] = to_mpfr(x, ctx)
             st = FloatState(cols, index)
+        count["total"] = _units(spec, need, start, st.cols.shape[1], ds.N)
+        tick(0)
         for li in range(start, len(spec.layers)):
             layer = spec.layers[li]
             if isinstance(layer, Linear):
                 st = FloatState(_affine(layer.map, st.cols, rw), st.index)
+                tick(st.cols.shape[1])
             elif isinstance(layer, FeedForward):
-                y = st.cols
-                for j, aff in enumerate(layer.layers):
-                    if j > 0:
-                        y = _relu(y)
-                    y = _affine(aff, y, rw)
-                st = FloatState(st.cols + y if layer.residual else y, st.index)
+                st = FloatState(_feedforward(layer, st.cols, rw, tick), st.index)
             elif isinstance(layer, Attention):
-                st = _attention(layer, st, need[li], rw)
+                st = _attention(layer, st, need[li], rw, tick)
+                count["total"] = count["done"] + _units(spec, need, li + 1, st.cols.shape[1],
+                                                        ds.N)
             else:
                 raise SpecError(f"layer {li}: an embedding may only be the first layer")
         pos = spec.read_positions()

@@ -17,6 +17,9 @@ bisects between ``p = 1`` and an upper bound where memorization holds (for dyadi
 the bound of (a) is the widest significand, where rounding changes nothing); ``scan=True``
 instead walks down from the bound, so that memorization holds at *every* ``p`` in
 ``[p, bound]``.
+
+Every phase reports its progress on stderr (:mod:`exactmem.progress`): the torch runs per
+dtype, and each probe of the searches per layer (``(b) p = 27 forward: 1200/6000 ...``).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from exactmem import progress as progress_ui
 from exactmem.adapters.formats import FORMATS, FloatFormat, bits, round_to_format, significand_bits
 from exactmem.adapters.mpfr_eval import exact_values, forward_float
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
+from exactmem.model.forward import Progress
 from exactmem.model.interval import certify_interval, has_softmax_scores
 from exactmem.model.spec import (
     Affine,
@@ -146,32 +151,54 @@ def round_spec(spec: NetworkSpec, fmt: FloatFormat) -> NetworkSpec:
     return NetworkSpec(spec.input_kind, spec.input_dim, spec.seq_len, tuple(layers), spec.readout)
 
 
-def exact_values_of(spec: NetworkSpec, ds: Dataset) -> list[list[tuple[Fraction | None, ...]]]:
+def exact_values_of(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None,
+                    ) -> list[list[tuple[Fraction | None, ...]]]:
     """Exact outputs of ``spec`` at the read positions (the exact forward pass)."""
     from exactmem.model.forward import forward, outputs
 
-    return [[tuple(vec) for vec in row] for row in outputs(spec, forward(spec, ds))]
+    return [[tuple(vec) for vec in row] for row in outputs(spec, forward(spec, ds, progress))]
 
 
-def weights_misses(spec: NetworkSpec, ds: Dataset, p: int) -> list[Miss]:
+def weights_misses(spec: NetworkSpec, ds: Dataset, p: int,
+                   progress: Progress | None = None) -> list[Miss]:
     """Misses of the exact evaluation of ``spec`` with weights rounded to ``p`` bits (for
     softmax scores: the rigorous interval pass, an undecided position counting as a miss,
-    and a scalar output certified within ``1/2`` of its label)."""
+    and a scalar output certified within ``1/2`` of its label).  ``progress(stage, done,
+    total)`` is called as the evaluation advances."""
+    if progress is not None:
+        progress("rounding", 0, 0)
     rounded = round_spec(spec, bits(p))
     if has_softmax_scores(spec):  # irrational outputs: rigorous interval bounds decide
         outcome = certify_interval(rounded, ds,
-                                   Fraction(1, 2) if spec.readout.kind == "scalar" else None)
+                                   Fraction(1, 2) if spec.readout.kind == "scalar" else None,
+                                   progress=progress)
         return [Miss(f.sequence, f.position, f.expected, f.found)
                 for f in outcome.evaluation.failures]
     if spec.readout.kind == "argmax":
-        ev = evaluate(rounded, ds)
+        ev = evaluate(rounded, ds, progress)
         return [Miss(f.sequence, f.position, f.expected, f.found) for f in ev.failures]
-    return judge(spec, ds, exact_values_of(rounded, ds))
+    return judge(spec, ds, exact_values_of(rounded, ds, progress))
 
 
-def forward_misses(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat) -> list[Miss]:
-    """Misses of the forward pass run in ``fmt`` (MPFR emulation)."""
-    return judge(spec, ds, exact_values(forward_float(spec, ds, fmt)))
+def forward_misses(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
+                   progress: Progress | None = None) -> list[Miss]:
+    """Misses of the forward pass run in ``fmt`` (MPFR emulation); ``progress(stage, done,
+    total)`` is called as it advances."""
+    return judge(spec, ds, exact_values(forward_float(spec, ds, fmt, progress)))
+
+
+def reporting(label: str, misses: Callable[[int, Progress], list[Miss]],
+              ) -> Callable[[int], list[Miss]]:
+    """``misses_at(p)`` for :func:`minimal_bits` that shows each probe's progress on stderr
+    as ``"{label} p = {p} <stage>"``."""
+    def misses_at(p: int) -> list[Miss]:
+        tick, close = progress_ui.hook(f"{label} p = {p}", heartbeat=True)
+        try:
+            return misses(p, tick)
+        finally:
+            close()
+
+    return misses_at
 
 
 def widest_significand(spec: NetworkSpec) -> int | None:
@@ -293,20 +320,25 @@ class PrecisionReport:
 def float_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str], device: str = "cpu",
                first: int = 5) -> tuple[list[DtypeRow], dict[str, Values]]:
     """Run the network in torch in each dtype; the outputs are returned as exact values."""
-    from exactmem.adapters.torch import run_torch, to_torch
+    with progress_ui.stage("loading torch"):
+        from exactmem.adapters.torch import run_torch, to_torch
 
     rows: list[DtypeRow] = []
     outs: dict[str, Values] = {}
-    for name in dtypes:
-        clock = time.perf_counter()
-        raw = run_torch(to_torch(spec, name, device), ds, device=device)
-        vals = [[tuple(Fraction(float(v)) if _finite(float(v)) else None for v in vec)
-                 for vec in row] for row in raw.tolist()]
-        misses = judge(spec, ds, vals)
-        failing = tuple(sorted({m.sequence for m in misses}))[:first]
-        rows.append(DtypeRow(name, FORMATS[name].precision, memorized_fraction(ds, misses),
-                             failing, time.perf_counter() - clock))
-        outs[name] = vals
+    with progress_ui.task("torch dtypes", total=len(dtypes), unit="dtype",
+                          heartbeat=True) as bar:
+        for name in dtypes:
+            bar.update(0, description=f"torch {name}")
+            clock = time.perf_counter()
+            raw = run_torch(to_torch(spec, name, device), ds, device=device)
+            vals = [[tuple(Fraction(float(v)) if _finite(float(v)) else None for v in vec)
+                     for vec in row] for row in raw.tolist()]
+            misses = judge(spec, ds, vals)
+            failing = tuple(sorted({m.sequence for m in misses}))[:first]
+            rows.append(DtypeRow(name, FORMATS[name].precision, memorized_fraction(ds, misses),
+                                 failing, time.perf_counter() - clock))
+            outs[name] = vals
+            bar.update()
     return rows, outs
 
 
@@ -327,19 +359,24 @@ def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
     upper_a = wide if wide is not None else 64
     what = "(a) weights rounded to p bits, exact evaluation"
     try:
-        weights = minimal_bits(what, lambda p: weights_misses(spec, ds, p), ds, upper_a, scan,
-                               log)
+        weights = minimal_bits(what, reporting("(a)", lambda p, tick: weights_misses(
+            spec, ds, p, tick)), ds, upper_a, scan, log)
     except OverflowError as exc:  # the exact pass hit a numpy int64 limit; (b) still runs
         weights = MinimalBits(what, None, upper_a,
                               Miss(-1, -1, -1, f"the exact forward pass overflowed: {exc}"),
                               "error")
     upper_b = max(53, weights.p or 53)
     forward = minimal_bits("(b) forward pass in p-bit floating point (MPFR)",
-                           lambda p: forward_misses(spec, ds, bits(p)), ds, upper_b, scan, log)
+                           reporting("(b)", lambda p, tick: forward_misses(
+                               spec, ds, bits(p), tick)), ds, upper_b, scan, log)
     diff: tuple[int, ...] | None = None
     vdiff: tuple[int, ...] | None = None
     if compare_p53 and "float64" in outs:
-        mp = exact_values(forward_float(spec, ds, FORMATS["float64"]))
+        tick, close = progress_ui.hook("MPFR float64 vs torch", heartbeat=True)
+        try:
+            mp = exact_values(forward_float(spec, ds, FORMATS["float64"], tick))
+        finally:
+            close()
         th = outs["float64"]
         diff = tuple(i for i in range(ds.N) if [list(r) for r in mp[i]] != [list(r) for r in th[i]])
         bad_mp = {m.sequence for m in judge(spec, ds, mp)}
@@ -352,7 +389,8 @@ def certify_at(spec: NetworkSpec, ds: Dataset, p: int) -> tuple[FloatFormat, lis
     """Run the MPFR forward pass at ``p`` bits (with the IEEE exponent range when ``p`` is a
     standard width: 53, 24, 11, 8) and return every miss (empty = memorizes)."""
     fmt = IEEE_BY_PRECISION.get(p, bits(p))
-    return fmt, forward_misses(spec, ds, fmt)
+    return fmt, reporting(f"certify at {fmt.name}:", lambda _p, tick: forward_misses(
+        spec, ds, fmt, tick))(p)
 
 
 def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int = 6,
@@ -361,14 +399,16 @@ def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int 
     every ``p`` within ``window`` of its answer plus every probe of the search."""
     say = log or (lambda _m: None)
     a: dict[int, float] = dict(report.weights.probes)
+    weights_at = reporting("curve (a)", lambda p, tick: weights_misses(spec, ds, p, tick))
+    forward_at = reporting("curve (b)", lambda p, tick: forward_misses(spec, ds, bits(p), tick))
     for p in range(2, report.weights.upper + 1):
         if p not in a and report.weights.method != "error":
-            a[p] = memorized_fraction(ds, weights_misses(spec, ds, p))
+            a[p] = memorized_fraction(ds, weights_at(p))
     b: dict[int, float] = dict(report.forward.probes)
     centre = report.forward.p or report.forward.upper
     for p in range(max(2, centre - window), centre + window + 1):
         if p not in b:
-            b[p] = memorized_fraction(ds, forward_misses(spec, ds, bits(p)))
+            b[p] = memorized_fraction(ds, forward_at(p))
             say(f"(b) p = {p}: {b[p]:.4f} memorized")
     return {"weights rounded, exact evaluation": dict(sorted(a.items())),
             "forward pass in p-bit floats (MPFR)": dict(sorted(b.items()))}

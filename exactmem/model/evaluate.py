@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from exactmem.model.dataset import Dataset
-from exactmem.model.forward import forward
+from exactmem.model.forward import Progress, forward, ticker
 from exactmem.model.spec import NetworkSpec
 
 
@@ -36,9 +36,15 @@ class Evaluation:
         return not self.failures
 
 
-def evaluate(spec: NetworkSpec, ds: Dataset) -> Evaluation:
-    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels."""
-    state = forward(spec, ds)
+READOUT_BLOCK = 1000  # sequences per progress report of the readout
+
+
+def evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> Evaluation:
+    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels.
+    ``progress(stage, done, total)`` is called per layer unit (``"forward"``) and per block
+    of sequences (``"readout"``)."""
+    state = forward(spec, ds, progress)
+    tick = ticker(progress, "readout", -(-ds.N // READOUT_BLOCK))
     positions = spec.read_positions()
     scalar = spec.readout.kind == "scalar"
     preds: list[tuple[Fraction | int | None, ...]] = []
@@ -65,4 +71,6 @@ def evaluate(spec: NetworkSpec, ds: Dataset) -> Evaluation:
             if not ok:
                 fails.append(Failure(i, k, y, found))
         preds.append(tuple(row))
+        if (i + 1) % READOUT_BLOCK == 0 or i + 1 == ds.N:
+            tick()
     return Evaluation(tuple(preds), tuple(fails))

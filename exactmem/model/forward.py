@@ -10,6 +10,7 @@ integers (numpy ``object`` arrays) otherwise.  No float is ever involved.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce
@@ -25,6 +26,15 @@ from exactmem.model.univariate import sweep_eval
 
 _INT64_SAFE = 1 << 62
 SWEEP_MIN_HIDDEN = 32
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: called as the forward pass advances (see
+:func:`exactmem.progress.hook`)."""
+Tick = Callable[[], None]
+
+
+def _no_tick() -> None:
+    return None
 
 
 @dataclass(slots=True)
@@ -203,9 +213,11 @@ def _rows_normalize(rows: list[tuple[np.ndarray, int]], den: int,
     return [_fit(a // g) for a, _ in rows], den // g
 
 
-def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = _no_tick,
+                      ) -> tuple[np.ndarray, int]:
     """The ReLU network row by row: sparse weights, int64 rows where a bound allows it,
-    Python integers (object rows) otherwise.  Same exact values as the layer-wise matmul."""
+    Python integers (object rows) otherwise.  Same exact values as the layer-wise matmul.
+    ``tick()`` is called after each affine map."""
     den = int(den)
     rows = [_fit(cols[i]) for i in range(cols.shape[0])]
     keep = [False] * len(rows)  # non-negative combinations of ReLU outputs: ReLU is a no-op
@@ -221,6 +233,7 @@ def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.n
         if new_den != den:
             new_rows, new_den = _rows_normalize(new_rows, new_den)
         rows, den = new_rows, new_den
+        tick()
     if all(a.dtype != object for a, _ in rows):
         out = np.stack([a for a, _ in rows]) if rows else np.zeros((0, cols.shape[1]), np.int64)
     else:
@@ -230,14 +243,18 @@ def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.n
     return _normalize(out, den)
 
 
-def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int) -> tuple[np.ndarray, int]:
-    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep."""
+def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = _no_tick,
+                      ) -> tuple[np.ndarray, int]:
+    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep.
+    ``tick()`` is called once per affine map."""
     if len(ff.layers) == 2 and ff.in_dim == 1 and ff.layers[0].out_dim >= SWEEP_MIN_HIDDEN:
         rows, out_den = sweep_eval(ff.layers[0], ff.layers[1], [int(v) for v in cols[0]], den)
         out = np.array(rows, dtype=object).reshape(len(rows), cols.shape[1])
         out, out_den = _normalize(out, out_den)
+        tick()
+        tick()
     else:
-        out, out_den = dense_feedforward(ff, cols, den)
+        out, out_den = dense_feedforward(ff, cols, den, tick)
     if ff.residual:
         lcm = out_den * den // math.gcd(out_den, den)
         out, out_den = _normalize(_add(_scale(out, lcm // out_den), _scale(cols, lcm // den)), lcm)
@@ -265,9 +282,11 @@ def _lcm_range(counts: np.ndarray) -> int:
     return reduce(lambda a, b: a * b // math.gcd(a, b), {int(c) for c in counts.flat}, 1)
 
 
-def apply_attention(att: Attention, state: State, queries: list[int]) -> State:
+def apply_attention(att: Attention, state: State, queries: list[int], tick: Tick = _no_tick,
+                    ) -> State:
     """Column-wise attention (eq. 2) at the query positions ``queries``; exact for
-    hardmax and for zero-score (uniform) heads; softmax with scores raises."""
+    hardmax and for zero-score (uniform) heads; softmax with scores raises.  ``tick()`` is
+    called once per head."""
     n = state.index.shape[1]
     keys = list(att.keys) if att.keys is not None else list(range(n))
     if (state.index[:, keys] < 0).any() or (state.index[:, queries] < 0).any():
@@ -307,6 +326,7 @@ def apply_attention(att: Attention, state: State, queries: list[int]) -> State:
             lcm2 = total_den * out_den // math.gcd(total_den, out_den)
             total = _add(_scale(total, lcm2 // total_den), _scale(out, lcm2 // out_den))
             total_den = lcm2
+        tick()
     assert total is not None
     N = state.index.shape[0]
     if att.residual:
@@ -366,20 +386,52 @@ def needed_positions(spec: NetworkSpec) -> list[list[int]]:
     return out
 
 
-def forward(spec: NetworkSpec, ds: Dataset) -> State:
-    """Run the network on every sequence exactly; the state holds the final outputs."""
+def work_units(spec: NetworkSpec) -> int:
+    """Units of progress of a forward pass: one per affine map of a feed-forward block, per
+    attention head, per linear layer."""
+    total = 0
+    for layer in spec.layers:
+        if isinstance(layer, FeedForward):
+            total += len(layer.layers)
+        elif isinstance(layer, Attention):
+            total += len(layer.heads)
+        elif isinstance(layer, Linear):
+            total += 1
+    return total
+
+
+def ticker(progress: Progress | None, stage: str, total: int) -> Tick:
+    """A ``tick()`` that counts units and reports ``(stage, done, total)`` to ``progress``."""
+    if progress is None:
+        return _no_tick
+    count = [0]
+    report = progress
+
+    def tick() -> None:
+        count[0] += 1
+        report(stage, count[0], total)
+
+    report(stage, 0, total)
+    return tick
+
+
+def forward(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> State:
+    """Run the network on every sequence exactly; the state holds the final outputs.
+    ``progress("forward", done, total)`` is called per affine map and per head."""
     state, start = initial_state(spec, ds)
     need = needed_positions(spec)
+    tick = ticker(progress, "forward", work_units(spec))
     for i in range(start, len(spec.layers)):
         layer = spec.layers[i]
         if isinstance(layer, Linear):
             cols, den = apply_affine(layer.map, state.cols, state.den)
             state = State(cols, den, state.index)
+            tick()
         elif isinstance(layer, FeedForward):
-            cols, den = apply_feedforward(layer, state.cols, state.den)
+            cols, den = apply_feedforward(layer, state.cols, state.den, tick)
             state = State(cols, den, state.index)
         elif isinstance(layer, Attention):
-            state = apply_attention(layer, state, need[i])
+            state = apply_attention(layer, state, need[i], tick)
         else:
             raise SpecError(f"layer {i}: an embedding may only be the first layer")
     return state

@@ -34,7 +34,15 @@ from exactmem.arith import ScaledMatrix, format_rational, softmax_enclosure, to_
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation, Failure, evaluate
-from exactmem.model.forward import State, apply_attention, initial_state, needed_positions
+from exactmem.model.forward import (
+    Progress,
+    State,
+    Tick,
+    apply_attention,
+    initial_state,
+    needed_positions,
+    ticker,
+)
 from exactmem.model.spec import Affine, Attention, FeedForward, Linear, NetworkSpec
 
 Status = Literal["verified", "refuted", "undecided"]
@@ -139,13 +147,17 @@ def _scores(km: np.ndarray, kr: np.ndarray, qm: np.ndarray, qr: np.ndarray,
 
 
 def _attention_weights(att: Attention, smid: np.ndarray, srad: np.ndarray, sden: int,
-                       precision: int, stats: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Interval attention weights (N, K, P) as (mid, rad) over ``2^(bits+1)``."""
+                       precision: int, stats: dict[str, int], tick: Tick | None = None,
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Interval attention weights (N, K, P) as (mid, rad) over ``2^(bits+1)``; ``tick()``
+    once per sequence."""
     N, K, P = smid.shape
     bits = precision + 8
     wm = np.empty((N, K, P), dtype=object)
     wr = np.empty((N, K, P), dtype=object)
     for i in range(N):
+        if tick is not None:
+            tick()
         for p in range(P):
             col_m = [int(x) for x in smid[i, :, p]]
             col_r = [int(x) for x in srad[i, :, p]]
@@ -170,12 +182,39 @@ def _attention_weights(att: Attention, smid: np.ndarray, srad: np.ndarray, sden:
     return wm, wr, 2 << bits
 
 
+def _scored(att: Attention) -> int:
+    """Heads whose weights are computed per sequence (non-zero scores)."""
+    return 0 if att.kind == "uniform" else sum(not h.scores_are_zero() for h in att.heads)
+
+
+def interval_units(spec: NetworkSpec, N: int) -> int:
+    """Units of progress of :func:`interval_forward`: one per affine map, per head without
+    scores, and per sequence of each head with scores."""
+    total = 0
+    for layer in spec.layers:
+        if isinstance(layer, FeedForward):
+            total += len(layer.layers)
+        elif isinstance(layer, Attention):
+            scored = _scored(layer)
+            total += len(layer.heads) - scored + scored * N
+        elif isinstance(layer, Linear):
+            total += 1
+    return total
+
+
 def attention_interval(att: Attention, st: IState, queries: list[int], precision: int,
-                       stats: dict[str, int]) -> IState:
-    """Column-wise attention (spec eq. 2) on interval activations at ``queries``."""
+                       stats: dict[str, int], tick: Tick | None = None) -> IState:
+    """Column-wise attention (spec eq. 2) on interval activations at ``queries``; ``tick()``
+    per head without scores and per sequence of a head with scores."""
+    def step() -> None:
+        if tick is not None:
+            tick()
+
     if st.exact() and (att.kind != "softmax" or all(h.scores_are_zero() for h in att.heads)):
         cols = st.mid
         ex = apply_attention(att, State(cols, st.den, st.index), queries)
+        for _ in range(len(att.heads) - _scored(att) + _scored(att) * st.index.shape[0]):
+            step()
         mid = np.asarray(ex.cols).astype(object)
         return IState(mid, _zeros_like(mid), ex.den, ex.index)
     n = st.index.shape[1]
@@ -192,12 +231,14 @@ def attention_interval(att: Attention, st: IState, queries: list[int], precision
             out_m = np.repeat(V_m.sum(axis=2)[:, :, None], P, axis=2)
             out_r = np.repeat(V_r.sum(axis=2)[:, :, None], P, axis=2)
             part = (out_m, out_r, vden * len(keys))
+            step()
         else:
             qm, qr, qden = affine_interval(Affine(head.query), st.mid, st.rad, st.den)
             km, kr, kden = affine_interval(Affine(head.key), st.mid, st.rad, st.den)
             smid, srad = _scores(km[:, st.index[:, keys]], kr[:, st.index[:, keys]],
                                  qm[:, st.index[:, queries]], qr[:, st.index[:, queries]])
-            wm, wr, wden = _attention_weights(att, smid, srad, qden * kden, precision, stats)
+            wm, wr, wden = _attention_weights(att, smid, srad, qden * kden, precision, stats,
+                                              step)
             # sum_j w_j v_j with w >= 0:  mid = sum wm vm;  rad = sum wm vr + wr |vm| + wr vr
             out_m = (V_m[:, :, :, None] * wm[None]).sum(axis=2)
             out_r = (V_r[:, :, :, None] * wm[None] + np.abs(V_m)[:, :, :, None] * wr[None]
@@ -220,9 +261,11 @@ def attention_interval(att: Attention, st: IState, queries: list[int], precision
 
 
 def interval_forward(spec: NetworkSpec, ds: Dataset, precision: int,
-                     ) -> tuple[IState, dict[str, int]]:
+                     progress: Progress | None = None) -> tuple[IState, dict[str, int]]:
     """Interval outputs of every layer's needed positions; ``stats['order']`` = the largest
-    Taylor order used by the exp bounds."""
+    Taylor order used by the exp bounds.  ``progress(f"forward at {precision} bits", done,
+    total)`` is called as it advances (see :func:`interval_units`)."""
+    tick = ticker(progress, f"forward at {precision} bits", interval_units(spec, ds.N))
     st0, start = initial_state(spec, ds)
     mid = np.asarray(st0.cols).astype(object)
     st = IState(mid, _zeros_like(mid), st0.den, st0.index)
@@ -233,17 +276,19 @@ def interval_forward(spec: NetworkSpec, ds: Dataset, precision: int,
         if isinstance(layer, Linear):
             m, r, d = affine_interval(layer.map, st.mid, st.rad, st.den)
             st = IState(m, r, d, st.index)
+            tick()
         elif isinstance(layer, FeedForward):
             m, r, d = st.mid, st.rad, st.den
             for j, aff in enumerate(layer.layers):
                 if j:
                     m, r, d = _relu(m, r, d)
                 m, r, d = affine_interval(aff, m, r, d)
+                tick()
             if layer.residual:
                 m, r, d = _add((m, r, d), (st.mid, st.rad, st.den))
             st = IState(m, r, d, st.index)
         elif isinstance(layer, Attention):
-            st = attention_interval(layer, st, need[i], precision, stats)
+            st = attention_interval(layer, st, need[i], precision, stats, tick)
         else:
             raise SpecError(f"layer {i}: an embedding may only be the first layer")
     return st, stats
@@ -315,14 +360,16 @@ def _decide(spec: NetworkSpec, ds: Dataset, st: IState, epsilon: Fraction | None
 
 
 def certify_interval(spec: NetworkSpec, ds: Dataset, epsilon: object | None = None,
-                     precisions: Sequence[int] = DEFAULT_PRECISIONS) -> IntervalOutcome:
+                     precisions: Sequence[int] = DEFAULT_PRECISIONS,
+                     progress: Progress | None = None) -> IntervalOutcome:
     """Decide memorization rigorously, escalating the precision (bits) of the softmax
-    bounds through ``precisions`` until every read position is decided."""
+    bounds through ``precisions`` until every read position is decided.
+    ``progress(stage, done, total)`` is called as each pass advances."""
     eps = None if epsilon is None else to_rational(epsilon, "epsilon")
     if eps is not None and eps < 0:
         raise SpecError(f"epsilon must be >= 0, found {eps}")
     if not has_softmax_scores(spec):
-        ev = evaluate(spec, ds)
+        ev = evaluate(spec, ds, progress)
         if eps is None or spec.readout.kind != "scalar":
             return IntervalOutcome("verified" if ev.memorized else "refuted", ev, 0, 0, eps)
     if not precisions:
@@ -330,7 +377,7 @@ def certify_interval(spec: NetworkSpec, ds: Dataset, epsilon: object | None = No
     last: IntervalOutcome | None = None
     for p in precisions:
         try:
-            st, stats = interval_forward(spec, ds, p)
+            st, stats = interval_forward(spec, ds, p, progress)
         except _Undecided as exc:
             fail = Failure(-1, -1, -1, f"undecided inside the network: {exc}")
             none = tuple((None,) * len(spec.read_positions()) for _ in range(ds.N))
@@ -356,14 +403,19 @@ def softmax_hint(outcome: IntervalOutcome) -> dict[str, Any]:
 
 
 def evaluate_certified(spec: NetworkSpec, ds: Dataset,
-                       hints: Mapping[str, Any] | None = None) -> Evaluation:
+                       hints: Mapping[str, Any] | None = None,
+                       progress: Progress | None = None) -> Evaluation:
     """Exact evaluation, or the rigorous interval evaluation for softmax networks, using
     ``hints["softmax"]`` (``precision``, ``epsilon``) when present.  Positions not certified
-    are failures; a certified scalar position predicts its label (within ``epsilon``)."""
+    are failures; a certified scalar position predicts its label (within ``epsilon``).
+    ``progress(stage, done, total)`` is called as the evaluation advances."""
     if not has_softmax_scores(spec):
-        return evaluate(spec, ds)
+        return evaluate(spec, ds, progress)
     hint = (hints or {}).get("softmax", {})
+    if "readout" in hint:  # the exact-readout claim: only the checker's proof decides it
+        return Evaluation(tuple(tuple(Fraction(y) for y in ds.position_labels(i))
+                                for i in range(ds.N)), ())
     eps = hint.get("epsilon")
     start = int(hint.get("precision", DEFAULT_PRECISIONS[0]))
     ladder = [start] + [p for p in DEFAULT_PRECISIONS if p > start]
-    return certify_interval(spec, ds, eps, ladder).evaluation
+    return certify_interval(spec, ds, eps, ladder, progress).evaluation

@@ -1,0 +1,178 @@
+"""Progress on stderr: plain throttled lines in logs, a rich display on a terminal, nothing
+with quiet, and stdout left alone (verdict lines stay clean)."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from exactmem import progress
+from exactmem.model.dataset import Dataset
+from exactmem.model.evaluate import evaluate
+from exactmem.model.forward import work_units
+
+LINE = re.compile(r"^(?P<what>[^:]+): .*elapsed \d+:\d\d")
+
+
+@pytest.fixture(autouse=True)
+def _loud(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress on (whatever an earlier test or the environment said), lines every 20 ms."""
+    monkeypatch.setitem(progress._state, "quiet", None)
+    monkeypatch.delenv("EXACTMEM_QUIET", raising=False)
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.02)
+
+
+def _dataset(N: int = 40) -> Dataset:  # noqa: N803
+    from exactmem.model.generate import generate
+
+    return generate("next-token", N=N, n=4, vocab=8, classes=3, seed=3)
+
+
+def test_a_long_step_prints_lines_with_rate_and_eta(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress.task("work", total=5, unit="row") as t:
+        for _ in range(5):
+            time.sleep(0.03)
+            t.update()
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) >= 3
+    assert all(LINE.match(line) for line in lines)
+    assert any(re.search(r"work: \d/5 \(\d+%\), [\d.,]+ row/s, elapsed 0:00, ETA", line)
+               for line in lines)
+    assert lines[-1].startswith("work: 5/5 (100%)") and lines[-1].endswith(" - done")
+
+
+def test_a_short_step_prints_nothing(monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 60.0)
+    monkeypatch.setattr(progress, "_printed_at", [time.monotonic()])
+    with progress.task("quick", total=3) as t:
+        t.update(3)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_stage_without_counter_ticks_its_elapsed_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with progress.stage("build"):
+        time.sleep(0.2)  # no update at all: the heartbeat thread speaks
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) >= 3, lines
+    assert all(line.startswith("build: elapsed 0:00") for line in lines)
+    assert lines[-1].endswith(" - done")
+
+
+def test_quiet_and_the_environment_silence_everything(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for quiet in ("configure", "env"):
+        if quiet == "configure":
+            progress.configure(quiet=True)
+        else:
+            monkeypatch.setitem(progress._state, "quiet", None)
+            monkeypatch.setenv("EXACTMEM_QUIET", "1")
+        assert progress.is_quiet()
+        with progress.task("work", total=2) as t:
+            time.sleep(0.05)
+            t.update(2)
+        with progress.stage("build"):
+            time.sleep(0.05)
+        tick, close = progress.hook("check", heartbeat=True)
+        tick("forward", 1, 2)
+        time.sleep(0.05)
+        tick("forward", 2, 2)
+        close()
+        assert capsys.readouterr() == ("", "")
+
+
+def test_updates_after_close_are_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    t = progress.task("closed", total=2)
+    t.close()
+    time.sleep(0.03)
+    t.update(2)
+    t.close()
+    assert capsys.readouterr() == ("", "")
+
+
+def test_hook_names_each_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    tick, close = progress.hook("check")
+    for stage in ("parse", "forward"):
+        for k in range(3):
+            time.sleep(0.025)
+            tick(stage, k + 1 if stage == "forward" else 0, 3 if stage == "forward" else 0)
+    close()
+    err = capsys.readouterr().err
+    assert "check parse: elapsed" in err
+    assert re.search(r"check forward: \d/3", err)
+
+
+def test_nested_tasks_share_one_terminal_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake = Tty()
+    monkeypatch.setattr("sys.stderr", fake)
+    with progress.task("outer", total=2) as outer:
+        with progress.task("inner", total=3) as inner:  # a second live display would raise
+            inner.update(3)
+        outer.update(2)
+    assert progress._live["progress"] is None and progress._live["open"] == 0
+
+
+def test_forward_pass_reports_every_unit() -> None:
+    from exactmem.constructions import get
+
+    ds = _dataset()
+    con = get("kajitsuka2025-next-token")
+    spec = con.build(ds, con.defaults()).spec
+    calls: list[tuple[str, int, int]] = []
+    assert evaluate(spec, ds, lambda *a: calls.append(a)).memorized
+    fwd = [c for c in calls if c[0] == "forward"]
+    assert fwd[0] == ("forward", 0, work_units(spec))
+    assert fwd[-1] == ("forward", work_units(spec), work_units(spec))
+    assert [c[1] for c in fwd] == list(range(len(fwd)))
+    assert calls[-1] == ("readout", 1, 1)
+
+
+def test_certify_shows_every_stage_on_stderr_only(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from exactmem.cli import main
+    from exactmem.model.dataset import save_dataset
+
+    d, c = tmp_path / "d.json", tmp_path / "c.json"
+    save_dataset(_dataset(), d)
+    progress.LOG_INTERVAL = 0.0  # every update prints (restored by the fixture)
+    assert main(["certify", str(d), "-c", "kajitsuka2025-next-token", "-o", str(c)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("certified kajitsuka2025-next-token on 40 sequences") and \
+        out.count("\n") == 1
+    for what in ("evaluate forward: ", "evaluate readout: ", "check forward: "):
+        assert what in err, err
+    assert main(["certify", str(d), "-c", "kajitsuka2025-next-token", "-o", str(c),
+                 "--quiet"]) == 0
+    out2, err2 = capsys.readouterr()
+    assert out2 == out and err2 == ""
+
+
+def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from exactmem.adapters import mpfr_eval
+    from exactmem.adapters.formats import bits
+    from exactmem.constructions import get
+
+    ds = _dataset(60)
+    con = get("lookup")
+    spec = con.build(ds, con.defaults()).spec
+    whole = mpfr_eval.exact_values(mpfr_eval.forward_float(spec, ds, bits(20)))
+    calls: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(mpfr_eval, "CHUNK_CELLS", 1)  # 16 columns per slice
+    sliced = mpfr_eval.exact_values(mpfr_eval.forward_float(spec, ds, bits(20),
+                                                            lambda *a: calls.append(a)))
+    assert sliced == whole
+    assert calls[0][1] == 0 and calls[-1][1] == calls[-1][2] > 0
+    assert [c[1] for c in calls] == sorted(c[1] for c in calls)
