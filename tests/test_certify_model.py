@@ -20,6 +20,7 @@ from exactmem.adapters.skeleton import named_matrices  # noqa: E402
 from exactmem.certificate import read_certificate, spec_from_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.errors import NotExactError, SpecError  # noqa: E402
+from exactmem.model.spec import Embedding  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -87,7 +88,7 @@ def test_one_perturbed_weight_is_exit_1_naming_sequences(lookup: Path, tmp_path:
     assert str(res).startswith("not certified (imported-model, N = 30): ")
 
 
-def _edit(state: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _edit(state: dict[str, Any], change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
     new = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
     change(new)
     return new
@@ -109,7 +110,7 @@ def _inf(s: dict[str, Any]) -> None:
     s["layers.3.maps.0.bias"][4] = float("inf")
 
 
-UNUSABLE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+UNUSABLE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "missing": (lambda s: s.pop("layers.3.maps.0.bias"), "lacks the tensors "
                 "['layers.3.maps.0.bias']"),
     "extra": (lambda s: s.update({"layers.2.bias": torch.zeros(1, dtype=torch.float64)}),
@@ -196,7 +197,9 @@ def test_safetensors_of_every_float_dtype_is_read_exactly(lookup: Path, tmp_path
     third = {"layers.0.table": torch.full((3, 6), 1 / 3, dtype=torch.bfloat16)}
     save_file({**mixed, **third}, str(tmp_path / "third.safetensors"),
               metadata={"exactmem.skeleton": skel})
-    table = read_model(tmp_path / "third.safetensors").spec.layers[0].table
+    emb = read_model(tmp_path / "third.safetensors").spec.layers[0]
+    assert isinstance(emb, Embedding)
+    table = emb.table
     assert Fraction(table.num[0][0], table.den) == Fraction(171, 512)  # bfloat16(1/3), 8 bits
     save_file({"layers.0.table": torch.ones(2, 2, dtype=torch.int32)},
               str(tmp_path / "int.safetensors"), metadata={"exactmem.skeleton": skel})
@@ -276,3 +279,22 @@ def test_the_model_layout_example_trains_and_certifies(tmp_path: Path,
     out = exactmem.certify_model(model, "d.json", output="broken.json")
     assert not out.verified and len(out.failing_sequences) == 40
     assert not Path("broken.json").exists()
+
+
+def test_without_torch_pt_names_the_extra_and_safetensors_still_reads(lookup: Path,
+                                                                      tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from exactmem.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))")
+    run = [sys.executable, "-c", code, "certify-model"]
+    pt = subprocess.run([*run, str(lookup / "m.pt"), str(lookup / "d.json"), "-o",
+                         str(tmp_path / "a.json")], capture_output=True, text=True, timeout=300)
+    assert pt.returncode == 2 and "pip install 'exactmem[export]'" in pt.stderr, pt.stderr
+    assert "Traceback" not in pt.stderr and not (tmp_path / "a.json").exists()
+    st = subprocess.run([*run, str(lookup / "m.safetensors"), str(lookup / "d.json"), "-o",
+                         str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300)
+    assert st.returncode == 0, st.stderr
+    assert (tmp_path / "b.json").exists()
