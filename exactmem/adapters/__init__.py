@@ -15,6 +15,7 @@ the extra (:func:`require`).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from exactmem.errors import MissingDependencyError
@@ -37,3 +38,13 @@ def require(module: str, what: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise missing(module.split(".")[0], what) from exc
+
+
+def need(package: str, what: str) -> None:
+    """Raise :func:`missing`'s error unless ``package`` is installed (without importing it)."""
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise missing(package.split(".")[0], what)

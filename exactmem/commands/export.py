@@ -39,19 +39,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 #: the optional package each format needs (all in the ``export`` extra)
 NEEDS = {"torch": ("torch", "export --format torch"),
-         "safetensors": ("safetensors.numpy", "export --format safetensors"),
+         "safetensors": ("safetensors", "export --format safetensors"),
          "onnx": ("onnx", "export --format onnx")}
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.adapters import require
+    from exactmem.adapters import need
     from exactmem.adapters.formats import FORMATS as FLOATS
     from exactmem.adapters.formats import round_to_format
     from exactmem.adapters.skeleton import named_matrices
     from exactmem.certificate import read_certificate, spec_from_certificate
     from exactmem.errors import SpecError
 
-    require(*NEEDS[args.format])
+    need(*NEEDS[args.format])
     cert = read_certificate(args.certificate)
     if not args.no_check:
         from exactmem.checker import check_certificate

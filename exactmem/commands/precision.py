@@ -39,11 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.adapters import require
+    from exactmem.adapters import need
 
-    require("torch", "precision")  # the dtype table runs the network in torch
+    need("torch", "precision")  # the dtype table runs the network in torch
     if args.plot:
-        require("matplotlib", "precision --plot")
+        need("matplotlib", "precision --plot")
     from exactmem.adapters import precision as pr
     from exactmem.certificate import (
         dataset_from_certificate,

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run every proof obligation and print one line per lemma: "
                     "proved / failed / unknown, with its time; progress on stderr. "
                     "Exit 0 when every selected lemma is proved, 1 otherwise.",
-        epilog="examples: exactmem prove bit-extraction;  exactmem prove --quick")
+        epilog="example: exactmem prove bit-extraction --quick")
     p.add_argument("filter", nargs="?", metavar="FILTER",
                    help="run only the lemmas whose name contains FILTER")
     p.add_argument("--quick", action="store_true",
