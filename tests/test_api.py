@@ -79,6 +79,8 @@ def test_generate_returns_a_dataset_and_the_files_round_trip(tmp_path: Path) -> 
     assert exactmem.load_dataset(tmp_path / "d.json") == ds
     vec = exactmem.generate(N=5, n=2, vocab=4, classes=2, dim=2, output=tmp_path / "v.json")
     assert vec.inputs == "vectors" and exactmem.load_dataset(tmp_path / "v.json") == vec
+    att = exactmem.generate(for_construction="mahdavi2024-mha", seed=1, heads=2)
+    assert att.inputs == "vectors" and exactmem.certify(att, "mahdavi2024-mha", heads=2).verified
     with pytest.raises(ExactmemError, match="task"):
         exactmem.generate("next-tok")
     with pytest.raises(ExactmemError, match="apply only with for_construction"):

@@ -69,34 +69,38 @@ def _need_torch(what: str) -> None:
         raise MissingDependencyError(f"{what} needs torch: {EXTRA}")
 
 
-def generate(task: str = "next-token", N: int = 100, n: int = 8,  # noqa: N803
-             vocab: int = 16, classes: int = 2, seed: int = 0, *, dim: int | None = None,
-             labels: str = "consistent", for_construction: str | None = None,
-             output: PathLike | None = None, **kw: Any) -> Dataset:
+def generate(task: str = "next-token", N: int | None = None,  # noqa: N803
+             n: int | None = None, vocab: int | None = None, classes: int | None = None,
+             seed: int = 0, *, dim: int | None = None, labels: str = "consistent",
+             for_construction: str | None = None, output: PathLike | None = None,
+             **kw: Any) -> Dataset:
     """A random dataset (``exactmem generate``), written to ``output`` when given.
 
-    Labels depend only on the multiset of tokens and the read token (consistent);
-    ``labels="random"`` may give inconsistent data.  ``for_construction`` (with ``heads``,
-    ``head_dim``, ``shared_context`` in ``kw``) generates data meeting an attention
-    construction's assumptions."""
+    Defaults: ``N = 100``, ``n = 8``, ``vocab = 16``, ``classes = 2``.  Labels depend only on
+    the multiset of tokens and the read token (consistent); ``labels="random"`` may give
+    inconsistent data.  ``for_construction`` (with ``heads``, ``head_dim``,
+    ``shared_context`` in ``kw``; unset sizes take that construction's defaults) generates
+    data meeting an attention construction's assumptions."""
     from exactmem.model.dataset import save_dataset
 
     if for_construction is not None:
         from exactmem.model.generate_attention import generate_for
 
-        ds = generate_for(for_construction, seed=seed, N=N, n=n, vocab=vocab, classes=classes,
-                          **({"dim": dim} if dim is not None else {}), **kw)
+        given = {k: v for k, v in (("N", N), ("n", n), ("dim", dim), ("vocab", vocab),
+                                   ("classes", classes)) if v is not None}
+        ds = generate_for(for_construction, seed=seed, **given, **kw)
     else:
         if kw:
             raise ExactmemError(f"generate: {sorted(kw)} apply only with for_construction")
         if labels not in ("consistent", "random"):
             raise ExactmemError(f"labels: expected 'consistent' or 'random', found {labels!r}")
-        from exactmem.model.generate import generate as gen
-
         if task not in ("next-token", "seq2seq"):
             raise ExactmemError(f"task: expected 'next-token' or 'seq2seq', found {task!r}")
-        ds = gen("next-token" if task == "next-token" else "seq2seq", N=N, n=n, vocab=vocab,
-                 classes=classes, seed=seed, dim=dim, consistent=labels == "consistent")
+        from exactmem.model.generate import generate as gen
+
+        ds = gen("next-token" if task == "next-token" else "seq2seq", N=N or 100, n=n or 8,
+                 vocab=vocab or 16, classes=classes or 2, seed=seed, dim=dim,
+                 consistent=labels == "consistent")
     if output is not None:
         save_dataset(ds, output)
     return ds
