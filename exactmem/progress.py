@@ -57,9 +57,17 @@ def _fmt_seconds(s: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
+def _fmt_count(n: float) -> str:
+    """``1234`` as is; large counts short: ``4.21M``."""
+    for size, suffix in ((10**9, "G"), (10**6, "M"), (10**5, "k")):
+        if abs(n) >= size:
+            return f"{n / (size if suffix != 'k' else 1000):.3g}{suffix}"
+    return f"{n:,.0f}" if n >= 100 else f"{n:.3g}"
+
+
 def _fmt_rate(rate: float, unit: str) -> str:
     if rate >= 100:
-        return f"{rate:,.0f} {unit}/s"
+        return f"{_fmt_count(rate)} {unit}/s"
     if rate >= 1:
         return f"{rate:.1f} {unit}/s"
     return f"{1 / rate:.1f} s/{unit}"
@@ -184,9 +192,10 @@ class Task:
         rate = self.done / elapsed if elapsed >= min(0.5, LOG_INTERVAL) > 0 else 0.0
         parts = []
         if self.total:
-            parts.append(f"{self.done}/{self.total} ({100 * self.done / self.total:.0f}%)")
+            parts.append(f"{_fmt_count(self.done)}/{_fmt_count(self.total)} "
+                         f"({100 * self.done / self.total:.0f}%)")
         elif self.done:
-            parts.append(f"{self.done} {self.unit}")
+            parts.append(f"{_fmt_count(self.done)} {self.unit}")
         if rate > 0:
             parts.append(_fmt_rate(rate, self.unit))
         parts.append(f"elapsed {_fmt_seconds(elapsed)}")

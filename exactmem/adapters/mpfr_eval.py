@@ -35,7 +35,15 @@ from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.forward import Progress, dedupe_columns, needed_positions, token_index
-from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Linear,
+    NetworkSpec,
+)
 
 
 @dataclass(slots=True)
@@ -111,7 +119,7 @@ CHUNK_CELLS = 250_000  # hidden values (mpfr objects) of a feed-forward block he
 
 def _feedforward(ff: FeedForward, x: np.ndarray, rw: _Rounded,
                  tick: Callable[[int], None]) -> np.ndarray:
-    """The ReLU block on slices of columns; ``tick(k)`` after each map on ``k`` columns."""
+    """The ReLU block on slices of columns; ``tick(ops)`` after each map on a slice."""
     width = max([ff.in_dim] + [a.out_dim for a in ff.layers])
     step = max(16, CHUNK_CELLS // max(width, 1))
     parts = []
@@ -121,7 +129,7 @@ def _feedforward(ff: FeedForward, x: np.ndarray, rw: _Rounded,
             if j > 0:
                 y = _relu(y)
             y = _affine(aff, y, rw)
-            tick(y.shape[1])
+            tick(map_cost(aff) * y.shape[1])
         parts.append(x[:, lo:lo + step] + y if ff.residual else y)
     if not parts:
         return _zero_like((ff.out_dim, 0))
@@ -142,7 +150,7 @@ def _seqsum(vals: list[Any]) -> Any:
 
 def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded,
                tick: Callable[[int], None]) -> FloatState:
-    """Column-wise attention at ``queries``; ``tick(1)`` per head and sequence."""
+    """Column-wise attention at ``queries``; ``tick(ops)`` per head and sequence."""
     n = st.index.shape[1]
     keys = list(att.keys) if att.keys is not None else list(range(n))
     if (st.index[:, keys] < 0).any() or (st.index[:, queries] < 0).any():
@@ -162,7 +170,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded,
                 for r in range(s):
                     mean = _seqsum([vals[r, c] for c in idx]) / nk
                     agg[r, i, :] = mean
-                tick(1)
+                tick(head_cost(att, head, len(keys), len(queries)))
         else:
             qm = _matvec(rw(head.query), cols)
             km = _matvec(rw(head.key), cols)
@@ -173,7 +181,7 @@ def _attention(att: Attention, st: FloatState, queries: list[int], rw: _Rounded,
                               for kc in kidx]
                     for r in range(s):
                         agg[r, i, a] = _combine(att.kind, scores, [vals[r, c] for c in kidx])
-                tick(1)
+                tick(head_cost(att, head, len(keys), len(queries)))
         flat = agg.reshape(s, N * len(queries))
         out = _matvec(rw(head.output), flat)
         total = out if total is None else total + out
@@ -197,19 +205,34 @@ def _combine(kind: str, scores: list[Any], values: list[Any]) -> Any:
     return _seqsum([(e / den) * v for e, v in zip(exps, values, strict=True)])
 
 
+def map_cost(aff: Affine) -> int:
+    """Rounded operations of an affine map per column (a product and a sum per nonzero
+    weight, a sum per bias entry): the unit of progress."""
+    nonzero = sum(1 for row in aff.weight.num for x in row if x)
+    return 2 * nonzero + (aff.out_dim if aff.bias is not None else 0)
+
+
+def head_cost(att: Attention, head: Head, keys: int, queries: int) -> int:
+    """Operations of one head on one sequence (scores, weights, weighted sums)."""
+    values = head.value.shape[0] * keys
+    if att.kind == "uniform" or head.scores_are_zero():
+        return values
+    return queries * (2 * keys * head.query.shape[0] + 3 * values)
+
+
 def _units(spec: NetworkSpec, need: list[list[int]], start: int, u: int, N: int) -> int:  # noqa: N803
-    """Units of progress from layer ``start`` on, with ``u`` columns there: a column per
-    linear layer and feed-forward map, a sequence per attention head (after an attention
+    """Operations from layer ``start`` on, with ``u`` columns there (after an attention
     layer, ``N`` times its queries columns: an upper bound until the layer has run)."""
     total = 0
     for li in range(start, len(spec.layers)):
         layer = spec.layers[li]
         if isinstance(layer, Linear):
-            total += u
+            total += map_cost(layer.map) * u
         elif isinstance(layer, FeedForward):
-            total += len(layer.layers) * u
+            total += sum(map_cost(aff) for aff in layer.layers) * u
         elif isinstance(layer, Attention):
-            total += len(layer.heads) * N
+            keys = len(layer.keys) if layer.keys is not None else spec.seq_len
+            total += N * sum(head_cost(layer, h, keys, len(need[li])) for h in layer.heads)
             u = N * len(need[li])
     return total
 
@@ -217,8 +240,8 @@ def _units(spec: NetworkSpec, need: list[list[int]], start: int, u: int, N: int)
 def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
                   progress: Progress | None = None) -> list[list[tuple[Any, ...]]]:
     """Outputs ``[sequence][read position] -> vector`` of mpfr values, computed in ``fmt``.
-    ``progress("forward", done, total)`` is called as it advances (columns per map,
-    sequences per head)."""
+    ``progress("forward", done, total)`` is called as it advances, counting rounded
+    operations (per slice of columns of each map, per sequence of each head)."""
     count = {"done": 0, "total": 0}
 
     def tick(k: int) -> None:
@@ -252,7 +275,7 @@ def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
             layer = spec.layers[li]
             if isinstance(layer, Linear):
                 st = FloatState(_affine(layer.map, st.cols, rw), st.index)
-                tick(st.cols.shape[1])
+                tick(map_cost(layer.map) * st.cols.shape[1])
             elif isinstance(layer, FeedForward):
                 st = FloatState(_feedforward(layer, st.cols, rw, tick), st.index)
             elif isinstance(layer, Attention):

@@ -187,12 +187,12 @@ def forward_misses(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
     return judge(spec, ds, exact_values(forward_float(spec, ds, fmt, progress)))
 
 
-def reporting(label: str, misses: Callable[[int, Progress], list[Miss]],
+def reporting(label: str, misses: Callable[[int, Progress], list[Miss]], unit: str = "it",
               ) -> Callable[[int], list[Miss]]:
     """``misses_at(p)`` for :func:`minimal_bits` that shows each probe's progress on stderr
-    as ``"{label} p = {p} <stage>"``."""
+    as ``"{label} p = {p} <stage>"`` (``unit``: what the stages count)."""
     def misses_at(p: int) -> list[Miss]:
-        tick, close = progress_ui.hook(f"{label} p = {p}", heartbeat=True)
+        tick, close = progress_ui.hook(f"{label} p = {p}", heartbeat=True, unit=unit)
         try:
             return misses(p, tick)
         finally:
@@ -317,11 +317,20 @@ class PrecisionReport:
         return "\n".join(lines)
 
 
+TORCH_CELLS = 4_000_000  # values per activation tensor of a torch batch
+
+
 def float_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str], device: str = "cpu",
                first: int = 5) -> tuple[list[DtypeRow], dict[str, Values]]:
     """Run the network in torch in each dtype; the outputs are returned as exact values."""
     with progress_ui.stage("loading torch"):
+        import torch
+
         from exactmem.adapters.torch import run_torch, to_torch
+    from exactmem.model.sizes import sizes
+
+    # batches small enough that no activation tensor exceeds TORCH_CELLS values; no autograd
+    batch = max(1, min(4096, TORCH_CELLS // max(1, ds.n * sizes(spec).width)))
 
     rows: list[DtypeRow] = []
     outs: dict[str, Values] = {}
@@ -330,7 +339,8 @@ def float_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str], device: st
         for name in dtypes:
             bar.update(0, description=f"torch {name}")
             clock = time.perf_counter()
-            raw = run_torch(to_torch(spec, name, device), ds, device=device)
+            with torch.inference_mode():
+                raw = run_torch(to_torch(spec, name, device), ds, batch, device)
             vals = [[tuple(Fraction(float(v)) if _finite(float(v)) else None for v in vec)
                      for vec in row] for row in raw.tolist()]
             misses = judge(spec, ds, vals)
@@ -368,11 +378,11 @@ def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
     upper_b = max(53, weights.p or 53)
     forward = minimal_bits("(b) forward pass in p-bit floating point (MPFR)",
                            reporting("(b)", lambda p, tick: forward_misses(
-                               spec, ds, bits(p), tick)), ds, upper_b, scan, log)
+                               spec, ds, bits(p), tick), "op"), ds, upper_b, scan, log)
     diff: tuple[int, ...] | None = None
     vdiff: tuple[int, ...] | None = None
     if compare_p53 and "float64" in outs:
-        tick, close = progress_ui.hook("MPFR float64 vs torch", heartbeat=True)
+        tick, close = progress_ui.hook("MPFR float64 vs torch", heartbeat=True, unit="op")
         try:
             mp = exact_values(forward_float(spec, ds, FORMATS["float64"], tick))
         finally:
@@ -390,7 +400,7 @@ def certify_at(spec: NetworkSpec, ds: Dataset, p: int) -> tuple[FloatFormat, lis
     standard width: 53, 24, 11, 8) and return every miss (empty = memorizes)."""
     fmt = IEEE_BY_PRECISION.get(p, bits(p))
     return fmt, reporting(f"certify at {fmt.name}:", lambda _p, tick: forward_misses(
-        spec, ds, fmt, tick))(p)
+        spec, ds, fmt, tick), "op")(p)
 
 
 def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int = 6,
@@ -400,7 +410,8 @@ def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int 
     say = log or (lambda _m: None)
     a: dict[int, float] = dict(report.weights.probes)
     weights_at = reporting("curve (a)", lambda p, tick: weights_misses(spec, ds, p, tick))
-    forward_at = reporting("curve (b)", lambda p, tick: forward_misses(spec, ds, bits(p), tick))
+    forward_at = reporting("curve (b)", lambda p, tick: forward_misses(spec, ds, bits(p), tick),
+                           "op")
     for p in range(2, report.weights.upper + 1):
         if p not in a and report.weights.method != "error":
             a[p] = memorized_fraction(ds, weights_at(p))
