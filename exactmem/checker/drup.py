@@ -95,15 +95,18 @@ def parse_cnf(text: str) -> tuple[int, list[list[int]]]:
 
 
 class _Checker:
+    """Clauses with two watched literals and a persistent top-level assignment (the
+    literals unit propagation implies).  Deletions of clauses that are satisfied at the
+    top level are ignored, so the top-level assignment never shrinks."""
+
     def __init__(self, nvars: int, max_steps: int) -> None:
         self.nvars = nvars
         self.val = [0] * (nvars + 1)  # value of the positive literal: 1, -1 or 0
+        self.trail: list[int] = []  # true literals; the top level, then a check's own
         self.clauses: list[list[int] | None] = []
         self.watch: dict[int, list[int]] = {}
-        self.units: dict[int, None] = {}  # clause indices of unit clauses (ordered set)
         self.index: dict[tuple[int, ...], list[int]] = {}
-        self.empty = False
-        self.top: set[int] | None = None  # cached top-level implied literals
+        self.empty = False  # the empty clause follows by unit propagation
         self.steps, self.max_steps = 0, max_steps
 
     def grow(self, lits: list[int]) -> None:
@@ -114,89 +117,60 @@ class _Checker:
             self.val.extend([0] * (top - self.nvars))
             self.nvars = top
 
+    def _value(self, lit: int) -> int:
+        v = self.val[abs(lit)]
+        return v if lit > 0 else -v
+
+    def _assign(self, lit: int) -> None:
+        self.val[abs(lit)] = 1 if lit > 0 else -1
+        self.trail.append(lit)
+
     def add(self, lits: list[int]) -> None:
-        c = list(dict.fromkeys(lits))
-        self.top = None
-        if not c:
+        c = sorted(dict.fromkeys(lits), key=lambda x: -self._value(x))  # true, open, false
+        open_ = [x for x in c if self._value(x) >= 0]
+        if not open_:
             self.empty = True
             return
         ci = len(self.clauses)
         self.clauses.append(c)
         self.index.setdefault(tuple(sorted(c)), []).append(ci)
-        if len(c) == 1:
-            self.units[ci] = None
-        else:
+        if len(c) > 1:
             self.watch.setdefault(c[0], []).append(ci)
             self.watch.setdefault(c[1], []).append(ci)
+        if len(open_) == 1 and self._value(c[0]) == 0:  # unit at the top level
+            start = len(self.trail)
+            self._assign(c[0])
+            if self._propagate(start):
+                self.empty = True
 
     def delete(self, lits: list[int]) -> bool:
-        """Delete a clause, except a unit or one satisfied by top-level propagation (a
-        solver drops those while it still relies on the units they imply)."""
+        """Delete a clause, unless it is absent, a unit, or satisfied at the top level
+        (solvers drop those while still using the units they imply)."""
         hits = self.index.get(tuple(sorted(set(lits))))
-        if not hits or len(set(lits)) <= 1:
+        if not hits or len(set(lits)) <= 1 or any(self._value(x) > 0 for x in lits):
             return False
-        if self.top is None:
-            self.top = self._top_level()
-        if any(x in self.top for x in lits):
-            return False
-        self.clauses[hits.pop()] = None  # watch lists drop it lazily; the cached top
-        return True  # level stays a superset, so it only ignores more deletions
-
-    def _top_level(self) -> set[int]:
-        """Literals implied by unit propagation alone (a conflict there: empty clause)."""
-        val, trail = self.val, []
-        try:
-            for ci in self.units:
-                c = self.clauses[ci]
-                if c is None:
-                    continue
-                v = self._value(c[0])
-                if v < 0:
-                    self.empty = True
-                    return set()
-                if v == 0:
-                    val[abs(c[0])] = 1 if c[0] > 0 else -1
-                    trail.append(c[0])
-            if self._propagate(trail):
-                self.empty = True
-            return set(trail)
-        finally:
-            for lit in trail:
-                val[abs(lit)] = 0
-
-    def _value(self, lit: int) -> int:
-        v = self.val[abs(lit)]
-        return v if lit > 0 else -v
+        self.clauses[hits.pop()] = None  # watch lists drop it lazily
+        return True
 
     def rup(self, lemma: list[int]) -> bool:
         """Does unit propagation from the negation of ``lemma`` reach a conflict?"""
-        val, trail = self.val, []
+        mark = len(self.trail)
         try:
             for lit in lemma:
                 v = self._value(lit)
                 if v > 0:
-                    return True  # a tautology
+                    return True  # already implied (or a tautology)
                 if v == 0:
-                    val[abs(lit)] = -1 if lit > 0 else 1
-                    trail.append(-lit)
-            for ci in self.units:
-                c = self.clauses[ci]
-                if c is None:
-                    continue
-                v = self._value(c[0])
-                if v < 0:
-                    return True
-                if v == 0:
-                    val[abs(c[0])] = 1 if c[0] > 0 else -1
-                    trail.append(c[0])
-            return self._propagate(trail)
+                    self._assign(-lit)
+            return self._propagate(mark)
         finally:
-            for lit in trail:
-                val[abs(lit)] = 0
+            for lit in self.trail[mark:]:
+                self.val[abs(lit)] = 0
+            del self.trail[mark:]
 
-    def _propagate(self, trail: list[int]) -> bool:
-        val, clauses, watch = self.val, self.clauses, self.watch
-        i = 0
+    def _propagate(self, start: int) -> bool:
+        val, clauses, watch, trail = self.val, self.clauses, self.watch, self.trail
+        i = start
         while i < len(trail):
             false = -trail[i]
             i += 1
@@ -286,7 +260,7 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
                 raise _Rejected(f"proof line {k}: lemma {' '.join(map(str, lits[:12]))}"
                                 f"{' ...' if len(lits) > 12 else ''} 0 is neither RUP nor RAT")
             ck.add(lits)
-        if not ck.empty and not ck.rup([]):
+        if not ck.empty:
             raise _Rejected("the proof does not derive the empty clause")
         return ProofReport("s VERIFIED", (), lemmas, deletions)
     except _Rejected as exc:

@@ -17,6 +17,7 @@ from typing import Any
 EXAMPLE = """example:
   exactmem search xor.json --readout scalar --minimize ff-width --json
   exactmem search data.json --minimize params --certificates certs/
+  exactmem search xor.json --bits 2 --residual off --minimize ff-width --proofs proofs/ --json
   exactmem search --all-labelings --N 6 --n 2 --vocab 3 --results runs/n6.jsonl
   exactmem search --all-labelings --N 6 --n 2 --vocab 3 --executor dask --scheduler tcp://host:8786
 """
@@ -45,6 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "exclude ties between different tokens (a restriction)")
     e.add_argument("--bound", default=None, help="bound |w| <= B on every weight (rational)")
     e.add_argument("--timeout", type=float, default=60.0, help="seconds per query")
+    e.add_argument("--bits", type=int, default=None, metavar="B",
+                   help="b-bit integer weights in [-2^(B-1), 2^(B-1)), decided by SAT; "
+                        "refutations come with a checked DRUP proof")
+    e.add_argument("--conflicts", type=int, default=None, metavar="N",
+                   help="with --bits: SAT conflict budget per query (deterministic; default "
+                        "2000000)")
+    e.add_argument("--proofs", type=Path, default=None, metavar="DIR",
+                   help="with --bits: write the DIMACS CNF and DRUP proof of every "
+                        "infeasible answer into this folder")
     e.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="seconds for the whole run; queries get at most what is left, shapes "
                         "not reached are unknown")
@@ -100,6 +110,15 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise DatasetError(f"--budget: expected a positive number of seconds, found "
                            f"{args.budget}")
+    if args.bits is not None:
+        if args.bits < 1:
+            raise DatasetError(f"--bits: expected a positive number of bits, found {args.bits}")
+        if args.bound or args.ties != "split":
+            raise DatasetError("--bits fixes the weights to a b-bit integer grid with exact "
+                               "ties; it cannot be combined with --bound or --ties margin")
+    elif args.proofs is not None or args.conflicts is not None:
+        raise DatasetError("--proofs and --conflicts need --bits (real-valued refutations "
+                           "are Z3's word, with no proof to write)")
     base = _base_shape(args)
     bound: Fraction | None = to_rational(args.bound, "--bound") if args.bound else None
     opts = EncodeOptions(ties=args.ties, bound=bound)
@@ -114,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     ds = load_dataset(args.data)
     if args.minimize:
         report = minimize(ds, base, args.minimize, limits, opts, args.timeout,
-                          args.certificates, None if args.quiet else _echo, args.budget)
+                          args.certificates, None if args.quiet else _echo, args.budget,
+                          args.bits, args.conflicts, args.proofs)
     else:
         report = _single(ds, base, opts, args)
     _print(report, args.json)
@@ -127,18 +147,26 @@ def _echo(res: Any) -> None:
 
 
 def _single(ds: Any, base: Any, opts: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from exactmem.search.query import run_query
+    from exactmem.search.query import run_bits_query, run_query
 
     path = None
+    name = base.label().replace(" ", "_")
     if args.certificates is not None:
         args.certificates.mkdir(parents=True, exist_ok=True)
-        path = args.certificates / (base.label().replace(" ", "_") + ".cert.json")
+        path = args.certificates / (name + ".cert.json")
     timeout = args.timeout if args.budget is None else min(args.timeout, args.budget)
-    res = run_query(ds, base, opts, timeout, path)
+    if args.bits is not None:
+        res = run_bits_query(ds, base, args.bits, args.conflicts, path,
+                             None if args.proofs is None else args.proofs / name)
+    else:
+        res = run_query(ds, base, opts, timeout, path)
     minimal = {**base.as_dict(), "params": res.params} if res.status == "found" else None
-    return {"status": res.status, "minimize": None, "minimal": minimal, "proved_minimal": False,
-            "claim": "at most" if minimal else None, "ties": opts.ties,
-            "sizes": [res.as_dict()]}
+    out = {"status": res.status, "minimize": None, "minimal": minimal, "proved_minimal": False,
+           "claim": "at most" if minimal else None, "ties": opts.ties,
+           "sizes": [res.as_dict()]}
+    if args.bits is not None:
+        out["bits"] = args.bits
+    return out
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
@@ -151,6 +179,8 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
                  f"q{sh['ff_width']} {'res' if sh['residual'] else 'nores'}")
         why = e.get("proof_kind") or e.get("reason") or ""
         extra = f"  {e['certificate']}" if e.get("certificate") else ""
+        if e.get("proof"):
+            extra = f"  {e['cnf']} {e['proof']}"
         print(f"{label:28s} params {e['params']!s:>5}  {e['status']:10s} "
               f"{e.get('seconds', 0):8.2f}s  {why}{extra}")
     m = report["minimal"]
@@ -188,7 +218,8 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
             raise DatasetError("--all-labelings without a dataset needs --N, --n and --vocab")
         seqs, vocab = generate_inputs(args.N, args.n, args.vocab, args.seed), args.vocab
     q = Question(seqs, vocab, args.classes, args.ties, args.timeout,
-                 None if bound is None else str(bound), args.retry_unknown)
+                 None if bound is None else str(bound), args.retry_unknown, args.bits,
+                 args.conflicts, None if args.proofs is None else str(args.proofs))
     probe = q.dataset([0] * len(seqs))
     shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
     def caps_ok(params: int) -> bool:
@@ -209,7 +240,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
         sizes.append({**s, "status": status})
     out = {"status": report["status"], "minimal": report["minimal"],
            "proved_minimal": report["proved_minimal"], "claim": report["claim"],
-           "ties": q.ties, "bound": q.bound, "sizes": sizes,
+           "ties": q.ties, "bound": q.bound, "bits": q.bits, "sizes": sizes,
            "sequences": [list(x) for x in seqs], "vocab": vocab, "classes": args.classes,
            "results": str(args.results), "reused": report["reused"],
            "padded": report["padded"],

@@ -183,7 +183,10 @@ class Question:
     ties: TieMode = "split"
     timeout_s: float = 60.0
     bound: str | None = None  # "p/q": |w| <= bound on every weight, or None
-    retry_unknown: bool = False  # re-solve stored unknowns even under the same timeout
+    retry_unknown: bool = False  # re-solve stored unknowns even under the same budget
+    bits: int | None = None  # b-bit integer weights, decided by SAT
+    conflicts: int | None = None  # SAT conflict budget per query
+    proof_dir: str | None = None  # where CNF files and DRUP proofs are written
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"sequences": [list(s) for s in self.sequences],
@@ -191,13 +194,21 @@ class Question:
                                 "ties": self.ties}
         if self.bound is not None:
             head["bound"] = self.bound
+        if self.bits is not None:
+            head["bits"] = self.bits
         return head
 
     def retry(self, record: dict[str, Any]) -> bool:
         """Is a stored answer to be solved again?  Only an ``unknown``, and only with
-        ``retry_unknown`` or a larger timeout than the one it ran under."""
+        ``retry_unknown`` or a larger budget (timeout, or SAT conflicts with ``bits``) than
+        the one it ran under."""
         if record.get("status") != "unknown":
             return False
+        if self.bits is not None:
+            from exactmem.search.sat_backend import DEFAULT_CONFLICTS
+
+            return self.retry_unknown or (self.conflicts or DEFAULT_CONFLICTS) > \
+                int(record.get("conflict_budget", 0))
         return self.retry_unknown or self.timeout_s > float(record.get("timeout", 0.0))
 
     def dataset(self, labels: Sequence[int]) -> Dataset:
@@ -231,6 +242,11 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                                    "timeout": q.timeout_s, "key": key}
         if q.bound is not None:
             payload["bound"] = q.bound
+        if q.bits is not None:
+            payload["bits"], payload["conflicts"] = q.bits, q.conflicts
+            if q.proof_dir is not None:
+                name = key.replace(" ", "_").replace("|", "__").replace(",", "")
+                payload["proof_stem"] = str(Path(q.proof_dir) / name)
         path = _cert_path(certificate_dir, key)
         if path is not None:
             payload["certificate"] = str(path)

@@ -4,7 +4,9 @@
 * :class:`Infeasible` -- no network of the shape exists; ``proof_kind`` says why we believe
   it: ``"solver-only"`` (an SMT solver said UNSAT; an opinion, not a certificate) or
   ``"label-consistency"`` (two sequences no permutation-equivariant network can tell apart
-  carry different labels: checkable from the dataset alone);
+  carry different labels: checkable from the dataset alone) or ``"drup"`` (bit-bounded
+  weights: a SAT solver's DRUP refutation of the CNF, verified by the stdlib checker
+  :mod:`exactmem.checker.drup`);
 * :class:`Unknown` -- timeout, resource limit, or a model that could not be made rational.
 
 Backends return :class:`Assignment` (exact values of the unknowns) instead of ``Found``;
@@ -18,7 +20,7 @@ from fractions import Fraction
 
 from exactmem.model.spec import NetworkSpec
 
-PROOF_KINDS = ("solver-only", "label-consistency")
+PROOF_KINDS = ("solver-only", "label-consistency", "drup")
 
 
 @dataclass(frozen=True, slots=True)

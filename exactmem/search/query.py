@@ -47,6 +47,9 @@ class QueryResult:
     certificate: dict[str, Any] | None = None
     certificate_path: str | None = None
     notes: tuple[str, ...] = field(default=())
+    cnf: str | None = None  # bit-bounded infeasible: the DIMACS file and its DRUP proof
+    proof: str | None = None
+    extra: tuple[tuple[str, Any], ...] = field(default=())  # e.g. bits, conflicts
 
     @property
     def status(self) -> str:
@@ -66,6 +69,9 @@ class QueryResult:
             out["certificate"] = self.certificate_path
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.cnf is not None:
+            out["cnf"], out["proof"] = self.cnf, self.proof
+        out.update(dict(self.extra))
         return out
 
 
@@ -87,14 +93,16 @@ def shape_params(ds: Dataset, shape: Shape) -> int:
     return params_of(shape, ds.inputs, dim, output_dim(ds, shape))
 
 
-def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions
-                    ) -> tuple[dict[str, Any], list[str]]:
+def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions,
+                    bits: int | None = None) -> tuple[dict[str, Any], list[str]]:
     """Certificate of the witness and the checker's failures (empty when verified)."""
     from exactmem.certificate import build_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
 
     params: dict[str, Any] = {"shape": shape.as_dict(), "ties": opts.ties}
+    if bits is not None:
+        params["bits"] = bits
     cert = build_certificate(ds, BuildResult(spec, params), CONSTRUCTION_NAME)
     report = check_certificate(cert)
     return cert, list(report.failures)
@@ -149,6 +157,51 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
     return QueryResult(shape, params, Found(spec), seconds, cert, path, tuple(notes))
 
 
+def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None = None,
+                   certificate_path: str | Path | None = None,
+                   proof_stem: Path | None = None) -> QueryResult:
+    """Decide whether ``shape`` with ``bits``-bit integer weights memorizes ``ds`` (SAT).
+
+    ``found``: the model's network, certified and verified by the checker.  ``infeasible``:
+    label consistency, or a DRUP refutation verified by :mod:`exactmem.checker.drup`
+    (written to ``<proof_stem>.cnf`` / ``.drup`` when ``proof_stem`` is given).
+    """
+    from exactmem.search import sat_backend
+    from exactmem.search.sat_encoding import encode_bits, witness_from_model
+
+    start = time.monotonic()
+    params = shape_params(ds, shape)
+    budget = conflicts or sat_backend.DEFAULT_CONFLICTS
+    extra: tuple[tuple[str, Any], ...] = (("bits", bits), ("conflict_budget", budget))
+    conflict = consistency_conflict(ds)
+    if conflict is not None:
+        return QueryResult(shape, params, Infeasible("label-consistency", conflict),
+                           time.monotonic() - start, extra=extra)
+    problem = encode_bits(ds, shape, bits)
+    ans = sat_backend.solve(problem.circuit.nvars, problem.clauses, budget, proof_stem)
+    extra += (("conflicts", ans.conflicts), ("variables", problem.circuit.nvars),
+              ("clauses", len(problem.clauses)))
+    if not isinstance(ans.outcome, sat_backend.SatModel):
+        return QueryResult(shape, params, ans.outcome, time.monotonic() - start,
+                           cnf=ans.cnf, proof=ans.proof,
+                           extra=extra + (("proof_check_seconds", round(ans.check_seconds,
+                                                                         4)),))
+    spec = witness_from_model(ds, shape, problem, set(ans.outcome.true_literals))
+    cert, failures = certify_witness(ds, shape, spec, EncodeOptions(), bits)
+    seconds = time.monotonic() - start
+    if failures:
+        return QueryResult(shape, params, Unknown("the checker rejected the SAT witness: "
+                                                  + "; ".join(failures[:3])), seconds,
+                           extra=extra)
+    path = None
+    if certificate_path is not None:
+        from exactmem.certificate import write_certificate
+
+        write_certificate(cert, certificate_path)
+        path = str(certificate_path)
+    return QueryResult(shape, params, Found(spec), seconds, cert, path, extra=extra)
+
+
 def _stages(opts: EncodeOptions, portfolio: bool) -> list[tuple[EncodeOptions, str | None]]:
     """Restricted problems first (each can only find, never refute), the full one last."""
     if not portfolio or opts.ties == "margin" or opts.uniform:
@@ -185,7 +238,12 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     opts = EncodeOptions(ties=payload.get("ties", "split"),
                          bound=None if bound is None else Fraction(bound))
     timeout = float(payload.get("timeout", 60.0))
-    res = run_query(ds, shape, opts, timeout, payload.get("certificate"))
+    if payload.get("bits") is not None:
+        stem = payload.get("proof_stem")
+        res = run_bits_query(ds, shape, int(payload["bits"]), payload.get("conflicts"),
+                             payload.get("certificate"), None if stem is None else Path(stem))
+    else:
+        res = run_query(ds, shape, opts, timeout, payload.get("certificate"))
     out = res.as_dict()
     out["timeout"] = timeout
     if isinstance(res.outcome, Found):

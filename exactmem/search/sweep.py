@@ -19,7 +19,7 @@ from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encoding import EncodeOptions
 from exactmem.search.outcome import Infeasible
-from exactmem.search.query import QueryResult, run_query, shape_params
+from exactmem.search.query import QueryResult, run_bits_query, run_query, shape_params
 from exactmem.search.shape import Shape, nests_in
 
 Minimize = Literal["ff-width", "heads", "params"]
@@ -78,13 +78,18 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
              opts: EncodeOptions | None = None, timeout_s: float = 60.0,
              certificate_dir: Path | None = None,
              on_result: Callable[[QueryResult], None] | None = None,
-             budget_s: float | None = None) -> dict[str, Any]:
+             budget_s: float | None = None, bits: int | None = None,
+             conflicts: int | None = None, proof_dir: Path | None = None) -> dict[str, Any]:
     """Sweep shapes; return the JSON report (``status``, ``minimal``, ``proved_minimal``,
     ``sizes``).
 
     ``budget_s`` bounds the whole sweep: each query gets ``min(timeout_s, what is left)``;
     shapes not reached are reported ``unknown`` with the reason ``budget``.  Progress (one
     line per shape) goes to stderr through :mod:`exactmem.progress`.
+
+    ``bits``: b-bit integer weights decided by SAT (:func:`run_bits_query`) under a
+    deterministic ``conflicts`` budget per query; refutations are DRUP proofs written to
+    ``proof_dir`` (``<shape>.cnf`` / ``.drup``) and checked before they are reported.
     """
     from exactmem import progress
 
@@ -93,6 +98,7 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
     deadline = None if budget_s is None else time.monotonic() + budget_s
     sizes: list[dict[str, Any]] = []
     infeasible: list[Shape] = []
+    proofs: dict[Shape, tuple[str, str | None, str | None]] = {}
     all_smaller_infeasible = True
     minimal: dict[str, Any] | None = None
     shapes = candidates(base, mode, limits, ds)
@@ -104,8 +110,11 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
             big = implied_infeasible(shape, infeasible)
             if big is not None:
                 entry = {"shape": shape.as_dict(), "params": shape_params(ds, shape),
-                         "status": "infeasible", "seconds": 0.0, "proof_kind": "solver-only",
+                         "status": "infeasible", "seconds": 0.0,
+                         "proof_kind": proofs[big][0],
                          "detail": f"nests in the infeasible shape {big.label()}"}
+                if proofs[big][1] is not None:
+                    entry["cnf"], entry["proof"] = proofs[big][1], proofs[big][2]
                 sizes.append(entry)
                 bar.update()
                 continue
@@ -121,8 +130,13 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
             if certificate_dir is not None:
                 certificate_dir.mkdir(parents=True, exist_ok=True)
                 path = certificate_dir / (shape.label().replace(" ", "_") + ".cert.json")
-            res = run_query(ds, shape, opts, timeout_s if left is None else
-                            min(timeout_s, left), path)
+            if bits is not None:
+                stem = None if proof_dir is None else \
+                    proof_dir / shape.label().replace(" ", "_")
+                res = run_bits_query(ds, shape, bits, conflicts, path, stem)
+            else:
+                res = run_query(ds, shape, opts, timeout_s if left is None else
+                                min(timeout_s, left), path)
             bar.update()
             if on_result is not None:
                 on_result(res)
@@ -131,12 +145,16 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
                 minimal = {**shape.as_dict(), "params": res.params}
             elif res.status == "infeasible":
                 infeasible.append(shape)
+                assert isinstance(res.outcome, Infeasible)
+                proofs[shape] = (res.outcome.proof_kind, res.cnf, res.proof)
                 if isinstance(res.outcome, Infeasible) and res.outcome.proof_kind == \
                         "label-consistency":
                     break  # no shape of the family can memorize this dataset
             else:
                 all_smaller_infeasible = False
-    return report(ds, base, mode, limits, opts.ties, sizes, minimal, all_smaller_infeasible)
+    extra = {} if bits is None else {"bits": bits, "conflict_budget": conflicts}
+    return report(ds, base, mode, limits, opts.ties, sizes, minimal, all_smaller_infeasible,
+                  extra)
 
 
 def report(ds: Dataset, base: Shape, mode: str, limits: Limits, ties: str,
