@@ -223,7 +223,8 @@ def test_max_bits_zero_is_the_default_network() -> None:
 
 
 def test_docs_loading_snippets_run(certified: tuple[Path, Dataset], tmp_path: Path) -> None:
-    """The plain-PyTorch and onnxruntime snippets of docs/export.md load real exports."""
+    """The plain-PyTorch, safetensors and onnxruntime snippets of docs/export.md load real
+    exports (the safetensors one feeds the rest of the plain-PyTorch snippet)."""
     import re
     import subprocess
     import sys
@@ -231,16 +232,22 @@ def test_docs_loading_snippets_run(certified: tuple[Path, Dataset], tmp_path: Pa
     cert, ds = certified
     text = (Path(__file__).parent.parent / "docs" / "export.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
+    plain, st_loader, ort_snippet = blocks
+    load_line = next(line for line in plain.splitlines() if line.startswith("state = "))
+    st_snippet = plain.replace(load_line, st_loader)
     data = tmp_path / "d.json"
     from exactmem.model.dataset import save_dataset
 
     save_dataset(ds, data)
     pt, onnx_path = tmp_path / "net.pt", tmp_path / "net.onnx"
+    st = tmp_path / "net.safetensors"
     assert main(["export", str(cert), "--format", "torch", "-o", str(pt), "--no-check"]) == 0
+    assert main(["export", str(cert), "--format", "safetensors", "-o", str(st),
+                 "--no-check"]) == 0
     assert main(["export", str(cert), "--format", "onnx", "--dtype", "float32", "-o",
                  str(onnx_path), "--no-check"]) == 0
-    for block, model in zip(blocks, (pt, onnx_path), strict=True):
+    for block, model in ((plain, pt), (st_snippet, st), (ort_snippet, onnx_path)):
         script = tmp_path / "snippet.py"
         script.write_text(block)
         run = subprocess.run([sys.executable, str(script), str(model), str(data)],

@@ -1,6 +1,6 @@
 """Exact matrices as integer numerators over one shared positive denominator.
 
-This is the fast exact representation (design §3.5): a matrix ``A = num / den`` with
+This is the fast exact representation: a matrix ``A = num / den`` with
 ``num`` a tuple of integer rows and ``den > 0``.  Arithmetic on many entries then runs
 on integers; a ``Fraction`` per element is never stored.
 """

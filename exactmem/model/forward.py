@@ -1,6 +1,6 @@
 """The exact forward pass of a :class:`NetworkSpec` over a whole dataset.
 
-Activations are integer matrices over one shared denominator (design §3.5).  Work is done
+Activations are integer matrices over one shared denominator.  Work is done
 on the *distinct* token columns only: every position holds an index into a table of unique
 columns, so token-wise layers cost ``O(#distinct columns)``, not ``O(N n)``.  Integer
 arithmetic runs in numpy ``int64`` when a bound proves it cannot overflow, and on Python
