@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dtype / mantissa table: certify random datasets and run the precision report on each.
 
-    .venv/bin/python scripts/precision_table.py docs/results/precision.csv \\
+    .venv/bin/python scripts/precision_table.py out/precision.csv \\
         lookup:64 lookup:1024 lookup:1024:max_bits=24 kajitsuka2025-next-token:256
 
 Each item is ``construction:N[:option=value,...]``.  Columns: sizes, the memorized fraction per
