@@ -233,6 +233,13 @@ def test_softmax_networks_certify_back(tmp_path: Path) -> None:
         res = exactmem.certify_model(m, d, output=tmp_path / f"{con}.back.json")
         assert res.verified, res
         assert exactmem.check(tmp_path / f"{con}.back.json").verified
+    mha = tmp_path / "mahdavi2024-mha.pt", tmp_path / "mahdavi2024-mha.d.json"
+    assert exactmem.certify_model(*mha, epsilon="1/3").verified  # a scalar readout
+    with pytest.raises(SpecError, match=re.escape("epsilon: expected a rational in [0, 1/2)")):
+        exactmem.certify_model(*mha, epsilon=1)
+    with pytest.raises(SpecError, match="only to networks with softmax scores and a scalar"):
+        exactmem.certify_model(tmp_path / "dana2024-aot.pt", tmp_path / "dana2024-aot.d.json",
+                               epsilon="1/4")
 
 
 def test_kajitsuka_weights_that_no_float_holds_are_an_honest_exit_1(

@@ -49,6 +49,20 @@ def default_epsilon(ds: Dataset) -> Fraction:
                         default=1), 4)
 
 
+def _epsilon(epsilon: object | None, ds: Dataset) -> Fraction:
+    """``epsilon`` as a rational below half the smallest label gap (default: a quarter)."""
+    from exactmem.arith import to_rational
+
+    quarter = default_epsilon(ds)
+    if epsilon is None:
+        return quarter
+    eps = to_rational(epsilon, "epsilon")
+    if not 0 <= eps < 2 * quarter:
+        raise SpecError(f"epsilon: expected a rational in [0, {2 * quarter}) (below half the "
+                        f"smallest gap between distinct labels), found {eps}")
+    return eps
+
+
 def _near_miss(spec: NetworkSpec, failures: tuple[Any, ...]) -> tuple[str, ...]:
     """A note when every failing scalar output is within 1/2 of its label."""
     if spec.readout.kind != "scalar" or not failures:
@@ -103,18 +117,20 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     _fits(spec, ds)
     clock = time.perf_counter()
     hints: dict[str, Any] = {}
-    if has_softmax_scores(spec):
-        if epsilon is None and spec.readout.kind == "scalar":
-            epsilon = default_epsilon(ds)
+    softmax = has_softmax_scores(spec)
+    if epsilon is not None and not (softmax and spec.readout.kind == "scalar"):
+        raise SpecError("epsilon applies only to networks with softmax scores and a scalar "
+                        "readout (any other exact output must equal the label, an argmax "
+                        "must be unique)")
+    if softmax:
+        if spec.readout.kind == "scalar":
+            epsilon = _epsilon(epsilon, ds)
         say("softmax scores: rigorous interval evaluation"
             + (f", tolerance epsilon = {epsilon}" if epsilon is not None else ""))
         outcome = certify_interval(spec, ds, epsilon)
         evaluation = outcome.evaluation
         hints["softmax"] = softmax_hint(outcome)
     else:
-        if epsilon is not None:
-            raise SpecError("epsilon applies only to networks with softmax scores (the exact "
-                            "output of any other network must equal the label)")
         evaluation = evaluate(spec, ds)
     t["evaluate"] = time.perf_counter() - clock
     source = Path(model).name if isinstance(model, (str, Path)) else imported.source

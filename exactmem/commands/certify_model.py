@@ -19,9 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "stderr; CERT is not written), 2 unusable input.",
         epilog="example: exactmem export c.json --format torch -o m.pt && "
                "exactmem certify-model m.pt d.json -o c2.json")
-    p.add_argument("model", help="model file: .pt state_dict or .safetensors")
-    p.add_argument("data", help="dataset file (exactmem.dataset/1 JSON)")
-    p.add_argument("-o", "--output", required=True, help="certificate file to write")
+    p.add_argument("model", metavar="MODEL", help="model file: .pt state_dict or .safetensors")
+    p.add_argument("data", metavar="DATA", help="dataset file (exactmem.dataset/1 JSON)")
+    p.add_argument("-o", "--output", required=True, metavar="CERT",
+                   help="certificate file to write")
     p.add_argument("--structure", metavar="JSON",
                    help="the network structure (exactmem.skeleton/1 JSON file), when MODEL "
                         "does not carry it")
