@@ -367,9 +367,12 @@ def load_safetensors_state(path: Path) -> tuple[dict[str, Any], str | None]:
     if bf16:
         raw = path.read_bytes()
         for name, entry in bf16.items():
-            lo, hi = entry["data_offsets"]
-            bits = np.frombuffer(raw[start + lo:start + hi], dtype="<u2").astype(np.uint32)
-            arrays[name] = (bits << 16).view(np.float32).reshape(entry["shape"])  # exact
+            try:
+                lo, hi = entry["data_offsets"]
+                bits = np.frombuffer(raw[start + lo:start + hi], dtype="<u2").astype(np.uint32)
+                arrays[name] = (bits << 16).view(np.float32).reshape(entry["shape"])  # exact
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SpecError(f"{name}: cannot decode the bfloat16 tensor: {exc}") from None
     return arrays, meta.get(METADATA_KEY) if isinstance(meta, dict) else None
 
 
