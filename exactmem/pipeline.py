@@ -96,4 +96,5 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     if report.verified and out is not None:
         with _stage("write", t):
             write_certificate(cert, out)
+    say("stage times: " + ", ".join(f"{k} {v:.2f}s" for k, v in t.items()))
     return CertifyOutcome(cert, report, t, tuple(result.notes))

@@ -114,7 +114,10 @@ def _rich_display(unit: str) -> Any:
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TaskProgressColumn(), Rate(), TimeElapsedColumn(), TimeRemainingColumn(),
-                   console=Console(stderr=True), transient=True)
+                   console=Console(stderr=True), transient=True,
+                   # stdout keeps its own destination (a file, a pipe); only when it is the
+                   # same terminal does it go through the display, above the bars
+                   redirect_stdout=sys.stdout.isatty(), redirect_stderr=True)
     bar.start()
     _live["progress"] = bar
     return bar

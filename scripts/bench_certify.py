@@ -9,12 +9,15 @@ up to ``--dense-max`` sequences, densely (every hidden unit for every sequence).
 
     .venv/bin/python scripts/bench_certify.py            # N = 1e3, 1e4, 1e5
     .venv/bin/python scripts/bench_certify.py --N 1000 5000
+
+Progress (per row, and per stage within a row) goes to stderr; ``--quiet`` turns it off.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -22,8 +25,10 @@ import time
 
 import numpy as np
 
+from exactmem import progress
 
-def sweep_float(ff, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+
+def sweep_float(ff, x: np.ndarray) -> np.ndarray:
     """float64 ``C relu(a x + b) + d`` for scalar x by sorted breakpoints and prefix sums."""
     first, second = ff.layers
     a = np.array([r[0] / first.weight.den for r in first.weight.num])
@@ -42,11 +47,11 @@ def sweep_float(ff, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def
     return (p1[ip] + n1[im]) * x + p0[ip] + n0[im]
 
 
-def float_forward(spec, ds, dense: bool, chunk_cells: int = 20_000_000) -> np.ndarray:  # type: ignore[no-untyped-def]
+def float_forward(spec, ds, dense: bool, chunk_cells: int = 20_000_000) -> np.ndarray:
     """float64 evaluation of a uniform-attention network (the lookup pipeline)."""
     from exactmem.model.spec import Attention, Embedding, FeedForward, Linear
 
-    def arr(m):  # type: ignore[no-untyped-def]
+    def arr(m):
         return np.array([[x / m.den for x in row] for row in m.num], dtype=np.float64)
 
     seqs = np.array(ds.sequences, dtype=np.int64)  # (N, n)
@@ -97,24 +102,34 @@ def one(N: int, dense_max: int) -> dict[str, float]:  # noqa: N803
     from exactmem.model import evaluate
     from exactmem.model.generate import generate
 
-    ds = generate("next-token", N=N, n=16, vocab=64, classes=8, seed=1)
+    with progress.stage(f"N = {N}: generate"):
+        ds = generate("next-token", N=N, n=16, vocab=64, classes=8, seed=1)
     t0 = time.perf_counter()
-    result = get("lookup").build(ds, {"seed": 0})
+    with progress.stage(f"N = {N}: build"):
+        result = get("lookup").build(ds, {"seed": 0})
     t1 = time.perf_counter()
-    ev = evaluate(result.spec, ds)
+    tick, close = progress.hook(f"N = {N}: evaluate", heartbeat=True)
+    ev = evaluate(result.spec, ds, tick)
+    close()
     t2 = time.perf_counter()
     assert ev.memorized
-    cert = build_certificate(ds, result, "lookup", ev)
+    with progress.stage(f"N = {N}: certificate"):
+        cert = build_certificate(ds, result, "lookup", ev)
     t3 = time.perf_counter()
-    report = check_certificate(cert)
+    tick, close = progress.hook(f"N = {N}: check", heartbeat=True)
+    tick("parse", 0, 0)
+    report = check_certificate(cert, progress=tick)
+    close()
     t4 = time.perf_counter()
     assert report.verified, report.failures[:3]
-    out = float_forward(result.spec, ds, dense=False)
+    with progress.stage(f"N = {N}: float64"):
+        out = float_forward(result.spec, ds, dense=False)
     t5 = time.perf_counter()
     correct = float(np.mean(np.rint(out[0]) == np.array(ds.labels)))
     dense_s = float("nan")
     if N <= dense_max:
-        float_forward(result.spec, ds, dense=True)
+        with progress.stage(f"N = {N}: float64 dense"):
+            float_forward(result.spec, ds, dense=True)
         dense_s = time.perf_counter() - t5
     return {"N": N, "build_s": t1 - t0, "exact_eval_s": t2 - t1, "check_s": t4 - t3,
             "float64_s": t5 - t4, "float64_dense_s": dense_s, "float64_correct": correct,
@@ -126,17 +141,25 @@ def main() -> int:
     ap.add_argument("--N", type=int, nargs="*", default=[1000, 10_000, 100_000])
     ap.add_argument("--dense-max", type=int, default=10_000,
                     help="largest N for the dense float64 reference (it costs N^2)")
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quiet:
+        progress.configure(quiet=True)
     if args.one:
         print(json.dumps(one(args.one, args.dense_max)))
         return 0
     cols = ("N", "build s", "exact eval s", "check s", "peak MiB", "float64 s",
             "exact/float", "check/float", "dense f64 s", "f64 correct")
-    print(" | ".join(f"{c:>12s}" for c in cols))
+    print(" | ".join(f"{c:>12s}" for c in cols), flush=True)
+    env = {**os.environ, **({"EXACTMEM_QUIET": "1"} if progress.is_quiet() else {})}
+    rows = progress.task("bench_certify rows", total=len(args.N), unit="row")
     for N in args.N:  # noqa: N806
+        rows.update(0, description=f"bench_certify N = {N}")
         proc = subprocess.run([sys.executable, __file__, "--one", str(N), "--dense-max",
-                               str(args.dense_max)], capture_output=True, text=True, check=True)
+                               str(args.dense_max)], stdout=subprocess.PIPE, text=True,
+                              check=True, env=env)  # the child's progress: on our stderr
+        rows.update()
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         row = (f"{r['N']:>12d}", f"{r['build_s']:12.2f}", f"{r['exact_eval_s']:12.2f}",
                f"{r['check_s']:12.2f}", f"{r['peak_rss_mib']:12.0f}", f"{r['float64_s']:12.2f}",
@@ -144,6 +167,7 @@ def main() -> int:
                f"{r['check_s'] / r['float64_s']:12.2f}", f"{r['float64_dense_s']:12.2f}",
                f"{r['float64_correct']:12.4f}")
         print(" | ".join(row), flush=True)
+    rows.close()
     return 0
 
 

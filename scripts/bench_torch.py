@@ -14,6 +14,8 @@ and the fraction of labels each float run gets right.  Prints a table; ``--csv``
 
     python scripts/bench_torch.py --N 256 1024 4096 --device auto
     python scripts/bench_torch.py --N 1024 --max-bits 24 --dtype float32 --device cuda
+
+Progress (certify stages, each timed engine, rows) goes to stderr; ``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from exactmem import progress
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -48,9 +52,11 @@ def bench_one(N: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     build_s = time.perf_counter() - clock
     if not outcome.report.verified:
         raise SystemExit(f"N = {N}: the checker rejected the network")
+    tick, close = progress.hook(f"N = {N}: checker", heartbeat=True)
     clock = time.perf_counter()
-    check_certificate(outcome.certificate)
+    check_certificate(outcome.certificate, progress=tick)
     check_s = time.perf_counter() - clock
+    close()
     from exactmem.certificate import spec_from_certificate
 
     spec = spec_from_certificate(outcome.certificate)
@@ -72,7 +78,7 @@ def bench_one(N: int, args: argparse.Namespace) -> list[dict[str, Any]]:
                 outs = [net.predict(x[s:s + args.batch]) for s in range(0, N, args.batch)]
                 return torch.cat(outs)
 
-            with torch.no_grad():
+            with torch.no_grad(), progress.stage(f"N = {N}: torch-{device}-{dtype}"):
                 run_all()
                 if device == "cuda":
                     torch.cuda.synchronize()
@@ -88,13 +94,14 @@ def bench_one(N: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     for dtype in args.dtype:
         if dtype not in ("float64", "float32"):
             continue
-        model = build_model(spec, dtype)
-        inp = dataset_array(ds, dtype)
-        run_onnx(model, inp)
-        clock = time.perf_counter()
-        for _ in range(args.repeat):
-            _, lab = run_onnx(model, inp)
-        secs = (time.perf_counter() - clock) / args.repeat
+        with progress.stage(f"N = {N}: onnxruntime-cpu-{dtype}"):
+            model = build_model(spec, dtype)
+            inp = dataset_array(ds, dtype)
+            run_onnx(model, inp)
+            clock = time.perf_counter()
+            for _ in range(args.repeat):
+                _, lab = run_onnx(model, inp)
+            secs = (time.perf_counter() - clock) / args.repeat
         rows.append({"N": N, "engine": f"onnxruntime-cpu-{dtype}", "seconds": secs,
                      "seq_per_s": _rate(N, secs),
                      "labels_correct": float((lab == labels).mean()),
@@ -116,10 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--csv", default=None)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     args = p.parse_args(argv)
+    if args.quiet:
+        progress.configure(quiet=True)
     rows: list[dict[str, Any]] = []
-    print(f"{'N':>6} {'engine':<26} {'seconds':>9} {'seq/s':>12} {'labels ok':>9}  note")
-    for N in args.N:
+    print(f"{'N':>6} {'engine':<26} {'seconds':>9} {'seq/s':>12} {'labels ok':>9}  note",
+          flush=True)
+    for N in progress.track(args.N, "bench_torch sizes", unit="N"):
         for r in bench_one(N, args):
             rows.append(r)
             print(f"{r['N']:>6} {r['engine']:<26} {r['seconds']:>9.4f} {r['seq_per_s']:>12.0f} "

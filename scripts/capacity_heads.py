@@ -15,6 +15,8 @@ Writes three tables (and PNG plots) to ``--out``:
 
 Every "certified" below means: the interval forward pass proved the label (argmax, or
 within epsilon) for every sequence; no float is involved.  Floats appear only in the plots.
+Progress (per setting, and per layer and sequence of the rigorous evaluation) goes to
+stderr; ``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from exactmem import progress
 from exactmem.constructions import get
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
@@ -53,8 +56,12 @@ def mahdavi_rows(quick: bool) -> list[dict[str, Any]]:
     if quick:
         settings = settings[:3]
     rows = []
+    bar = progress.task("mahdavi settings", total=2 * len(settings), unit="setting",
+                        heartbeat=True)
     for context in ("shared", "random"):
         for H, dh, n, d in settings:
+            bar.update(0, description=f"mahdavi H = {H}, d_h = {dh}, n = {n}, d = {d}, "
+                                      f"{context} context")
             start = time.perf_counter()
             formula = H * (min(n, dh) - 1) + 1
             ceiling = H * (n - 1) + 1 if context == "shared" else H * d
@@ -87,6 +94,8 @@ def mahdavi_rows(quick: bool) -> list[dict[str, Any]]:
                    "first_failure": reason, "seconds": round(time.perf_counter() - start, 1)}
             print(f"mahdavi {row}", flush=True)
             rows.append(row)
+            bar.update()
+    bar.close()
     return rows
 
 
@@ -96,7 +105,9 @@ def dana_rows(quick: bool) -> list[dict[str, Any]]:
     if quick:
         settings = settings[:3]
     rows = []
+    bar = progress.task("dana settings", total=len(settings), unit="setting", heartbeat=True)
     for H, dh, d in settings:
+        bar.update(0, description=f"dana H = {H}, d_h = {dh}, d = {d}")
         start = time.perf_counter()
         formula = H * dh + d
         results = []
@@ -113,6 +124,8 @@ def dana_rows(quick: bool) -> list[dict[str, Any]]:
                "seconds": round(time.perf_counter() - start, 1)}
         print(f"dana {row}", flush=True)
         rows.append(row)
+        bar.update()
+    bar.close()
     return rows
 
 
@@ -126,17 +139,24 @@ def dana_exp1_rows(quick: bool) -> list[dict[str, Any]]:
     order = [p for p in pairs if p[0] != p[1]]
     rng.shuffle(order)
     rows = []
-    for H in ((1, 6) if quick else sorted(DANA_EXP1)):
+    for H in progress.track((1, 6) if quick else sorted(DANA_EXP1), "dana exp1 heads",
+                            unit="setting"):
         start = time.perf_counter()
         T = H * d + d
         sub = order[:T]
         ds = Dataset("next-token", "token-ids", tuple(sub), tuple(nxt[p] for p in sub),
                      vocab_size=N)
         con = get("dana2024-aot")
-        result = con.build(ds, {**con.defaults(), "heads": H, "head_dim": d, "dim": d})
+        with progress.stage(f"dana exp1 H = {H}: build"):
+            result = con.build(ds, {**con.defaults(), "heads": H, "head_dim": d, "dim": d})
         built = time.perf_counter() - start
         hint = result.hints["softmax"]
-        out = certify_interval(result.spec, full, None, (int(hint["precision"]),))
+        tick, close = progress.hook(f"dana exp1 H = {H}: evaluate", heartbeat=True)
+        try:
+            out = certify_interval(result.spec, full, None, (int(hint["precision"]),),
+                                   progress=tick)
+        finally:
+            close()
         certified = sum(1 for row in out.evaluation.predictions if row[0] is not None)
         bound = 1 / N + (1 - 1 / N) * T / (N * N)
         row = {"H": H, "d": d, "d_h": d, "T_built": T, "certified_on_2500": certified,
@@ -200,7 +220,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="a few settings only")
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--skip-exp1", action="store_true", help="skip the N = 50 comparison")
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
+    if args.quiet:
+        progress.configure(quiet=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     mahdavi = mahdavi_rows(args.quick)

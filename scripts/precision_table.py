@@ -7,6 +7,8 @@
 Each item is ``construction:N[:option=value,...]``.  Columns: sizes, the memorized fraction per
 dtype, the exact minimal mantissa bits (weights rounded / whole pass in MPFR), the sequence that
 fails one bit below, and the per-sequence comparison of MPFR p = 53 with torch float64.
+Progress (per item, and per stage of certify and of the precision report) goes to stderr;
+``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from exactmem import progress
 from exactmem.adapters.precision import precision_report
 from exactmem.certificate import spec_from_certificate
 from exactmem.model.dataset import Dataset
@@ -69,9 +72,12 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="CSV file to write (rewritten after every row)")
     ap.add_argument("items", nargs="+", help="construction:N[:option=value,...]")
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     args = ap.parse_args()
+    if args.quiet:
+        progress.configure(quiet=True)
     rows = []
-    for item in args.items:
+    for item in progress.track(args.items, "precision_table items", unit="item"):
         rows.append(row_for(item))
         print(rows[-1], flush=True)
         with open(args.out, "w", newline="") as fh:

@@ -12,7 +12,8 @@ lookup, and writes ``docs/results/scaling_<task>.csv`` and a log-log plot
     .venv/bin/python scripts/scaling.py --max-exp 16    # up to 2^16 (long)
 
 Rows are appended to the CSV as they finish, so an interrupted run keeps what it measured.
-Floats appear only here, in the report.
+Floats appear only here, in the report.  Progress (rows, and the certify stages of each row)
+goes to stderr; ``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from exactmem import progress
 from exactmem.constructions import get
 from exactmem.model.generate import generate
 from exactmem.model.sizes import sizes
@@ -42,7 +44,8 @@ def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, objec
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
     sz = outcome.certificate["sizes"]
-    look = sizes(get("lookup").build(ds, {"seed": seed}).spec).params_nonzero
+    with progress.stage(f"{task} N = {N}: lookup baseline"):
+        look = sizes(get("lookup").build(ds, {"seed": seed}).spec).params_nonzero
     t = outcome.timings
     return {"task": task, "N": N, "n": n, "points": N if task == "next-token" else N * n,
             "params_dense": sz["params_dense"], "params_nonzero": sz["params_nonzero"],
@@ -117,7 +120,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--plot-only", action="store_true",
                     help="re-read the CSV files of an earlier (possibly interrupted) run, "
                          "print the summary and draw the plot")
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
+    if args.quiet:
+        progress.configure(quiet=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict[str, object]]] = {}
@@ -129,6 +135,8 @@ def main(argv: list[str]) -> int:
         plot(results, out / "scaling.png")
         return 0
     clock = time.perf_counter()
+    exps = range(args.min_exp, args.max_exp + 1)
+    bar = progress.task("scaling rows", total=len(args.tasks.split(",")) * len(exps), unit="row")
     for task in args.tasks.split(","):
         n = 16 if task == "next-token" else 4
         path = out / f"scaling_{task}.csv"
@@ -136,9 +144,11 @@ def main(argv: list[str]) -> int:
         with path.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=FIELDS)
             writer.writeheader()
-            for e in range(args.min_exp, args.max_exp + 1):
+            for e in exps:
                 N = 2 ** e if task == "next-token" else 2 ** e // n  # noqa: N806
+                bar.update(0, description=f"scaling {task} points = 2^{e}")
                 row = measure(task, N, n, vocab=64, seed=args.seed)
+                bar.update()
                 rows.append(row)
                 writer.writerow(row)
                 fh.flush()
@@ -149,6 +159,7 @@ def main(argv: list[str]) -> int:
         results[task] = rows
         report(task, rows)
         print(f"csv: {path}")
+    bar.close()
     plot(results, out / "scaling.png")
     print(f"total time {time.perf_counter() - clock:.1f}s")
     return 0 if all(r["verified"] for rows in results.values() for r in rows) else 1
