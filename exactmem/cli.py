@@ -96,10 +96,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_INPUT
-    if getattr(args, "quiet", False):
-        from exactmem import progress
+    from exactmem import progress
 
+    saved = progress._state["quiet"]  # restored afterwards: main() may run in a library
+    if getattr(args, "quiet", False):
         progress.configure(quiet=True)
+    try:
+        return _dispatch(args)
+    finally:
+        progress._state["quiet"] = saved
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     name = f"exactmem {args.verb}"
     try:
         return int(args.func(args))

@@ -7,11 +7,13 @@ is reserved for a negative verdict and must not appear for unusable input.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -99,8 +101,10 @@ VERBS: dict[str, tuple[str, list[str]]] = {
 
 
 def _registered() -> set[str]:
-    sub = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
-    return set(sub.choices)  # type: ignore[attr-defined]
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    raise AssertionError("the parser has no verbs")
 
 
 def test_every_file_reading_verb_is_in_the_corpus_run() -> None:
@@ -122,10 +126,10 @@ def corpus_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     for verb, (kind, argv) in VERBS.items():
         for case, make in CASES.items():
             if verb.split("/")[0] not in verbs:
-                jobs[verb, case] = lambda verb=verb: f"no verb {verb} in this installation"
+                jobs[verb, case] = partial(str, f"no verb {verb} in this installation")
                 continue
             if "model" not in files and (kind == "model" or "MODEL" in argv):
-                jobs[verb, case] = lambda: "no torch export in this installation"
+                jobs[verb, case] = partial(str, "no torch export in this installation")
                 continue
             work = tmp_path_factory.mktemp("case")
             folder = work / "bad"
@@ -137,7 +141,7 @@ def corpus_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
             subst = {"BAD": str(bad), "OUT": str(work / "out.bin"),
                      "DATA": str(files["dataset"]), "MODEL": str(files.get("model", ""))}
             args = [subst.get(a, a) for a in argv]
-            jobs[verb, case] = lambda args=args, work=work: exactmem(*args, cwd=work)
+            jobs[verb, case] = partial(exactmem, *args, cwd=work)
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {key: pool.submit(job) for key, job in jobs.items()}
         return {key: f.result() for key, f in futures.items()}

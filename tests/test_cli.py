@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,13 @@ from exactmem.cli import build_parser, main
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "exactmem", *args], capture_output=True,
                           text=True, timeout=300)
+
+
+def _verbs() -> dict[str, argparse.ArgumentParser]:
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the parser has no verbs")
 
 
 def test_generate_certify_check_info(tmp_path: Path) -> None:
@@ -74,8 +83,7 @@ def test_option_of_another_construction_is_refused(tmp_path: Path) -> None:
 
 
 def test_every_verb_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = build_parser()
-    verbs = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    verbs = _verbs()
     assert {"generate", "certify", "check", "info", "prove"} <= set(verbs)
     for name, sub in verbs.items():
         assert "example:" in (sub.epilog or ""), f"{name} --help has no example"
@@ -109,3 +117,82 @@ def test_bound_dataset_is_checked_by_hash(tmp_path: Path) -> None:
     d.write_text(json.dumps(data))
     proc = run("check", str(c))
     assert proc.returncode == 1 and "SHA-256" in proc.stderr
+
+
+
+
+def test_help_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every verb has --quiet; no doubled defaults, internal metavars or docs that do not ship."""
+    for name, sub in _verbs().items():
+        text = sub.format_help()
+        assert "--quiet" in text, f"{name} has no --quiet"
+        assert "(default: None)" not in text and "OPT_" not in text, name
+        assert not re.search(r"\(default [^)]*\) \(default", text), name
+
+
+def test_quiet_turns_progress_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exactmem import progress
+    from exactmem.commands import generate
+
+    seen: list[bool] = []
+
+    def given(value: int | None, default: int) -> int:
+        seen.append(progress.is_quiet())
+        return default if value is None else value
+
+    monkeypatch.setattr(generate, "_given", given)
+    monkeypatch.delenv("EXACTMEM_QUIET", raising=False)
+    assert main(["generate", "--N", "3", "-o", str(tmp_path / "d.json"), "-q"]) == 0
+    assert main(["generate", "--N", "3", "-o", str(tmp_path / "d.json")]) == 0
+    assert seen[0] and not seen[-1]  # on during the -q run only, restored afterwards
+
+
+def test_prove_filter_uses_hyphens_and_names_the_lemmas() -> None:
+    proc = run("prove", "label_selection", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    assert "gadget.G6.label-selection" in proc.stdout and "1 of 1 lemmas proved" in proc.stdout
+    proc = run("prove", "no-such-lemma")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "gadget.G4.tent-bit-extraction" in proc.stderr
+    listed = run("prove", "--list").stdout.split()
+    assert "gadget.G4.tent-bit-extraction" in listed and "exp-taylor-lower" in listed
+
+
+def test_prove_quick_proves_a_smaller_instance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prove", "threshold-bit-extraction", "--quick", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "(quick: all n = 1..12, 90 maps)" in out and "1 of 1 lemmas proved (quick)" in out
+
+
+def test_proofs_are_found_as_part_of_the_package() -> None:
+    """``exactmem prove`` runs the proofs as ``exactmem._proofs`` (installed, editable or a
+    plain checkout), never as a top-level ``proofs`` package."""
+    from exactmem.commands.prove import framework
+
+    fw = framework()
+    assert fw.__name__ == "exactmem._proofs.framework"
+    assert len(fw.discover()) >= 9
+    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    assert '"exactmem._proofs"' in setup and '"proofs*"' not in setup
+
+
+def test_export_without_the_extra_names_it(tmp_path: Path) -> None:
+    """A plain install (no extras): one line naming the extra, exit 2 (simulated by making
+    the optional packages unimportable)."""
+    d, c = tmp_path / "d.json", tmp_path / "c.json"
+    assert main(["generate", "--N", "5", "--n", "2", "--vocab", "4", "-o", str(d)]) == 0
+    assert main(["certify", str(d), "-c", "lookup", "-o", str(c), "-q"]) == 0
+    blocker = ("import sys\n"
+               "for m in ('torch', 'onnx', 'onnxruntime', 'safetensors', 'matplotlib'):\n"
+               "    sys.modules[m] = None\n"
+               "from exactmem.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    cases = [["export", str(c), "--format", f, "-o", str(tmp_path / f"out.{f}")]
+             for f in ("torch", "safetensors", "onnx")] + [["precision", str(c)]]
+    for argv in cases:
+        proc = subprocess.run([sys.executable, "-c", blocker, *argv], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert "pip install 'exactmem[export]'" in proc.stderr
+        assert not list(tmp_path.glob("out.*"))
