@@ -79,11 +79,12 @@ def _print(text: str) -> None:
         _printed_at[0] = time.monotonic()
 
 
-def _due(last: float, now: float) -> bool:
+def _due(start: float, last: float, now: float) -> bool:
     """A plain line is due when this task printed nothing for :data:`LOG_INTERVAL`
-    seconds, or when nothing at all was printed for that long (a fresh task after a quiet
-    stretch speaks at once)."""
-    return now - last >= LOG_INTERVAL or now - _printed_at[0] >= LOG_INTERVAL
+    seconds, or when nothing at all was printed for that long and the task has run for a
+    quarter of it (a fresh task after a quiet stretch speaks soon)."""
+    return now - last >= LOG_INTERVAL or (now - _printed_at[0] >= LOG_INTERVAL
+                                          and now - start >= LOG_INTERVAL / 4)
 
 
 def _rich_display(unit: str) -> Any:
@@ -160,8 +161,11 @@ class Task:
                 if stop.is_set():
                     return
                 now = time.monotonic()
-                if _due(self._last, now):
-                    self._emit(now)
+                if _due(self._start, self._last, now):
+                    try:
+                        self._emit(now)
+                    except (OSError, ValueError):  # stderr closed or a broken pipe
+                        return
 
     def _emit(self, now: float) -> None:
         self._last = now
@@ -184,7 +188,7 @@ class Task:
                              description=self.description)
             return
         now = time.monotonic()
-        if _due(self._last, now):
+        if _due(self._start, self._last, now):
             with _lock:
                 self._emit(now)
 

@@ -176,3 +176,21 @@ def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.Monk
     assert sliced == whole
     assert calls[0][1] == 0 and calls[-1][1] == calls[-1][2] > 0
     assert [c[1] for c in calls] == sorted(c[1] for c in calls)
+
+
+def test_rigorous_softmax_evaluation_reports_each_pass() -> None:
+    from exactmem.constructions import get
+    from exactmem.model.generate_attention import generate_for
+    from exactmem.model.interval import certify_interval, interval_units
+
+    ds = generate_for("dana2024-aot", seed=0, heads=2, head_dim=2, dim=2)
+    con = get("dana2024-aot")
+    result = con.build(ds, {**con.defaults(), "heads": 2, "head_dim": 2, "dim": 2})
+    calls: list[tuple[str, int, int]] = []
+    bits = int(result.hints["softmax"]["precision"])
+    out = certify_interval(result.spec, ds, None, (bits,), progress=lambda *a: calls.append(a))
+    assert out.verified
+    fwd = [c for c in calls if c[0] == f"forward at {bits} bits"]
+    total = interval_units(result.spec, ds.N)
+    assert fwd[0] == (fwd[0][0], 0, total) and fwd[-1] == (fwd[0][0], total, total)
+    assert calls[-1] == ("decide", 1, 1)

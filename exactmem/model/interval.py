@@ -33,7 +33,7 @@ import numpy as np
 from exactmem.arith import ScaledMatrix, format_rational, softmax_enclosure, to_rational
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.evaluate import Evaluation, Failure, evaluate
+from exactmem.model.evaluate import READOUT_BLOCK, Evaluation, Failure, evaluate
 from exactmem.model.forward import (
     Progress,
     State,
@@ -317,8 +317,11 @@ class IntervalOutcome:
 
 
 def _decide(spec: NetworkSpec, ds: Dataset, st: IState, epsilon: Fraction | None,
+            progress: Progress | None = None,
             ) -> tuple[list[tuple[Fraction | int | None, ...]], list[Failure], list[Failure]]:
-    """Per read position: certified prediction, or a refuted / undecided failure."""
+    """Per read position: certified prediction, or a refuted / undecided failure;
+    ``progress("decide", done, total)`` per block of sequences."""
+    tick = ticker(progress, "decide", -(-ds.N // READOUT_BLOCK))
     preds: list[tuple[Fraction | int | None, ...]] = []
     refuted: list[Failure] = []
     undecided: list[Failure] = []
@@ -356,6 +359,8 @@ def _decide(spec: NetworkSpec, ds: Dataset, st: IState, epsilon: Fraction | None
                                                       "straddles the tolerance"))
             row.append(pred)
         preds.append(tuple(row))
+        if (i + 1) % READOUT_BLOCK == 0 or i + 1 == ds.N:
+            tick()
     return preds, refuted, undecided
 
 
@@ -383,7 +388,7 @@ def certify_interval(spec: NetworkSpec, ds: Dataset, epsilon: object | None = No
             none = tuple((None,) * len(spec.read_positions()) for _ in range(ds.N))
             last = IntervalOutcome("undecided", Evaluation(none, (fail,)), p, 0, eps, (fail,))
             continue
-        preds, refuted, undecided = _decide(spec, ds, st, eps)
+        preds, refuted, undecided = _decide(spec, ds, st, eps, progress)
         ev = Evaluation(tuple(preds), tuple(refuted + undecided))
         if refuted:
             return IntervalOutcome("refuted", ev, p, stats["order"], eps, tuple(undecided))
