@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 LOG_INTERVAL = 1.0  # seconds between plain progress lines when stderr is not a terminal
+RATE_WINDOW = 30.0  # seconds of recent progress that the rate and the ETA are measured on
 
 _state: dict[str, Any] = {"quiet": None}
 _lock = threading.RLock()  # one writer at a time: the main thread and heartbeat threads
@@ -137,6 +139,7 @@ class Task:
         self.description, self.total, self.unit = description, total, unit
         self.done = 0
         self._start = self._last = time.monotonic()
+        self._samples: deque[tuple[float, int]] = deque([(self._start, 0)])
         self._printed = False
         self._bar: Any = None
         self._id: Any = None
@@ -192,11 +195,23 @@ class Task:
             with _lock:
                 self._emit(now)
 
-    def line(self, now: float | None = None) -> str:
-        """The plain progress line: done/total, percent, rate, elapsed time and ETA."""
-        elapsed = (now or time.monotonic()) - self._start
+    def _rate(self, now: float, final: bool) -> float:
+        """Units per second over the last :data:`RATE_WINDOW` seconds (the whole run for
+        the closing line), so that the ETA follows a run that slows down or speeds up."""
+        if not final:
+            self._samples.append((now, self.done))
+            while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
+                self._samples.popleft()
+        t0, d0 = (self._start, 0) if final else self._samples[0]
+        span = now - t0
         # a rate over a fraction of a second says little: shown after half an interval
-        rate = self.done / elapsed if elapsed >= min(0.5, LOG_INTERVAL) > 0 else 0.0
+        return (self.done - d0) / span if span >= min(0.5, LOG_INTERVAL) > 0 else 0.0
+
+    def line(self, now: float | None = None, final: bool = False) -> str:
+        """The plain progress line: done/total, percent, rate, elapsed time and ETA."""
+        now = now or time.monotonic()
+        elapsed = now - self._start
+        rate = self._rate(now, final)
         parts = []
         if self.total:
             parts.append(f"{_fmt_count(self.done)}/{_fmt_count(self.total)} "
@@ -231,12 +246,13 @@ class Task:
                 bar.remove_task(self._id)
                 _live["open"] -= 1
                 if long:
-                    bar.console.print(self.line() + f" - {outcome}", highlight=False)
+                    bar.console.print(self.line(final=True) + f" - {outcome}",
+                                      highlight=False)
                 if _live["open"] <= 0:
                     bar.stop()
                     _live["progress"], _live["open"] = None, 0
             elif long:
-                _print(self.line() + f" - {outcome}")
+                _print(self.line(final=True) + f" - {outcome}")
 
     def __enter__(self) -> Task:
         return self

@@ -194,3 +194,16 @@ def test_rigorous_softmax_evaluation_reports_each_pass() -> None:
     total = interval_units(result.spec, ds.N)
     assert fwd[0] == (fwd[0][0], 0, total) and fwd[-1] == (fwd[0][0], total, total)
     assert calls[-1] == ("decide", 1, 1)
+
+
+def test_rate_and_eta_follow_the_recent_speed() -> None:
+    from collections import deque
+
+    t = progress.Task("slowing", total=100)
+    t._start, t._samples = 0.0, deque([(0.0, 0)])
+    t.done = 50
+    assert t.line(now=10.0) == "slowing: 50/100 (50%), 5.0 it/s, elapsed 0:10, ETA 0:10"
+    t.done = 60  # 10 more in 35 s: the ETA uses the last RATE_WINDOW seconds, not the mean
+    assert t.line(now=45.0) == "slowing: 60/100 (60%), 3.5 s/it, elapsed 0:45, ETA 2:20"
+    assert t.line(now=45.0, final=True).startswith("slowing: 60/100 (60%), 1.3 it/s")
+    t.close()
