@@ -182,10 +182,20 @@ def test_generate_refuses_sizes_below_one(argv: list[str], tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("where", ["missing-folder", "directory", "device-folder"])
-def test_generate_unwritable_output(where: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("verb", ["generate", "certify", "export-torch", "export-onnx",
+                                  "export-safetensors", "precision-json"])
+def test_unwritable_output(verb: str, where: str, files: dict[str, Path],
+                           tmp_path: Path) -> None:
     out = {"missing-folder": tmp_path / "no" / "such" / "x.json", "directory": tmp_path,
            "device-folder": Path("/dev/null/x.json")}[where]
-    proc = exactmem("generate", "--N", "3", "-o", str(out), cwd=tmp_path)
+    data, cert = str(files["dataset"]), str(files["certificate"])
+    argv = {"generate": ["generate", "--N", "3", "-o"],
+            "certify": ["certify", data, "-c", "lookup", "-o"],
+            "export-torch": ["export", cert, "--format", "torch", "-o"],
+            "export-onnx": ["export", cert, "--format", "onnx", "-o"],
+            "export-safetensors": ["export", cert, "--format", "safetensors", "-o"],
+            "precision-json": ["precision", cert, "--no-search", "--json"]}[verb]
+    proc = exactmem(*argv, str(out), cwd=tmp_path)
     assert_unusable(proc)
     assert proc.stderr.count("\n") == 1 and "cannot write" in proc.stderr
 

@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.model.atomic import check_writable
     from exactmem.model.dataset import load_dataset
     from exactmem.pipeline import certify
 
@@ -59,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
+    out = check_writable(args.output)
     ds = load_dataset(args.data)
-    out = Path(args.output)
     outcome = certify(ds, con.name, options, out=out, log=log,
                       dataset_file=Path(args.data) if args.bind_dataset else None)
     for note in outcome.notes:

@@ -50,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.adapters.skeleton import named_matrices
     from exactmem.certificate import read_certificate, spec_from_certificate
     from exactmem.errors import SpecError
+    from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
+    check_writable(args.output)
+    if args.format == "safetensors" and args.sidecar:
+        check_writable(args.sidecar)
     cert = read_certificate(args.certificate)
     if not args.no_check:
         from exactmem.checker import check_certificate

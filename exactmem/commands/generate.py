@@ -49,8 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.model.atomic import check_writable
     from exactmem.model.dataset import save_dataset
 
+    check_writable(args.output)
     if args.for_construction:
         try:
             module = importlib.import_module("exactmem.model.generate_attention")

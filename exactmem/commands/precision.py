@@ -40,10 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
+    from exactmem.model.atomic import check_writable
 
     need("torch", "precision")  # the dtype table runs the network in torch
     if args.plot:
         need("matplotlib", "precision --plot")
+        check_writable(args.plot)
+    if args.json:
+        check_writable(args.json)
     from exactmem.adapters import precision as pr
     from exactmem.certificate import (
         dataset_from_certificate,

@@ -23,6 +23,19 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~mask
 
 
+def check_writable(path: str | Path) -> Path:
+    """Fail early, before any long work, when ``path`` cannot be an output file."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
+    if not folder.is_dir():
+        raise OutputError(f"cannot write {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {path}: no permission to write in {folder}")
+    return path
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
     path = Path(path)
