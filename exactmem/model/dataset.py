@@ -80,6 +80,11 @@ class Dataset:
                 for k, yk in enumerate(y):
                     _check_label(yk, f"labels[{i}][{k}]")
 
+    def __repr__(self) -> str:
+        size = f"vocab_size={self.vocab_size}" if self.inputs == "token-ids" else f"dim={self.dim}"
+        return (f"Dataset({self.task}, {self.inputs}, N={self.N}, n={self.n}, {size}, "
+                f"classes={self.num_classes})")
+
     @property
     def N(self) -> int:  # noqa: N802 - the papers' name
         return len(self.sequences)
