@@ -8,6 +8,7 @@ package is installed.
 from setuptools import find_packages, setup
 
 setup(
-    packages=[*find_packages(include=["exactmem", "exactmem.*"]), "exactmem._proofs"],
+    packages=[*find_packages(include=["exactmem", "exactmem.*"]),
+              "exactmem._proofs", "exactmem._proofs.reference"],
     package_dir={"exactmem._proofs": "proofs"},
 )
