@@ -104,7 +104,8 @@ def run(selected: str | None = None, *, quick: bool = False,
         use_quick = quick and lemma.quick is not None
         check = lemma.quick if use_quick and lemma.quick is not None else lemma.check
         start = time.perf_counter()
-        with progress.task(f"prove [{i}/{len(todo)}] {lemma.name}", unit="step") as task:
+        with progress.task(f"prove [{i}/{len(todo)}] {lemma.name}", unit="step",
+                           heartbeat=True) as task:
             _current["task"] = task
             try:
                 outcome = check()
