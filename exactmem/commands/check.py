@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.shards > 1 or args.scheduler:
         report = _sharded(args)
     else:
-        tick, close = progress.hook("check")
+        tick, close = progress.hook("check", heartbeat=True)
+        tick("read", 0, 0)  # reading and parsing, until the checker's first callback
         try:
             report = check_file(args.certificate, progress=tick)
         finally:
