@@ -127,11 +127,11 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
             epsilon = _epsilon(epsilon, ds)
         say("softmax scores: rigorous interval evaluation"
             + (f", tolerance epsilon = {epsilon}" if epsilon is not None else ""))
-        outcome = certify_interval(spec, ds, epsilon)
+        outcome = certify_interval(spec, ds, epsilon, progress=progress)
         evaluation = outcome.evaluation
         hints["softmax"] = softmax_hint(outcome)
     else:
-        evaluation = evaluate(spec, ds)
+        evaluation = evaluate(spec, ds, progress)
     t["evaluate"] = time.perf_counter() - clock
     source = Path(model).name if isinstance(model, (str, Path)) else imported.source
     params = {"source": source, "dtypes": list(imported.dtypes)}

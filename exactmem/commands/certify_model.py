@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
     out = Path(args.output)
-    tick, close = progress.hook("check")
+    tick, close = progress.hook("certify-model", heartbeat=True)
     try:
         result = certify_model(args.model, args.data, output=out, skeleton=structure,
                                epsilon=args.epsilon, bind_dataset=args.bind_dataset, log=log,
