@@ -1,0 +1,160 @@
+"""Bit-bounded search (SAT): the bit-blaster, the CNF against exact evaluation and against
+the real-valued encoding, XOR with checked proofs."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from fractions import Fraction
+from itertools import product
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exactmem.arith import ScaledMatrix
+from exactmem.checker.drup import check_proof_files
+from exactmem.model.dataset import Dataset, save_dataset
+from exactmem.model.evaluate import evaluate
+from exactmem.search.bitblast import Circuit
+from exactmem.search.encoding import output_dim
+from exactmem.search.query import run_bits_query, run_query
+from exactmem.search.sat_encoding import encode_bits
+from exactmem.search.shape import Shape, spec_of
+
+POINTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def xor() -> Dataset:
+    seqs = tuple(((Fraction(a), Fraction(b)),) for a, b in POINTS)
+    return Dataset("next-token", "vectors", seqs, (0, 1, 1, 0), dim=2)
+
+
+def _solve(clauses: list[list[int]], assumptions: list[int]) -> set[int] | None:
+    from pysat.solvers import Solver
+
+    with Solver(name="cadical153", bootstrap_with=clauses) as s:
+        if not s.solve(assumptions=assumptions):
+            return None
+        return set(s.get_model())
+
+
+def test_bitblast_arithmetic_is_exact_on_every_input() -> None:
+    c = Circuit()
+    x, y, z = c.fresh(3), c.fresh(2), c.fresh(4)
+    outs = {"add": c.add(x, y), "sub": c.add(x, z, negate_y=True), "mul": c.mul(x, z),
+            "mulc": c.mul_const(z, -3), "relu": c.relu(z), "dot": c.dot([x, y], [z, z])}
+    lt, zero = c.less(x, y), c.is_zero(c.add(x, y, negate_y=True))
+    sel = c.select([(c.less(x, y), x), (-c.less(x, y), z)])
+    for xv, yv, zv in product(range(-4, 4), range(-2, 2), range(-8, 8)):
+        assum = [b if (v >> i) & 1 else -b for v_int, v in ((x, xv), (y, yv), (z, zv))
+                 for i, b in enumerate(v_int.bits)]
+        model = _solve(c.clauses, assum)
+        assert model is not None
+        want = {"add": xv + yv, "sub": xv - zv, "mul": xv * zv, "mulc": -3 * zv,
+                "relu": max(0, zv), "dot": (xv + yv) * zv}
+        for k, v in want.items():
+            assert c.value(outs[k], model) == v, k
+        assert (lt in model) == (xv < yv) and (zero in model) == (xv == yv)
+        assert c.value(sel, model) == (xv if xv < yv else zv)
+
+
+shapes = st.builds(Shape, layers=st.integers(1, 2), heads=st.integers(1, 2),
+                   d_model=st.integers(1, 2), head_dim=st.integers(1, 2),
+                   ff_width=st.integers(0, 2), residual=st.booleans(),
+                   readout=st.sampled_from(["argmax", "scalar"]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(shapes, st.integers(1, 3), st.integers(0, 10 ** 6))
+def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
+        shape: Shape, bits: int, seed: int) -> None:
+    """Random b-bit networks (ties are frequent with small integers) evaluated exactly:
+    their weights satisfy the CNF of their own labels, and violate it with a label
+    changed -- the CNF states exactly the hardmax semantics of the model."""
+    rng = random.Random(seed)
+    vocab, n = 3, 3
+    seqs = sorted({tuple(rng.randrange(vocab) for _ in range(n)) for _ in range(5)})
+    probe = Dataset("next-token", "token-ids", tuple(seqs), (0,) * len(seqs), vocab_size=vocab)
+    problem = encode_bits(probe, shape, bits)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    values = {name: [[rng.randint(lo, hi) for _ in row] for row in rows]
+              for name, rows in problem.weights.items()}
+    mats = {name: ScaledMatrix.from_rows([[Fraction(v) for v in row] for row in rows],
+                                         cols=len(rows[0]))
+            for name, rows in values.items()}
+    spec = spec_of(shape, "token-ids", vocab, n, output_dim(probe, shape), mats)
+    preds = [p[-1] for p in evaluate(spec, probe).predictions]
+    keep = [(s, int(p)) for s, p in zip(seqs, preds, strict=True)
+            if p is not None and Fraction(p).denominator == 1 and p >= 0]  # labels: ints >= 0
+    if not keep:
+        return
+    labels = tuple(p for _, p in keep)
+    ds = Dataset("next-token", "token-ids", tuple(s for s, _ in keep), labels,
+                 vocab_size=vocab)
+    problem = encode_bits(ds, shape, bits)
+    fix = [b if (values[name][i][j] >> k) & 1 else -b
+           for name, rows in problem.weights.items() for i, row in enumerate(rows)
+           for j, w in enumerate(row) for k, b in enumerate(w.bits)]
+    assert _solve(problem.clauses, fix) is not None
+    wrong = list(labels)
+    wrong[0] = (1 - wrong[0]) if shape.readout == "argmax" else wrong[0] + 1
+    bad = Dataset("next-token", "token-ids", ds.sequences, tuple(wrong), vocab_size=vocab)
+    problem = encode_bits(bad, shape, bits)
+    assert _solve(problem.clauses, fix) is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "exactmem", *args], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
+        tmp_path: Path) -> None:
+    data = tmp_path / "xor.json"
+    save_dataset(xor(), data)
+    proc = _cli("search", str(data), "--bits", "2", "--residual", "off", "--readout", "scalar",
+                "--minimize", "ff-width", "--max-ff-width", "3", "--proofs",
+                str(tmp_path / "proofs"), "--certificates", str(tmp_path / "certs"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["status"] == "found" and rep["proved_minimal"] is True
+    assert rep["minimal"]["ff_width"] == 2 and rep["bits"] == 2
+    one = rep["sizes"][1]
+    assert one["shape"]["ff_width"] == 1 and one["status"] == "infeasible"
+    assert one["proof_kind"] == "drup"
+    cnf, proof = one["cnf"], one["proof"]
+    assert check_proof_files(cnf, proof).verdict == "s VERIFIED"
+    verb = _cli("check-proof", cnf, proof)
+    assert verb.returncode == 0 and verb.stdout.strip() == "s VERIFIED"
+    dratify = pytest.importorskip("dratify")
+    assert dratify.check_proof(dratify.parse_dimacs(Path(cnf).read_text()),
+                               Path(proof).read_text()).ok
+    found = rep["sizes"][2]
+    assert found["status"] == "found"
+    check = _cli("check", found["certificate"])
+    assert check.returncode == 0 and check.stdout.splitlines()[-1] == "s VERIFIED"
+    cert = json.loads(Path(found["certificate"]).read_text())
+    assert cert["construction"]["params"]["bits"] == 2
+
+
+FIVE = [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize("labels", [(0, 1, 1, 0, 0), (0, 1, 1, 0, 1), (1, 0, 0, 0, 1),
+                                    (0, 1, 0, 1, 0)])
+def test_bit_networks_are_real_networks_and_real_infeasible_is_bit_infeasible(
+        labels: tuple[int, ...]) -> None:
+    ds = Dataset("next-token", "vectors", tuple(((Fraction(a), Fraction(b)),) for a, b in FIVE),
+                 labels, dim=2)
+    for shape in (Shape(residual=False, ff_width=0), Shape(residual=False, ff_width=1)):
+        bit = run_bits_query(ds, shape, 2)
+        real = run_query(ds, shape, timeout_s=30)
+        assert bit.status in ("found", "infeasible")
+        if bit.status == "found":  # certified and verified: a real network
+            assert bit.certificate is not None and real.status != "infeasible"
+        if real.status == "infeasible":
+            assert bit.status == "infeasible"
