@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "certify-model",
         help="certify that a PyTorch (.pt) or safetensors model memorizes a dataset",
         description="Read MODEL (a torch state_dict saved with torch.save, or a safetensors "
-                    "file) in the layout that 'exactmem export' writes (docs/model-layout.md), "
+                    "file) in the layout that 'exactmem export' writes, "
                     "turn every float into the exact rational it is, evaluate it exactly on "
                     "every sequence of DATA, run the independent checker, and only then write "
                     "CERT. Exit 0 certified, 1 some sequence is not memorized (listed on "

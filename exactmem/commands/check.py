@@ -51,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
     from exactmem import progress
     from exactmem.checker import check_file
 
-    if args.quiet:
-        progress.configure(quiet=True)
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
     if args.shards > 1 or args.scheduler:
