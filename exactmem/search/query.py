@@ -159,7 +159,8 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
 
 def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None = None,
                    certificate_path: str | Path | None = None,
-                   proof_stem: Path | None = None) -> QueryResult:
+                   proof_stem: Path | None = None,
+                   fixed_embed: list[list[int]] | None = None) -> QueryResult:
     """Decide whether ``shape`` with ``bits``-bit integer weights memorizes ``ds`` (SAT).
 
     ``found``: the model's network, certified and verified by the checker.  ``infeasible``:
@@ -177,7 +178,7 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
     if conflict is not None:
         return QueryResult(shape, params, Infeasible("label-consistency", conflict),
                            time.monotonic() - start, extra=extra)
-    problem = encode_bits(ds, shape, bits)
+    problem = encode_bits(ds, shape, bits, fixed_embed)
     ans = sat_backend.solve(problem.circuit.nvars, problem.clauses, budget, proof_stem)
     extra += (("conflicts", ans.conflicts), ("variables", problem.circuit.nvars),
               ("clauses", len(problem.clauses)))
@@ -186,7 +187,7 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
                            cnf=ans.cnf, proof=ans.proof,
                            extra=extra + (("proof_check_seconds", round(ans.check_seconds,
                                                                          4)),))
-    spec = witness_from_model(ds, shape, problem, set(ans.outcome.true_literals))
+    spec = witness_from_model(ds, shape, problem, set(ans.outcome.true_literals), fixed_embed)
     cert, failures = certify_witness(ds, shape, spec, EncodeOptions(), bits)
     seconds = time.monotonic() - start
     if failures:

@@ -61,11 +61,13 @@ def _input_scale(ds: Dataset) -> int:
 
 
 class _BitEncoder:
-    def __init__(self, ds: Dataset, shape: Shape, bits: int) -> None:
+    def __init__(self, ds: Dataset, shape: Shape, bits: int,
+                 fixed_embed: list[list[int]] | None = None) -> None:
         if bits < 1:
             raise SpecError(f"--bits must be >= 1, found {bits}")
         self.ds, self.shape, self.c = ds, shape, Circuit()
         self.p = BitProblem(self.c, bits)
+        self.fixed_embed = fixed_embed
         self.reads = reads_of(ds)
 
     def mat(self, name: str, rows: int, cols: int) -> list[list[Int]]:
@@ -84,7 +86,10 @@ class _BitEncoder:
             table = self.mat("embed", m, self.ds.vocab_size)
             return {t: [table[i][t] for i in range(m)] for t in tokens}
         assert self.ds.dim is not None
-        table = self.mat("embed", m, self.ds.dim)
+        if self.fixed_embed is not None:  # a given integer map, outside the searched weights
+            table = [[c.const(v) for v in row] for row in self.fixed_embed]
+        else:
+            table = self.mat("embed", m, self.ds.dim)
         out = {}
         for t in tokens:
             ints = [int(Fraction(v) * scale) for v in t]
@@ -185,19 +190,26 @@ class _BitEncoder:
         return self.p
 
 
-def encode_bits(ds: Dataset, shape: Shape, bits: int) -> BitProblem:
+def encode_bits(ds: Dataset, shape: Shape, bits: int,
+                fixed_embed: list[list[int]] | None = None) -> BitProblem:
     """The CNF whose models are exactly the b-bit integer networks of ``shape`` that
-    memorize ``ds`` (weights read off the weight literals)."""
-    return _BitEncoder(ds, shape, bits).encode()
+    memorize ``ds`` (weights read off the weight literals).  ``fixed_embed``: for vector
+    inputs, a fixed integer ``d_model x dim`` input map (not searched, not counted)."""
+    return _BitEncoder(ds, shape, bits, fixed_embed).encode()
 
 
 def witness_from_model(ds: Dataset, shape: Shape, problem: BitProblem,
-                       model: set[int]) -> NetworkSpec:
+                       model: set[int], fixed_embed: list[list[int]] | None = None
+                       ) -> NetworkSpec:
     """The integer network of a model."""
     mats = {name: ScaledMatrix.from_rows([[Fraction(problem.circuit.value(x, model))
                                            for x in row] for row in rows],
                                          cols=len(rows[0]) if rows else 0)
             for name, rows in problem.weights.items()}
+    if fixed_embed is not None:
+        mats["embed"] = ScaledMatrix.from_rows([[Fraction(v) for v in row]
+                                                for row in fixed_embed],
+                                               cols=len(fixed_embed[0]))
     dim = ds.vocab_size if ds.inputs == "token-ids" else ds.dim
     assert dim is not None
     return spec_of(shape, ds.inputs, dim, ds.n, output_dim(ds, shape), mats)

@@ -1,0 +1,172 @@
+"""Lower-bound probe: smallest bit-bounded hardmax Transformer memorizing N sequences.
+
+Setting (docs/search.md, "Lower-bound probe"): vocabulary V = 2, tokens fed as fixed
+one-hot vectors through a fixed identity input map (d_model = V; the embedding is
+**not** searched and **not** counted), next-token sequences of length n = ceil(N/2) (2n
+distinct consistency classes exist, so N >> V), K sampled binary labelings per N.  For
+each bit budget b the script sweeps shapes (1 block, residual, argmax readout, heads 1..2,
+head_dim 1..2, ff_width 0..4) by parameter count and records, per labeling, the smallest
+shape with a b-bit integer network that memorizes it.  Every ``found`` is a certificate
+the checker verified; every smaller shape is ``infeasible`` with a DRUP proof checked by
+exactmem.checker.drup (re-checked at the end with ``exactmem check-proof``'s code), or
+``unknown`` (conflict budget) -- then the row says "at most".
+
+    python scripts/lower_bound_probe.py --minutes 12 --out docs/results/lower_bound
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from exactmem.model.dataset import Dataset
+from exactmem.search.labelings import consistency_classes
+from exactmem.search.shape import Shape
+
+V = 2
+
+
+def shapes() -> list[Shape]:
+    out = [Shape(1, h, V, s, q, True, "argmax") for h in (1, 2) for s in (1, 2)
+           for q in range(5)]
+    return sorted(out, key=lambda sh: (params(sh), sh.heads, sh.head_dim, sh.ff_width))
+
+
+def params(sh: Shape) -> int:
+    """Parameters without the fixed embedding: heads 4*s*m, FF 2*q*m + q + m, readout
+    2*m + 2 (two classes)."""
+    m = sh.d_model
+    ff = 2 * sh.ff_width * m + sh.ff_width + m if sh.ff_width else 0
+    return sh.heads * 4 * sh.head_dim * m + ff + 2 * m + 2
+
+
+def dataset(N: int, seed: int) -> Dataset:  # noqa: N803
+    n = max(1, math.ceil(N / 2))
+    rng = random.Random(1000 * N + seed)
+    seqs = sorted(rng.sample(consistency_classes(n, V), N))
+    labels = tuple(rng.randrange(2) for _ in seqs)
+    onehot = [tuple(Fraction(int(i == t)) for i in range(V)) for t in range(V)]
+    return Dataset("next-token", "vectors", tuple(tuple(onehot[t] for t in s) for s in seqs),
+                   labels, dim=V)
+
+
+def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa: N803
+          cert_dir: str) -> dict[str, Any]:
+    from exactmem.search.query import run_bits_query
+
+    ds = dataset(N, seed)
+    ident = [[int(i == j) for j in range(V)] for i in range(V)]
+    row: dict[str, Any] = {"N": N, "n": ds.n, "labeling": seed, "bits": bits,
+                           "conflict_budget": conflicts, "params": None, "shape": None,
+                           "claim": "none", "infeasible": 0, "unknown": 0, "proofs": [],
+                           "certificate": None}
+    start = time.monotonic()
+    for sh in shapes():
+        name = f"N{N}_k{seed}_b{bits}_{sh.label().replace(' ', '_')}"
+        res = run_bits_query(ds, sh, bits, conflicts, f"{cert_dir}/{name}.cert.json",
+                             Path(proof_dir) / name, fixed_embed=ident)
+        if res.status == "found":
+            row.update(params=params(sh), shape=sh.label(), certificate=res.certificate_path,
+                       claim="minimal" if row["unknown"] == 0 else "at most")
+            break
+        if res.status == "infeasible":
+            row["infeasible"] += 1
+            if res.proof is not None:
+                row["proofs"].append((res.cnf, res.proof))
+        else:
+            row["unknown"] += 1
+    row["seconds"] = round(time.monotonic() - start, 2)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--N", type=int, nargs="+", default=[2, 4, 6, 8, 10, 12, 14, 16])
+    ap.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--labelings", type=int, default=2, help="sampled labelings per N")
+    ap.add_argument("--conflicts", type=int, default=30_000)
+    ap.add_argument("--minutes", type=float, default=12.0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("docs/results/lower_bound"))
+    ap.add_argument("--proofs", type=Path, default=Path("lower_bound_proofs"))
+    args = ap.parse_args()
+    deadline = time.monotonic() + 60 * args.minutes
+    (args.proofs / "certs").mkdir(parents=True, exist_ok=True)
+    tasks = [(N, k, b) for N in args.N for b in args.bits for k in range(args.labelings)]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(args.workers) as pool:
+        futs = {pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
+                            str(args.proofs / "certs")): (N, k, b) for N, k, b in tasks}
+        try:
+            for fut in as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
+                r = fut.result()
+                rows.append(r)
+                print(f"N={r['N']:3d} b={r['bits']} k={r['labeling']}: params {r['params']} "
+                      f"({r['claim']}; {r['infeasible']} refuted, {r['unknown']} unknown) "
+                      f"{r['seconds']}s", file=sys.stderr, flush=True)
+        except TimeoutError:
+            print("time budget over; unfinished points are left out", file=sys.stderr)
+            for f in futs:
+                f.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+    rows.sort(key=lambda r: (r["bits"], r["N"], r["labeling"]))
+    # every proof re-checked from the files
+    from exactmem.checker.drup import check_proof_files
+
+    for r in rows:
+        verdicts = [check_proof_files(c, p).verdict for c, p in r["proofs"]]
+        r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
+        r["proofs"] = len(r["proofs"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "infeasible", "unknown",
+            "proofs", "proofs_rechecked", "conflict_budget", "seconds", "certificate"]
+    with open(args.out.with_suffix(".csv"), "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    plot(rows, args.out.with_suffix(".png"))
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        print("matplotlib missing: no plot", file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for b in sorted({r["bits"] for r in rows}):
+        pts: dict[int, list[int]] = {}
+        for r in rows:
+            if r["bits"] == b and r["params"] is not None:
+                pts.setdefault(r["N"], []).append(r["params"])
+        xs = sorted(pts)
+        ax.plot(xs, [max(pts[x]) for x in xs], "o-", label=f"b = {b} (max over labelings)")
+    ns = sorted({r["N"] for r in rows})
+    if ns:
+        ax.plot(ns, [math.sqrt(x) for x in ns], "k:", label="sqrt(N)")
+        ax.plot(ns, ns, "k--", label="N")
+        for b in sorted({r["bits"] for r in rows}):
+            ax.plot(ns, [x / b for x in ns], ":", alpha=0.5, label=f"counting P >= N/{b}")
+    ax.set_xlabel("N (sequences)")
+    ax.set_ylabel("parameters (embedding excluded)")
+    ax.set_title("smallest b-bit hardmax Transformer found (V = 2, fixed one-hot)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
