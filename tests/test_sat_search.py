@@ -158,3 +158,18 @@ def test_bit_networks_are_real_networks_and_real_infeasible_is_bit_infeasible(
             assert bit.certificate is not None and real.status != "infeasible"
         if real.status == "infeasible":
             assert bit.status == "infeasible"
+
+
+def test_all_labelings_with_bits_stores_checkable_proofs(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    proc = _cli("search", "--all-labelings", "--N", "4", "--n", "2", "--vocab", "2", "--bits",
+                "1", "--minimize", "ff-width", "--max-ff-width", "1", "--executor", "serial",
+                "--results", str(results), "--proofs", str(tmp_path / "p"), "--json")
+    rep = json.loads(proc.stdout)
+    assert rep["bits"] == 1 and rep["status"] in ("found", "infeasible")
+    recs = [json.loads(x) for x in results.read_text().splitlines()[1:]]
+    refuted = [r for r in recs if r["status"] == "infeasible"]
+    assert refuted and all(r["proof_kind"] == "drup" for r in refuted)
+    for r in refuted:
+        assert check_proof_files(r["cnf"], r["proof"]).verdict == "s VERIFIED"
+    assert not [r for r in recs if r["status"] == "unknown"]

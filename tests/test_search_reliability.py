@@ -228,3 +228,12 @@ def test_killing_the_driver_ends_its_workers(tmp_path: Path) -> None:
     for k in left:  # clean up before failing
         os.kill(k, signal.SIGKILL)
     assert not left, f"workers {left} outlived the driver"
+
+
+def test_bit_bounded_unknowns_are_retried_under_a_larger_conflict_budget() -> None:
+    rec = {"status": "unknown", "conflict_budget": 1000, "timeout": 60.0}
+    assert not _question(bits=2, conflicts=1000).retry(rec)
+    assert _question(bits=2, conflicts=5000).retry(rec)
+    assert _question(bits=2, conflicts=1000, retry_unknown=True).retry(rec)
+    assert not _question(bits=2, conflicts=5000).retry({**rec, "status": "infeasible"})
+    assert _question(bits=2).header()["bits"] == 2

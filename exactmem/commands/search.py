@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "refutations come with a checked DRUP proof")
     e.add_argument("--conflicts", type=int, default=None, metavar="N",
                    help="with --bits: SAT conflict budget per query (deterministic; default "
-                        "2000000)")
+                        "200000)")
     e.add_argument("--proofs", type=Path, default=None, metavar="DIR",
                    help="with --bits: write the DIMACS CNF and DRUP proof of every "
                         "infeasible answer into this folder")

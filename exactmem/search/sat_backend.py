@@ -17,7 +17,7 @@ from exactmem.errors import MissingDependencyError
 from exactmem.search.outcome import Infeasible, Unknown
 
 SOLVER = "cadical153"
-DEFAULT_CONFLICTS = 2_000_000
+DEFAULT_CONFLICTS = 200_000
 
 
 def _pysat() -> Any:
