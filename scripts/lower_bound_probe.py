@@ -4,9 +4,10 @@ Setting (docs/search.md, "Lower-bound probe"): vocabulary V = 2, tokens fed as f
 one-hot vectors through a fixed identity input map (d_model = V; the embedding is
 **not** searched and **not** counted), next-token sequences of length n = ceil(N/2) (2n
 distinct consistency classes exist, so N >> V), K sampled binary labelings per N.  For
-each bit budget b the script sweeps shapes (1 block, residual, argmax readout, heads 1..2,
-head_dim 1..2, ff_width 0..4) by parameter count and records, per labeling, the smallest
-shape with a b-bit integer network that memorizes it.  Every ``found`` is a certificate
+each bit budget b the script sweeps shapes (1 block, residual, argmax readout, heads
+1..--max-heads, head_dim 1..--max-head-dim, ff_width 0..--max-ff-width) by parameter
+count and records, per labeling, the smallest shape with a b-bit integer network that
+memorizes it.  Every ``found`` is a certificate
 the checker verified; every smaller shape is ``infeasible`` with a DRUP proof checked by
 exactmem.checker.drup (re-checked at the end with ``exactmem check-proof``'s code), or
 ``unknown`` (conflict budget) -- then the row says "at most".
@@ -34,9 +35,9 @@ from exactmem.search.shape import Shape
 V = 2
 
 
-def shapes() -> list[Shape]:
-    out = [Shape(1, h, V, s, q, True, "argmax") for h in (1, 2) for s in (1, 2)
-           for q in range(5)]
+def shapes(max_heads: int = 1, max_head_dim: int = 2, max_ff: int = 8) -> list[Shape]:
+    out = [Shape(1, h, V, s, q, True, "argmax") for h in range(1, max_heads + 1)
+           for s in range(1, max_head_dim + 1) for q in range(max_ff + 1)]
     return sorted(out, key=lambda sh: (params(sh), sh.heads, sh.head_dim, sh.ff_width))
 
 
@@ -59,7 +60,7 @@ def dataset(N: int, seed: int) -> Dataset:  # noqa: N803
 
 
 def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa: N803
-          cert_dir: str) -> dict[str, Any]:
+          cert_dir: str, caps: tuple[int, int, int] = (1, 2, 8)) -> dict[str, Any]:
     from exactmem.search.query import run_bits_query
 
     ds = dataset(N, seed)
@@ -69,7 +70,7 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
                            "claim": "none", "infeasible": 0, "unknown": 0, "proofs": [],
                            "certificate": None}
     start = time.monotonic()
-    for sh in shapes():
+    for sh in shapes(*caps):
         name = f"N{N}_k{seed}_b{bits}_{sh.label().replace(' ', '_')}"
         res = run_bits_query(ds, sh, bits, conflicts, f"{cert_dir}/{name}.cert.json",
                              Path(proof_dir) / name, fixed_embed=ident)
@@ -96,6 +97,9 @@ def main() -> int:
     ap.add_argument("--conflicts", type=int, default=30_000)
     ap.add_argument("--minutes", type=float, default=12.0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--max-heads", type=int, default=1)
+    ap.add_argument("--max-head-dim", type=int, default=2)
+    ap.add_argument("--max-ff-width", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("docs/results/lower_bound"))
     ap.add_argument("--proofs", type=Path, default=Path("lower_bound_proofs"))
     args = ap.parse_args()
@@ -103,38 +107,44 @@ def main() -> int:
     (args.proofs / "certs").mkdir(parents=True, exist_ok=True)
     tasks = [(N, k, b) for N in args.N for b in args.bits for k in range(args.labelings)]
     rows: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(args.workers) as pool:
-        futs = {pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
-                            str(args.proofs / "certs")): (N, k, b) for N, k, b in tasks}
-        try:
-            for fut in as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
-                r = fut.result()
-                rows.append(r)
-                print(f"N={r['N']:3d} b={r['bits']} k={r['labeling']}: params {r['params']} "
-                      f"({r['claim']}; {r['infeasible']} refuted, {r['unknown']} unknown) "
-                      f"{r['seconds']}s", file=sys.stderr, flush=True)
-        except TimeoutError:
-            print("time budget over; unfinished points are left out", file=sys.stderr)
-            for f in futs:
-                f.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-    rows.sort(key=lambda r: (r["bits"], r["N"], r["labeling"]))
-    # every proof re-checked from the files
+    pool = ProcessPoolExecutor(args.workers)
+    caps = (args.max_heads, args.max_head_dim, args.max_ff_width)
+    futs = {pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
+                        str(args.proofs / "certs"), caps): (N, k, b) for N, k, b in tasks}
+    try:
+        for fut in as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
+            r = fut.result()
+            rows.append(r)
+            write(rows, args.out)
+            print(f"N={r['N']:3d} b={r['bits']} k={r['labeling']}: params {r['params']} "
+                  f"({r['claim']}; {r['infeasible']} refuted, {r['unknown']} unknown) "
+                  f"{r['seconds']}s", file=sys.stderr, flush=True)
+    except TimeoutError:
+        print("time budget over; unfinished points are left out", file=sys.stderr)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list(getattr(pool, "_processes", {}).values()):  # stop running points
+        proc.terminate()
+    # every proof re-checked from the files, by the code behind `exactmem check-proof`
     from exactmem.checker.drup import check_proof_files
 
     for r in rows:
         verdicts = [check_proof_files(c, p).verdict for c, p in r["proofs"]]
         r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
-        r["proofs"] = len(r["proofs"])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "infeasible", "unknown",
-            "proofs", "proofs_rechecked", "conflict_budget", "seconds", "certificate"]
-    with open(args.out.with_suffix(".csv"), "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+        write(rows, args.out)
     plot(rows, args.out.with_suffix(".png"))
     return 0
+
+
+def write(rows: list[dict[str, Any]], out: Path) -> None:
+    rows.sort(key=lambda r: (r["bits"], r["N"], r["labeling"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "infeasible", "unknown",
+            "proofs", "proofs_rechecked", "conflict_budget", "seconds", "certificate"]
+    with open(out.with_suffix(".csv"), "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows({**r, "proofs": len(r["proofs"]),
+                     "proofs_rechecked": r.get("proofs_rechecked", "pending")} for r in rows)
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
