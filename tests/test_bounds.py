@@ -90,4 +90,3 @@ def test_vardi_token_ids_split() -> None:
     fig = figures(res.spec, ds, "vardi2022-relu", dict(res.params))
     assert fig["embedding_nonzero"] == 64
     assert fig["bound"]["lemma"] == "C.1" and fig["bound"]["params"] >= 256
-
