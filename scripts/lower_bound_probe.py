@@ -102,7 +102,12 @@ def main() -> int:
     ap.add_argument("--max-ff-width", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("docs/results/lower_bound"))
     ap.add_argument("--proofs", type=Path, default=Path("lower_bound_proofs"))
+    ap.add_argument("--recheck", action="store_true",
+                    help="only re-check the proofs of the CSV at --out and redraw the plot")
     args = ap.parse_args()
+    if args.recheck:
+        recheck_csv(args.out, args.proofs)
+        return 0
     deadline = time.monotonic() + 60 * args.minutes
     (args.proofs / "certs").mkdir(parents=True, exist_ok=True)
     tasks = [(N, k, b) for N in args.N for b in args.bits for k in range(args.labelings)]
@@ -121,18 +126,37 @@ def main() -> int:
                   f"{r['seconds']}s", file=sys.stderr, flush=True)
     except TimeoutError:
         print("time budget over; unfinished points are left out", file=sys.stderr)
+    running = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list(getattr(pool, "_processes", {}).values()):  # stop running points
+    for proc in running:  # stop points still running
         proc.terminate()
-    # every proof re-checked from the files, by the code behind `exactmem check-proof`
+    recheck(rows, args.out)
+    return 0
+
+
+def recheck(rows: list[dict[str, Any]], out: Path) -> None:
+    """Every proof re-checked from its files by the code behind `exactmem check-proof`."""
     from exactmem.checker.drup import check_proof_files
 
     for r in rows:
         verdicts = [check_proof_files(c, p).verdict for c, p in r["proofs"]]
         r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
-        write(rows, args.out)
-    plot(rows, args.out.with_suffix(".png"))
-    return 0
+        write(rows, out)
+    plot(rows, out.with_suffix(".png"))
+
+
+def recheck_csv(out: Path, proofs: Path) -> None:
+    """``--recheck``: re-check the proofs of a finished run's CSV and redraw the plot."""
+    with open(out.with_suffix(".csv")) as fh:
+        rows: list[dict[str, Any]] = list(csv.DictReader(fh))
+    for r in rows:
+        for k in ("N", "n", "bits", "labeling", "infeasible", "unknown", "conflict_budget"):
+            r[k] = int(r[k])
+        r["params"] = int(r["params"]) if r["params"] else None
+        r["seconds"] = float(r["seconds"])
+        stems = sorted(proofs.glob(f"N{r['N']}_k{r['labeling']}_b{r['bits']}_*.cnf"))
+        r["proofs"] = [(str(c), str(c.with_suffix(".drup"))) for c in stems]
+    recheck(rows, out)
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> None:
