@@ -90,3 +90,19 @@ def test_vardi_token_ids_split() -> None:
     fig = figures(res.spec, ds, "vardi2022-relu", dict(res.params))
     assert fig["embedding_nonzero"] == 64
     assert fig["bound"]["lemma"] == "C.1" and fig["bound"]["params"] >= 256
+
+
+def test_info_reports_the_figures_and_keeps_the_sizes() -> None:
+    from exactmem.commands.info import info
+
+    ds = generate("next-token", N=40, n=4, vocab=6, classes=3, seed=1)
+    cert = certify(ds, NEXT).certificate
+    out = info(cert)
+    for key in ("params_dense", "params_nonzero", "depth", "width", "max_bits"):
+        assert out[key] == cert["sizes"][key]
+    assert out["label_bits_per_param"] == round(40 * math.log2(3) / out["params_nonzero"], 6)
+    assert out["bound"]["params"] > out["params_nonzero"]
+    assert out["lower_bounds"]["thm_4_2"]["value"] == round(math.sqrt(40), 3)
+    assert {"params_over_thm_4_2", "params_over_counting",
+            "weight_bits_over_label_bits"} <= out["optimality_gap"].keys()
+    assert out["embedding_nonzero"] + out["rest_nonzero"] == out["params_nonzero"]

@@ -113,6 +113,8 @@ class InfoResult:
     sizes: Sizes
     params: dict[str, Any] = field(default_factory=dict)
     bound: dict[str, Any] | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+    """Lower bounds, optimality gaps and bit figures (:mod:`exactmem.constructions.bounds`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The object ``exactmem info --json`` prints."""
@@ -121,6 +123,7 @@ class InfoResult:
                                "C": self.C, "params": dict(self.params), **self.sizes.as_dict()}
         if self.bound is not None:
             out["bound"] = dict(self.bound)
+        out.update(self.figures)
         return out
 
     def __repr__(self) -> str:

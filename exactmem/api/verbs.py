@@ -160,9 +160,12 @@ def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
 
     cert, _ = _certificate(certificate)
     d = figures(cert)
+    base = {"construction", "N", "n", "task", "inputs", "d", "C", "params", "bound",
+            "params_dense", "params_nonzero", "depth", "width", "max_bits"}
     return InfoResult(construction=d["construction"], N=d["N"], n=d["n"], task=d["task"],
                       inputs=d["inputs"], d=d["d"], C=d["C"], sizes=sizes_of({"sizes": d}),
-                      params=dict(d.get("params") or {}), bound=d.get("bound"))
+                      params=dict(d.get("params") or {}), bound=d.get("bound"),
+                      figures={k: v for k, v in d.items() if k not in base})
 
 
 def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str = "torch",

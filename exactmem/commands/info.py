@@ -12,7 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "info", help="size figures of a certificate's network, and the theorem's bound",
         description="Print the network's size (dense and nonzero parameters, depth, width, "
                     "max bits), N, the construction, and where the construction states one, "
-                    "the theorem's bound for this N, n, d, C.",
+                    "the theorem's bound for this N, n, d, C (width factor and recorded r/delta "
+                    "included); beside them the lower bounds (Kajitsuka & Sato Thm 4.2 / 4.3, "
+                    "the counting bound), the optimality gaps, total weight bits and label "
+                    "bits per parameter (exactmem/constructions/bounds.py).",
         epilog="example: exactmem info c.json --json")
     p.add_argument("certificate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,6 +45,13 @@ def info(cert: dict[str, Any]) -> dict[str, Any]:
                   if k not in ("N", "n", "d", "C", "inputs", "task")}
         out["bound"] = dict(con.bound(N=ds.N, n=ds.n, d=out["d"], C=ds.num_classes,
                                       inputs=ds.inputs, task=ds.task, **params))
+    from exactmem.constructions.bounds import figures
+
+    out.update({k: v for k, v in figures(spec, ds, name, out["params"]).items()
+                if k != "bound"})
+    claims = cert.get("claims", {})  # what the certificate claims; `exactmem check` decides
+    out["float_exact"] = list(claims.get("float_exact", []))
+    out["claimed_sequences"] = len(claims.get("sequences", range(ds.N)))
     return out
 
 
@@ -57,4 +67,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key:15s} {data[key]}")
         for key, value in data.get("bound", {}).items():
             print(f"bound.{key:9s} {value}")
+        for key, value in data.get("measured_over_bound", {}).items():
+            print(f"measured/bound.{key:9s} {value}")
+        for key, low in data["lower_bounds"].items():
+            print(f"lower.{key:9s} {low['value']} (measured/lower: {low['gap']}; {low['form']})")
+        for key in ("embedding_nonzero", "rest_nonzero", "weight_bits_total",
+                    "weight_bits_max_nonzero", "label_bits", "label_bits_per_param",
+                    "label_bits_per_stored_bit", "label_bits_per_weight_bit"):
+            print(f"{key:26s} {data[key]}")
+        for key, value in data["optimality_gap"].items():
+            print(f"optimality_gap.{key:11s} {value}")
+        print(f"{'claimed':26s} {data['claimed_sequences']} of {data['N']} sequences"
+              + (f", float-exact in {', '.join(data['float_exact'])}" if data["float_exact"]
+                 else ""))
     return 0
