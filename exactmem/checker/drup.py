@@ -22,6 +22,7 @@ clause), ``s UNUSABLE`` (exit 2: malformed input or a resource limit; never a cr
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 MAX_BYTES = 1 << 30  # per file
@@ -272,6 +273,8 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
 
 
 def _read(path: str) -> str:
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise Unusable(f"{path}: not a regular file")
     if os.path.getsize(path) > MAX_BYTES:
         raise Unusable(f"{path}: larger than {MAX_BYTES} bytes")
     with open(path, "rb") as fh:

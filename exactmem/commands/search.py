@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Encode 'a hardmax Transformer of this shape memorizes the dataset' for Z3, "
                     "sweep shapes and report the smallest found one; every found network is "
                     "certified by the checker. An infeasible answer is Z3's opinion "
-                    "('solver-only') unless it comes from label consistency. See docs/search.md.",
+                    "('solver-only') unless it comes from label consistency.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", nargs="?", help="dataset file (exactmem.dataset/1)")
     g = p.add_argument_group("shape")

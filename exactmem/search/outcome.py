@@ -1,4 +1,4 @@
-"""The fixed vocabulary of search outcomes (design §3.8).
+"""The fixed vocabulary of search outcomes.
 
 * :class:`Found` -- a witness network with exact rational weights;
 * :class:`Infeasible` -- no network of the shape exists; ``proof_kind`` says why we believe
