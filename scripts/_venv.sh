@@ -18,6 +18,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   spec="$root[$extras]"
   [ "$extras" = "base" ] && spec="$root"
   # torch is pinned to 2.13.0, the CPU build; an unpinned torch would pull a CUDA build
-  "$venv/bin/python" -m pip install --quiet -c "$constraints" -e "$spec" >&2
+  "$venv/bin/python" -m pip install --quiet --constraint "$constraints" -e "$spec" >&2
   echo "$want" > "$stamp"
 fi
