@@ -7,14 +7,21 @@ import json
 from fractions import Fraction
 
 from .forward import gcd
-from .parse import Unusable, choice, integer, kind_of, obj, ratio, read_json
+from .parse import JsonFloat, Unusable, choice, integer, kind_of, obj, ratio, read_json
 
 DATASET_FORMAT = "exactmem.dataset/1"
 
 
+def _refuse(value):
+    if isinstance(value, JsonFloat):
+        raise Unusable(f"the JSON float {value.text}; numbers are integers or 'p/q' strings")
+    raise Unusable(f"a value of type {type(value).__name__} has no JSON form")
+
+
 def canonical(value):
-    """Canonical JSON text: sorted keys, no spaces, ASCII."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    """Canonical JSON text: sorted keys, no spaces, ASCII; a float anywhere is unusable."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=_refuse)
 
 
 def dataset(entry, base):

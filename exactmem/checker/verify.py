@@ -66,8 +66,6 @@ class CheckReport:
         return head + ")"
 
 
-
-
 def _no_floats(value, where):
     stack = [(value, where)]
     while stack:
@@ -252,16 +250,12 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         con = obj(cert["construction"], "construction", ("name", "params"))
         if type(con["name"]) is not str or type(con["params"]) is not dict:
             raise Unusable("construction: a name string and a params object")
-        _no_floats(cert, "certificate")
+        _no_floats(con["params"], "construction.params")  # the one untyped part
         hints = obj(cert["hints"], "hints", (), ("softmax",))
-        obj(cert["sizes"], "sizes", SIZES)
+        for key in obj(cert["sizes"], "sizes", SIZES):
+            integer(cert["sizes"][key], f"sizes.{key}", 0)
         if type(cert["digest"]) is not str:
             raise Unusable("digest: expected a 'sha256:...' string")
-        body = {k: v for k, v in cert.items() if k != "digest"}
-        actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-        if cert["digest"] != actual:
-            failures.append(f"digest: the certificate's content does not match its digest "
-                            f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
         task, inputs, toks, labels, dsize, ds_hash = dataset(cert["dataset"], base)
         if ds_hash != cert["dataset"]["sha256"]:
             failures.append("dataset: its SHA-256 does not match the one bound in the certificate")
@@ -274,6 +268,11 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
                            f"{task} task (next-token: last or first; seq2seq: every)")
         chosen = _claimed(cert["claims"], len(toks))
         claims, formats = _claims(cert["claims"], len(chosen), readout)
+        body = {k: v for k, v in cert.items() if k != "digest"}  # typed fields read above
+        actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+        if cert["digest"] != actual:
+            failures.insert(0, f"digest: the certificate's content does not match its digest "
+                               f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
         k, count = shard
         lo, hi = k * len(chosen) // count, (k + 1) * len(chosen) // count
         soft = hints.get("softmax")
@@ -305,8 +304,9 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
                     net, layers, initial(net, part[0], layers), forward.needed_positions(
                         layers, readout["positions"], net["n"]), formats)
             basis = (readout["kind"], True, None, None, None, tuple(formats), False, len(toks))
-        if cert["sizes"] != sizes(net, layers):
-            failures.append(f"sizes: claimed {cert['sizes']}, recomputed {sizes(net, layers)}")
+        recomputed = sizes(net, layers)
+        if cert["sizes"] != recomputed:
+            failures.append(f"sizes: claimed {cert['sizes']}, recomputed {recomputed}")
     except Unusable as exc:
         return CheckReport([*failures, str(exc)], unusable=True)
     return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
