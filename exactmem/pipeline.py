@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exactmem import constructions, progress
-from exactmem.certificate import build_certificate, write_certificate
+from exactmem.certificate import build_certificate, claim_float_exact, write_certificate
 from exactmem.checker import CheckReport, check_certificate
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
@@ -60,13 +60,25 @@ def _hook(prefix: str, first: str) -> Iterator[Callable[[str, int, int], None]]:
         close()
 
 
+def float_format_for(max_bits: int) -> list[str]:
+    """The narrowest IEEE format with at least ``max_bits`` significand bits (none for 0)."""
+    from exactmem.checker.floatexact import FORMATS
+
+    fits = sorted((p, name) for name, (p, _, _) in FORMATS.items() if p >= max_bits > 0)
+    return [fits[0][1]] if fits else []
+
+
 def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = None,
             out: Path | None = None, log: Callable[[str], None] | None = None,
-            dataset_file: Path | None = None) -> CertifyOutcome:
+            dataset_file: Path | None = None,
+            float_exact: Sequence[str] | None = None) -> CertifyOutcome:
     """Build ``construction`` for ``ds``, evaluate exactly, check, and write ``out`` if verified.
 
     With ``dataset_file`` (the file ``ds`` was read from) the certificate binds the dataset by
-    SHA-256 and a path relative to ``out`` instead of embedding it.
+    SHA-256 and a path relative to ``out`` instead of embedding it.  ``float_exact``: IEEE
+    formats to claim (docs/float-exact.md); ``None`` claims, for a ``max_bits = P`` build, the
+    narrowest format with at least ``P`` significand bits.  A requested format that does not
+    hold is a failure of the certificate.
     """
     say = log or (lambda _msg: None)
     con = constructions.get(construction)
@@ -90,8 +102,20 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     rel = None if dataset_file is None else os.path.relpath(dataset_file.resolve(), base)
     with _stage("certificate", t):
         cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
+    formats = list(float_exact) if float_exact is not None else \
+        float_format_for(int(opts.get("max_bits", 0) or 0))
+    missing: list[str] = []
+    if formats:
+        with _stage("float-exact", t):
+            held = claim_float_exact(cert, formats, base)
+        missing = [f for f in formats if f not in held]
+        say(f"float-exact claim: {', '.join(held) or 'none'}"
+            + (f"; does not hold in {', '.join(missing)}" if missing else ""))
     with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
         report = check_certificate(cert, base, progress=tick)
+    if missing:
+        report.failures.extend(f"claims.float_exact: the network is not float-exact in {f}"
+                               for f in missing)
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:
         with _stage("write", t):

@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print only the verdict (no notes, no progress)")
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
+    p.add_argument("--float-exact", action="append", metavar="FORMAT",
+                   choices=["bfloat16", "float16", "float32", "float64"],
+                   help="claim that the network is float-exact in FORMAT (repeatable; "
+                        "docs/float-exact.md); with --max-bits P the narrowest format with P "
+                        "significand bits is claimed unless given")
     seen: dict[str, type] = {}
     for con in reg.values():
         for opt in con.options:
@@ -63,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     out = check_writable(args.output)
     ds = load_dataset(args.data)
     outcome = certify(ds, con.name, options, out=out, log=log,
-                      dataset_file=Path(args.data) if args.bind_dataset else None)
+                      dataset_file=Path(args.data) if args.bind_dataset else None,
+                      float_exact=args.float_exact)
     for note in outcome.notes:
         log(note)
     if not outcome.report.verified:
@@ -77,5 +83,7 @@ def run(args: argparse.Namespace) -> int:
     sz = outcome.certificate["sizes"]
     print(f"certified {con.name} on {ds.N} sequences -> {out} "
           f"(params nonzero {sz['params_nonzero']}, dense {sz['params_dense']}, "
-          f"depth {sz['depth']}, width {sz['width']}, max bits {sz['max_bits']})")
+          f"depth {sz['depth']}, width {sz['width']}, max bits {sz['max_bits']})"
+          + (f"; float-exact in {', '.join(fe)}"
+             if (fe := outcome.certificate["claims"].get("float_exact")) else ""))
     return 0

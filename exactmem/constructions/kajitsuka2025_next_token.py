@@ -77,6 +77,11 @@ OPTIONS = (
            "points per block k in Lemma C.1 (0: the paper's ceil(N / sqrt(N log N)))"),
     Option("block_points", int, 0,
            "Thm F.1 bounded bits: Lemma C.1 sub-networks of B^2 points each (0: one network)"),
+    Option("max_bits", int, 0,
+           "float-ready network for P-bit floats (float32: 24): every value an integer below "
+           "2^P, exact in any summation order; token ids only; 0 = the unbounded construction"),
+    Option("block_words", int, 0,
+           "with --max-bits: table words per block of the memorizer (0: ~sqrt(7M/12f))"),
 )
 
 
@@ -211,6 +216,10 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     if ds.task != "next-token":
         raise ConstructionError("kajitsuka2025-next-token reads one label per sequence; "
                                 "use kajitsuka2025-seq2seq for seq2seq datasets")
+    if int(options.get("max_bits", 0) or 0):
+        from exactmem.constructions.kajitsuka2025_float import build_float_ready
+
+        return build_float_ready(ds, options, every=False)
     return build_pipeline(ds, options, every=False)
 
 

@@ -32,6 +32,10 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     if ds.task != "seq2seq":
         raise ConstructionError("kajitsuka2025-seq2seq needs a seq2seq dataset (a label per "
                                 "position); use kajitsuka2025-next-token for next-token data")
+    if int(options.get("max_bits", 0) or 0):
+        from exactmem.constructions.kajitsuka2025_float import build_float_ready
+
+        return build_float_ready(ds, options, every=True)
     return build_pipeline(ds, options, every=True)
 
 
