@@ -16,6 +16,8 @@ as its exact quotient (IEEE division then returns it).  The grid must lie in the
 exponent range (no overflow, nothing below the subnormal grid).
 """
 
+from operator import add, sub
+
 from .forward import gcd, normalize
 
 # significand bits P, exponent of the smallest subnormal, exponent bound (2^hi overflows)
@@ -68,8 +70,10 @@ def _sum(vectors, den, fmt, where):
     return tuple(_bounded([v[r] for v in vectors], lim, where) for r in range(len(vectors[0])))
 
 
-def _affine(mat, bias, cols, den, fmt, where):
-    """``W x + b`` on every column: floats as weights, each dot product within the bound."""
+def _affine_rows(mat, bias, xs, den, fmt, where):
+    """``W x + b`` on row-major values ``xs`` (one list per coordinate, over all columns):
+    floats as weights, each dot product within the bound.  A row passes at once when
+    ``|b| + sum |w_j| max |x_j|`` is below it, else its ``sum |terms|`` is summed per column."""
     (w, wd), (b, bd) = mat, bias
     for rows, d in (mat, bias):
         for r in rows:
@@ -78,10 +82,42 @@ def _affine(mat, bias, cols, den, fmt, where):
     out_den = max(wd * den, bd)  # both are powers of two once the weights are floats
     lim = _limit(out_den, fmt, where)
     fw, fb = out_den // (wd * den), out_den // bd
-    sparse = [([(j, x * fw) for j, x in enumerate(row) if x], bb * fb) for row, (bb,) in zip(w, b)]
-    out = [tuple(_bounded([x * c[j] for j, x in row] + [bb], lim, where) for row, bb in sparse)
-           for c in cols]
-    return normalize(out, out_den)
+    size = len(xs[0]) if xs else 0
+    top = {}
+    out = []
+    for row, (bb,) in zip(w, b):
+        terms = [(j, x * fw) for j, x in enumerate(row) if x]
+        for j, _ in terms:
+            if j not in top:
+                top[j] = max(map(abs, xs[j]), default=0)
+        if abs(bb * fb) + sum(abs(c) * top[j] for j, c in terms) >= lim:
+            mag = [abs(bb * fb)] * size
+            for j, c in terms:
+                mag = list(map(add, mag, map(abs(c).__mul__, map(abs, xs[j]))))
+            if max(mag, default=0) >= lim:
+                raise NotExact(f"{where}: a sum exceeds 2^P units of its grid")
+        val = [bb * fb] * size
+        for j, c in terms:
+            if c == 1:
+                val = list(map(add, val, xs[j]))
+            elif c == -1:
+                val = list(map(sub, val, xs[j]))
+            else:
+                val = list(map(add, val, map(c.__mul__, xs[j])))
+        out.append(val)
+    g = out_den
+    for r in out:
+        for x in r:
+            g = gcd(g, x)
+            if g == 1:
+                return out, out_den
+    return [[x // g for x in r] for r in out], out_den // g
+
+
+def _affine(mat, bias, cols, den, fmt, where):
+    """:func:`_affine_rows` on a list of columns."""
+    rows, out_den = _affine_rows(mat, bias, [list(r) for r in zip(*cols)], den, fmt, where)
+    return list(zip(*rows)) if rows else [() for _ in cols], out_den
 
 
 def _zero_bias(mat):
@@ -147,11 +183,12 @@ def _attention(la, cols, den, index, queries, fmt, where):
 
 
 def _feedforward(la, cols, den, fmt, where):
-    out, out_den = cols, den
+    rows, out_den = [list(r) for r in zip(*cols)], den
     for j, (w, b) in enumerate(la["maps"]):
         if j:
-            out = [tuple(x if x > 0 else 0 for x in c) for c in out]
-        out, out_den = _affine(w, b, out, out_den, fmt, f"{where}.maps[{j}]")
+            rows = [[x if x > 0 else 0 for x in r] for r in rows]
+        rows, out_den = _affine_rows(w, b, rows, out_den, fmt, f"{where}.maps[{j}]")
+    out = list(zip(*rows)) if rows else [() for _ in cols]
     if la["residual"]:
         m = max(out_den, den)
         out = [_sum([a, b], m, fmt, where + " residual")

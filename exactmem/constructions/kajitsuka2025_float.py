@@ -10,7 +10,7 @@ verifies the claim).  The unbounded construction needs hundreds of significand b
 one replaces its two unbounded ingredients:
 
 1. **Context ids** (Thm E.1's embedding and eq. 52-53, hashed): token ``t`` embeds as
-   ``(n f_j(t), h_j(t), 0)_{j=0,1,2}`` with random integers ``0 <= f_j < K``,
+   ``(n f_j(t), h_j(t), 0)_{j=0,1,2}`` with random integers ``0 <= f_j <= M / 2``,
    ``0 <= h_j < M``; the uniform head adds ``S_j = sum_p f_j(x_p)`` (the mean of ``n f_j``:
    the division by ``n`` is exact), and ``FF_2`` forms ``c_j = S_j + h_j(x_k)``, a function of
    (multiset, token at the read position) as in eq. (5) / (10), and its slot
@@ -18,17 +18,17 @@ one replaces its two unbounded ingredients:
 2. **Memorizer** (a retrieval table in place of Lemma C.1): the label of a context is
    ``(T_0[x_0] + T_1[x_1] + T_2[x_2]) mod L`` (``L = 2^b``, ``b`` label bits) with tables
    found by hypergraph peeling (:mod:`._retrieval`), about ``1.24 N`` slots of ``b`` bits
-   in all.  A table is stored ``f = floor((P - 2) / b)`` slots per ``(P - 2)``-bit word and
-   ``m`` words per block of ``F = f m`` slots; a bank selects the block of ``x_j`` (about
-   ``7 + m`` nonzero parameters per block), then a shared network selects the word and
-   extracts the field (two ReLU layers per bit, :mod:`._float_gadgets`); a last gadget adds
-   the three fields mod ``L``.  The hashes are rerandomized (and the slack grown by 3%)
-   until peeling succeeds.
+   in all.  A table is stored ``f <= floor((P - 2) / b)`` slots per word and ``m`` words per
+   block of ``F = f m`` slots (``f, m`` minimize :func:`layout_cost`); a bank selects the
+   block of ``x_j`` (about ``7 + m`` nonzero parameters per block), then a shared network
+   selects the word and extracts the field (two ReLU layers per bit,
+   :mod:`._float_gadgets`); a last gadget adds the three fields mod ``L``.  The hashes are
+   rerandomized (and the slack grown by 3%) until peeling succeeds.
 
 Size (nonzero parameters): ``9 V`` (embedding, ``V`` distinct tokens) ``+ 6`` (attention)
-``+ 3 [ (7 + m) M / (f m) + M / f ... ]``; about ``3 M / f`` words hold the labels, the
-rest is block selection and the shared extraction.  With ``m ~ sqrt(7 M / 12 f)``
-(``block_words = 0``) this is ``~ 1.24 N b / (P - 2)`` words plus ``O(sqrt N)``.
+``+ 3 [(7 + m) Q + 14 m + 24 f b] + O(mod steps)`` with ``Q = M / (f m)`` blocks per
+table: the ``3 M / f ~ 1.24 N b / (P - 2)`` words hold the labels, the rest is block
+selection (``~ sqrt M`` with the best ``m``) and the shared extraction.
 Requirements: token ids, labels integers ``>= 0`` consistent as in eq. (5) / (10).
 """
 
@@ -61,18 +61,29 @@ SLACK = 1.24  # table slots per context (peeling threshold ~1.222)
 ATTEMPTS = 12
 
 
-def layout(contexts: int, P: int, label_bits: int, block_words: int = 0,  # noqa: N803
-           slack: float = SLACK) -> tuple[int, int, int, int]:
-    """``(M, fields, m, Q)``: slots per table, fields per word, words per block, blocks."""
-    fields = (P - 2) // label_bits
-    if fields < 1:
-        raise ConstructionError(f"max_bits = {P}: a {label_bits}-bit label does not fit in a "
+def table_slots(contexts: int, slack: float = SLACK) -> int:
+    """Slots per table: ``ceil(slack * contexts / 3)``."""
+    return max(1, math.ceil(contexts * slack / 3))
+
+
+def layout_cost(M: int, fields: int, m: int, b: int) -> int:  # noqa: N803
+    """Nonzero parameters of one table's bank, word selection and field extraction, to first
+    order (counted from the gadgets): ``7 Q + Q m`` (blocks and words), ``14 m`` (selection),
+    ``24 f b`` (extraction), ``Q = ceil(M / (f m))``."""
+    Q = -(-M // (fields * m))  # noqa: N806
+    return 7 * Q + Q * m + (14 * m if m > 1 else 0) + 24 * fields * b
+
+
+def layout(M: int, P: int, b: int, block_words: int = 0) -> tuple[int, int, int]:  # noqa: N803
+    """``(fields, m, Q)``: fields per word (at most ``(P - 2) // b``), words per block (the
+    given ``block_words``, or the cheapest) and blocks, minimizing :func:`layout_cost`."""
+    top = (P - 2) // b
+    if top < 1:
+        raise ConstructionError(f"max_bits = {P}: a {b}-bit label does not fit in a "
                                 f"{P - 2}-bit word; raise --max-bits")
-    M = max(1, math.ceil(contexts * slack / 3))  # noqa: N806
-    m = block_words or max(1, round(math.sqrt(7 * M / (12 * fields))))
-    F = fields * m  # noqa: N806
-    Q = -(-M // F)  # noqa: N806
-    return Q * F, fields, m, Q
+    ms = [block_words] if block_words else range(1, max(2, math.isqrt(M) + 2))
+    _, fields, m = min((layout_cost(M, f, m, b), f, m) for f in range(1, top + 1) for m in ms)
+    return fields, m, -(-M // (fields * m))
 
 
 def _contexts(ds: Dataset, every: bool) -> dict[tuple[tuple[Any, ...], Any], int]:
@@ -120,11 +131,13 @@ def build_float_ready(ds: Dataset, options: Mapping[str, Any], every: bool) -> B
     slack, attempt = SLACK, 0
     while attempt < ATTEMPTS:
         attempt += 1
-        M, fields, m, Q = layout(len(ctx), P, b, block_words, slack)  # noqa: N806
-        if 8 * M + 2 >= lim:
-            raise ConstructionError(f"max_bits = {P}: {len(ctx)} contexts need tables of {M} "
-                                    f"slots, above 2^{P - 3}; raise --max-bits")
-        fmax = min(M - 1, (lim - 1) // (n * n), ((lim >> 2) - M) // n)
+        M = table_slots(len(ctx), slack)  # noqa: N806
+        fields, m, Q = layout(M, P, b, block_words)  # noqa: N806
+        if 8 * Q * fields * m + 2 >= lim:
+            raise ConstructionError(f"max_bits = {P}: {len(ctx)} contexts need tables of "
+                                    f"{Q * fields * m} slots, above 2^{P - 3}; "
+                                    f"raise --max-bits")
+        fmax = min(max(1, M // 2), (lim - 1) // (n * n), ((lim >> 2) - M) // n)
         if fmax < 0:
             raise ConstructionError(f"max_bits = {P}: no room for token weights at n = {n}")
         fs, hs, cs = _hash(ctx, tokens, M, fmax, rng)
@@ -142,7 +155,7 @@ def build_float_ready(ds: Dataset, options: Mapping[str, Any], every: bool) -> B
         slack *= 1.03
     if tables is None:
         raise ConstructionError(f"no peelable hashing in {ATTEMPTS} attempts (seed {seed})")
-    spec = _network(ds, every, fs, hs, cs, tables, fields, m, Q, b, P)
+    spec = _network(ds, every, fs, hs, cs, tables, M, fields, m, Q, b)
     params = {"seed": seed, "max_bits": P, "contexts": len(ctx), "table_slots": M,
               "fields_per_word": fields, "block_words": m, "blocks": Q, "label_bits": b,
               "token_weight_max": fmax, "attempts": attempt}
@@ -153,8 +166,8 @@ def build_float_ready(ds: Dataset, options: Mapping[str, Any], every: bool) -> B
 
 
 def _network(ds: Dataset, every: bool, fs: list[dict[Any, int]], hs: list[dict[Any, int]],
-             cs: list[list[int]], tables: list[list[int]], fields: int, m: int, Q: int,  # noqa: N803
-             b: int, P: int) -> NetworkSpec:  # noqa: N803
+             cs: list[list[int]], tables: list[list[int]], M: int, fields: int, m: int,  # noqa: N803
+             Q: int, b: int) -> NetworkSpec:  # noqa: N803
     """``FF_2 o UA o E_in`` for the chosen hashes and tables."""
     assert ds.vocab_size is not None
     n = ds.n
@@ -177,8 +190,8 @@ def _network(ds: Dataset, every: bool, fs: list[dict[Any, int]], hs: list[dict[A
     for j in range(3):
         p = f"t{j}_"
         lo, hi = min(cs[j]), max(cs[j])
-        M = Q * F  # noqa: N806
-        words = [[sum(tables[j][q * F + a * fields + f] << (b * (fields - 1 - f))
+        slots = tables[j] + [0] * (Q * F - M)
+        words = [[sum(slots[q * F + a * fields + f] << (b * (fields - 1 - f))
                       for f in range(fields)) for a in range(m)] for q in range(Q)]
         stages[0].append(mod_steps({f"S{j}": 1, f"H{j}": 1}, M, lo, hi, p))
         stages[1].append(bank_steps(p + "X", words, F, p))
