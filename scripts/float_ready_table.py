@@ -31,6 +31,7 @@ from typing import Any
 from exactmem import progress
 from exactmem.certificate import spec_from_certificate
 from exactmem.constructions.bounds import bit_figures
+from exactmem.errors import ExactmemError
 from exactmem.model.generate import generate
 from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-exp", type=int, default=8)
     ap.add_argument("--max-exp", type=int, default=16)
     ap.add_argument("--bits", type=int, nargs="+", default=[24, 53])
-    ap.add_argument("--lookup-max-exp", type=int, default=11,
+    ap.add_argument("--lookup-max-exp", type=int, default=10,
                     help="lookup --max-bits 24 up to 2^this (its bank is dense M x 2M; 0: none)")
     ap.add_argument("--unbounded-max-exp", type=int, default=12,
                     help="the unbounded construction up to 2^this (0: none)")
@@ -129,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.quiet:
                     print(f"[{i + 1}/{len(jobs)}] {con} P={P or 'unbounded'} N={N}",
                           file=sys.stderr, flush=True)
-                row = measure(con, P, N, args.n, args.classes, args.seed)
+                try:
+                    row = measure(con, P, N, args.n, args.classes, args.seed)
+                except ExactmemError as exc:
+                    print(f"{con} P={P or 'unbounded'} N={N}: not built: {exc}", flush=True)
+                    continue
                 w.writerow(row)
                 fh.flush()
                 print(", ".join(f"{k}={row[k]}" for k in ("construction", "P", "N",
