@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--onnx", help="ONNX file exported from the certificate (else built here)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--no-torch", action="store_true", help="skip the torch backends")
+    ap.add_argument("--batch", type=int, default=4096, help="sequences per run (memory)")
     args = ap.parse_args(argv)
 
     from exactmem.adapters.onnx_export import build_model, dataset_array
@@ -65,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     for prov in providers:
         sess = ort.InferenceSession(model, providers=[prov])
         clock = time.perf_counter()
-        outs, labels = sess.run(["outputs", "labels"], {sess.get_inputs()[0].name: x})
+        name = sess.get_inputs()[0].name
+        parts = [sess.run(["outputs", "labels"], {name: x[i:i + args.batch]})
+                 for i in range(0, len(x), args.batch)]
         secs = time.perf_counter() - clock
+        outs = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
         pos = [ds.n - 1] if ds.task == "next-token" else list(range(ds.n))
         raw = np.asarray(outs, dtype=np.float64)[:, pos, 0]
         lab = np.asarray(labels).reshape(want.shape)
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         for dev in devices:
             net = to_torch(spec, args.dtype, dev)
             clock = time.perf_counter()
-            out = run_torch(net, ds, device=dev)[:, :, 0]
+            out = run_torch(net, ds, batch_size=args.batch, device=dev)[:, :, 0]
             secs = time.perf_counter() - clock
             results.append((f"torch {dev}", int((out == want).sum()), int((np.rint(out) == want)
                                                                            .sum()), secs))

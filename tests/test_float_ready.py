@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -133,3 +134,23 @@ def test_bfloat16_network_at_small_n() -> None:
     assert out.report.verified, out.report.failures[:3]
     assert out.certificate["claims"]["float_exact"] == ["bfloat16"]
     assert out.certificate["sizes"]["max_bits"] <= 8
+
+
+def test_cli_certify_max_bits_and_float_exact_flag(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from exactmem.cli import main
+
+    d, c, bad = tmp_path / "d.json", tmp_path / "c.json", tmp_path / "bad.json"
+    assert main(["generate", "--task", "next-token", "--N", "40", "--n", "8", "--vocab", "16",
+                 "--classes", "4", "--seed", "1", "-o", str(d)]) == 0
+    assert main(["certify", str(d), "-c", "kajitsuka2025-next-token", "--max-bits", "24",
+                 "--float-exact", "float32", "--float-exact", "float64", "-o", str(c),
+                 "-q"]) == 0
+    assert "float-exact in float32, float64" in capsys.readouterr().out
+    assert main(["check", str(c)]) == 0
+    verdict = capsys.readouterr().out
+    assert "float-exact in float32" in verdict and "float-exact in float64" in verdict
+    # the float32 build's words do not fit bfloat16: the requested claim fails, nothing is written
+    assert main(["certify", str(d), "-c", "kajitsuka2025-next-token", "--max-bits", "24",
+                 "--float-exact", "bfloat16", "-o", str(bad), "-q"]) == 1
+    assert not bad.exists()
