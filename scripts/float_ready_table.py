@@ -95,6 +95,19 @@ def plot(rows: list[dict[str, str]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def markdown(rows: list[dict[str, str]]) -> str:
+    """The rows as a markdown table, the last measurement of each (construction, P, N)."""
+    last = {(r["construction"], r["P"], int(r["N"])): r for r in rows}
+    cols = ["construction", "P", "N", "params_nonzero", "max_bits", "label_bits_per_param",
+            "label_bits_per_stored_bit", "float_exact", "block_words", "blocks", "certify_s",
+            "load_1min"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for key in sorted(last, key=lambda k: (k[0] != "kajitsuka2025-next-token" or not k[1],
+                                           k[0], k[1], k[2])):
+        lines.append("| " + " | ".join(last[key][c] or "-" for c in cols) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-exp", type=int, default=8)
@@ -109,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "float_ready.csv"))
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the CSV as a markdown table (last row per item)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -148,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         top = max(best, key=lambda r: int(r["N"]))
         print(f"P = 24 at N = {top['N']}: {top['label_bits_per_param']} label bits per nonzero "
               f"parameter ({top['params_nonzero']} nonzero, float-exact {top['float_exact']})")
+    if args.markdown:
+        print(markdown(rows))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
 

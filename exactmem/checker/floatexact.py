@@ -70,10 +70,24 @@ def _sum(vectors, den, fmt, where):
     return tuple(_bounded([v[r] for v in vectors], lim, where) for r in range(len(vectors[0])))
 
 
+def _axpy(acc, c, x, idx):
+    """``acc + c * x`` elementwise; ``idx``: the indices where ``x`` is non-zero, when few."""
+    if idx is None:
+        if c == 1:
+            return list(map(add, acc, x))
+        if c == -1:
+            return list(map(sub, acc, x))
+        return list(map(add, acc, map(c.__mul__, x)))
+    for i in idx:
+        acc[i] += c * x[i]
+    return acc
+
+
 def _affine_rows(mat, bias, xs, den, fmt, where):
     """``W x + b`` on row-major values ``xs`` (one list per coordinate, over all columns):
     floats as weights, each dot product within the bound.  A row passes at once when
-    ``|b| + sum |w_j| max |x_j|`` is below it, else its ``sum |terms|`` is summed per column."""
+    ``|b| + sum |w_j| max |x_j|`` is below it, else its ``sum |terms|`` is summed per column.
+    Inputs that are mostly zero (one-hot indicators) are visited at their non-zeros only."""
     (w, wd), (b, bd) = mat, bias
     for rows, d in (mat, bias):
         for r in rows:
@@ -83,27 +97,25 @@ def _affine_rows(mat, bias, xs, den, fmt, where):
     lim = _limit(out_den, fmt, where)
     fw, fb = out_den // (wd * den), out_den // bd
     size = len(xs[0]) if xs else 0
-    top = {}
+    top, nz, mags = {}, {}, {}
     out = []
     for row, (bb,) in zip(w, b):
         terms = [(j, x * fw) for j, x in enumerate(row) if x]
         for j, _ in terms:
             if j not in top:
-                top[j] = max(map(abs, xs[j]), default=0)
+                mags[j] = list(map(abs, xs[j]))
+                top[j] = max(mags[j], default=0)
+                idx = [i for i, x in enumerate(xs[j]) if x]
+                nz[j] = idx if 4 * len(idx) < size else None
         if abs(bb * fb) + sum(abs(c) * top[j] for j, c in terms) >= lim:
             mag = [abs(bb * fb)] * size
             for j, c in terms:
-                mag = list(map(add, mag, map(abs(c).__mul__, map(abs, xs[j]))))
+                mag = _axpy(mag, abs(c), mags[j], nz[j])
             if max(mag, default=0) >= lim:
                 raise NotExact(f"{where}: a sum exceeds 2^P units of its grid")
         val = [bb * fb] * size
         for j, c in terms:
-            if c == 1:
-                val = list(map(add, val, xs[j]))
-            elif c == -1:
-                val = list(map(sub, val, xs[j]))
-            else:
-                val = list(map(add, val, map(c.__mul__, xs[j])))
+            val = _axpy(val, c, xs[j], nz[j])
         out.append(val)
     g = out_den
     for r in out:
