@@ -71,6 +71,7 @@ def plot(rows: list[dict[str, str]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     series: dict[str, list[tuple[int, float]]] = {}
@@ -82,10 +83,18 @@ def plot(rows: list[dict[str, str]], path: Path) -> None:
     for name, pts in sorted(series.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ref = ROOT / "docs" / "results" / "scaling_next-token.csv"
+    if ref.exists():  # the unbounded construction at larger N, measured with 2 classes
+        with ref.open() as fh:
+            pts = sorted((int(r["N"]), int(r["N"]) / int(r["params_nonzero"]))
+                         for r in csv.DictReader(fh) if r["verified"] == "True")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=":", color="C0",
+                label="kajitsuka2025-next-token (unbounded), 2 classes (scaling_next-token.csv)")
     ax.axhline(3.6, color="grey", linestyle="--",
                label="3.6 bits/param (trained GPT, Morris et al.)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.set_xlabel("N (next-token sequences, n = 16, vocab 64, 8 classes)")
     ax.set_ylabel("label bits per nonzero parameter")
     ax.set_title("Certified memorizers: label bits per parameter")
