@@ -154,3 +154,13 @@ def test_cli_certify_max_bits_and_float_exact_flag(tmp_path: Path,
     assert main(["certify", str(d), "-c", "kajitsuka2025-next-token", "--max-bits", "24",
                  "--float-exact", "bfloat16", "-o", str(bad), "-q"]) == 1
     assert not bad.exists()
+
+
+def test_same_seed_same_certificate(next_token: dict[str, Any]) -> None:
+    from exactmem.certificate import certificate_text, dataset_from_certificate
+
+    ds = dataset_from_certificate(next_token)
+    again = certify(ds, "kajitsuka2025-next-token", {"max_bits": 24, "seed": 1}).certificate
+    assert certificate_text(again) == certificate_text(next_token)
+    other = certify(ds, "kajitsuka2025-next-token", {"max_bits": 24, "seed": 2}).certificate
+    assert other["network"] != next_token["network"]
