@@ -23,7 +23,7 @@ import math
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,10 @@ from exactmem.search.labelings import consistency_classes
 from exactmem.search.shape import Shape
 
 V = 2
+CAPS = [1, 2, 8]  # heads, head_dim, ff_width of the family (set from the options)
+Z3_RLIMIT = 20_000_000  # Z3 resource units per query (deterministic)
+CVC5_RLIMIT = 2_000_000  # cvc5 resource units per cross-check (deterministic)
+REAL_WALL_S = 1800.0  # a wall-clock backstop only; the resource limits decide
 
 
 def shapes(max_heads: int = 1, max_head_dim: int = 2, max_ff: int = 8) -> list[Shape]:
@@ -60,39 +64,87 @@ def dataset(N: int, seed: int) -> Dataset:  # noqa: N803
 
 
 def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa: N803
-          cert_dir: str, caps: tuple[int, int, int] = (1, 2, 8)) -> dict[str, Any]:
+          cert_dir: str, caps: tuple[int, int, int] = (1, 2, 8),
+          rlimits: tuple[int, int] = (Z3_RLIMIT, CVC5_RLIMIT),
+          known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One point: the smallest shape memorizing labeling ``seed`` of N sequences with
+    ``bits``-bit integer weights (SAT, DRUP proofs) or, ``bits == 0``, real weights (Z3
+    under a resource limit; every refutation re-asked to cvc5).
+
+    ``known``: the row of a smaller bit budget that found a network.  Its integers lie in
+    this budget's range too (the grids are nested), so its certificate answers this budget
+    and only the smaller shapes are searched."""
     from exactmem.search.query import run_bits_query
 
     ds = dataset(N, seed)
     ident = [[int(i == j) for j in range(V)] for i in range(V)]
     row: dict[str, Any] = {"N": N, "n": ds.n, "labeling": seed, "bits": bits,
-                           "conflict_budget": conflicts, "params": None, "shape": None,
-                           "claim": "none", "infeasible": 0, "unknown": 0, "proofs": [],
-                           "certificate": None}
+                           "conflict_budget": conflicts if bits else "",
+                           "rlimit": "" if bits else f"z3 {rlimits[0]}; cvc5 {rlimits[1]}",
+                           "params": None, "shape": None, "claim": "none", "infeasible": 0,
+                           "unknown": 0, "proofs": [], "proof_kind": "", "certificate": None}
+    kinds: list[str] = []
     start = time.monotonic()
     for sh in shapes(*caps):
+        if known is not None and params(sh) >= known["params"]:
+            row.update(params=known["params"], shape=known["shape"],
+                       certificate=known["certificate"], from_bits=known["bits"],
+                       claim="minimal" if row["unknown"] == 0 else "at most")
+            break
         name = f"N{N}_k{seed}_b{bits}_{sh.label().replace(' ', '_')}"
-        res = run_bits_query(ds, sh, bits, conflicts, f"{cert_dir}/{name}.cert.json",
-                             Path(proof_dir) / name, fixed_embed=ident)
+        cert = f"{cert_dir}/{name}.cert.json"
+        if bits:
+            res = run_bits_query(ds, sh, bits, conflicts, cert, Path(proof_dir) / name,
+                                 fixed_embed=ident)
+            kind = "drup"
+        else:
+            res, kind = real_query(ds, sh, cert, rlimits)
         if res.status == "found":
             row.update(params=params(sh), shape=sh.label(), certificate=res.certificate_path,
                        claim="minimal" if row["unknown"] == 0 else "at most")
             break
         if res.status == "infeasible":
             row["infeasible"] += 1
+            kinds.append(kind)
             if res.proof is not None:
                 row["proofs"].append((res.cnf, res.proof))
         else:
             row["unknown"] += 1
+    row["proof_kind"] = "; ".join(f"{k} x{kinds.count(k)}" for k in dict.fromkeys(kinds))
     row["seconds"] = round(time.monotonic() - start, 2)
     return row
+
+
+def real_query(ds: Dataset, sh: Shape, cert: str, rlimits: tuple[int, int]) -> tuple[Any, str]:
+    """Real weights, the same fixed input map: Z3 decides under its resource limit (no
+    wall-clock stages, so reruns agree); an UNSAT is re-asked to cvc5.  ``proof_kind``:
+    ``z3+cvc5`` (both refute), ``z3`` (cvc5 gave no answer within its limit); a cvc5
+    ``sat`` against Z3's ``unsat`` makes the point unknown."""
+    from exactmem.search import cvc5_backend
+    from exactmem.search.encoding import EncodeOptions, encode
+    from exactmem.search.outcome import Unknown
+    from exactmem.search.query import QueryResult, run_query
+
+    opts = EncodeOptions(fixed_embed=tuple(tuple(Fraction(int(i == j)) for j in range(V))
+                                           for i in range(V)))
+    res = run_query(ds, sh, opts, timeout_s=REAL_WALL_S, certificate_path=cert,
+                    portfolio=False, rlimit=rlimits[0])
+    if res.status != "infeasible":
+        return res, ""
+    second = cvc5_backend.refutes(encode(ds, sh, opts), rlimits[1])
+    if second == "sat":
+        return QueryResult(sh, res.params, Unknown("z3 unsat, cvc5 sat"), res.seconds), ""
+    return res, "z3+cvc5" if second == "unsat" else "z3"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--N", type=int, nargs="+", default=[2, 4, 6, 8, 10, 12, 14, 16])
-    ap.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4, 8, 0],
+                    help="bit budgets; 0 = unbounded (real weights, Z3 + cvc5)")
+    ap.add_argument("--z3-rlimit", type=int, default=Z3_RLIMIT)
+    ap.add_argument("--cvc5-rlimit", type=int, default=CVC5_RLIMIT)
     ap.add_argument("--labelings", type=int, default=2, help="sampled labelings per N")
     ap.add_argument("--conflicts", type=int, default=30_000)
     ap.add_argument("--minutes", type=float, default=12.0)
@@ -110,20 +162,40 @@ def main() -> int:
         return 0
     deadline = time.monotonic() + 60 * args.minutes
     (args.proofs / "certs").mkdir(parents=True, exist_ok=True)
-    tasks = [(N, k, b) for N in args.N for b in args.bits for k in range(args.labelings)]
+    finite = sorted(b for b in set(args.bits) if b > 0)
     rows: list[dict[str, Any]] = []
     pool = ProcessPoolExecutor(args.workers)
     caps = (args.max_heads, args.max_head_dim, args.max_ff_width)
-    futs = {pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
-                        str(args.proofs / "certs"), caps): (N, k, b) for N, k, b in tasks}
+    CAPS[:] = caps
+    rl = (args.z3_rlimit, args.cvc5_rlimit)
+
+    def submit(N: int, k: int, b: int, known: dict[str, Any] | None) -> Future[Any]:  # noqa: N803
+        return pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
+                           str(args.proofs / "certs"), caps, rl, known)
+
+    # budgets <= 2 first, then the unbounded points; a budget > 2 runs after the next
+    # smaller one of its N (a network found there answers it)
+    base = [b for b in finite if b <= 2] or finite[:1]
+    order = [(N, k, b) for b in base for N in args.N for k in range(args.labelings)]
+    order += [(N, k, 0) for N in args.N for k in range(args.labelings) if 0 in args.bits]
+    pending = {submit(N, k, b, None) for N, k, b in order}
     try:
-        for fut in as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
-            r = fut.result()
-            rows.append(r)
-            write(rows, args.out)
-            print(f"N={r['N']:3d} b={r['bits']} k={r['labeling']}: params {r['params']} "
-                  f"({r['claim']}; {r['infeasible']} refuted, {r['unknown']} unknown) "
-                  f"{r['seconds']}s", file=sys.stderr, flush=True)
+        while pending:
+            done, pending = wait(pending, timeout=max(0.0, deadline - time.monotonic()),
+                                 return_when=FIRST_COMPLETED)
+            if not done:
+                raise TimeoutError
+            for fut in done:
+                r = fut.result()
+                rows.append(r)
+                write(rows, args.out)
+                print(f"N={r['N']:3d} b={r['bits']} k={r['labeling']}: params {r['params']} "
+                      f"({r['claim']}; {r['infeasible']} refuted, {r['unknown']} unknown) "
+                      f"{r['seconds']}s", file=sys.stderr, flush=True)
+                later = [b for b in finite if b > r["bits"]] if r["bits"] else []
+                if later and later[0] not in base:
+                    known = r if r["params"] is not None else None
+                    pending.add(submit(r["N"], r["labeling"], later[0], known))
     except TimeoutError:
         print("time budget over; unfinished points are left out", file=sys.stderr)
     running = list((getattr(pool, "_processes", None) or {}).values())
@@ -135,12 +207,16 @@ def main() -> int:
 
 
 def recheck(rows: list[dict[str, Any]], out: Path) -> None:
-    """Every proof re-checked from its files by the code behind `exactmem check-proof`."""
+    """Every proof re-checked from its files by the code behind `exactmem check-proof`,
+    every certificate by the code behind `exactmem check`."""
+    from exactmem.checker import check_file
     from exactmem.checker.drup import check_proof_files
 
     for r in rows:
         verdicts = [check_proof_files(c, p).verdict for c, p in r["proofs"]]
         r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
+        if r["certificate"]:
+            r["certificate_rechecked"] = check_file(r["certificate"]).verified
         write(rows, out)
     plot(rows, out.with_suffix(".png"))
 
@@ -150,7 +226,7 @@ def recheck_csv(out: Path, proofs: Path) -> None:
     with open(out.with_suffix(".csv")) as fh:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
     for r in rows:
-        for k in ("N", "n", "bits", "labeling", "infeasible", "unknown", "conflict_budget"):
+        for k in ("N", "n", "bits", "labeling", "infeasible", "unknown"):
             r[k] = int(r[k])
         r["params"] = int(r["params"]) if r["params"] else None
         r["seconds"] = float(r["seconds"])
@@ -163,7 +239,8 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
     rows.sort(key=lambda r: (r["bits"], r["N"], r["labeling"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "infeasible", "unknown",
-            "proofs", "proofs_rechecked", "conflict_budget", "seconds", "certificate"]
+            "proof_kind", "proofs", "proofs_rechecked", "conflict_budget", "rlimit", "seconds",
+            "from_bits", "certificate", "certificate_rechecked"]
     with open(out.with_suffix(".csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
@@ -187,12 +264,18 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             if r["bits"] == b and r["params"] is not None:
                 pts.setdefault(r["N"], []).append(r["params"])
         xs = sorted(pts)
-        ax.plot(xs, [max(pts[x]) for x in xs], "o-", label=f"b = {b} (max over labelings)")
+        name = f"b = {b}" if b else "unbounded (solver's word)"
+        ax.plot(xs, [max(pts[x]) for x in xs], "o-", label=f"{name} (max over labelings)")
+        lower = sorted(r["N"] for r in rows if r["bits"] == b and r["claim"] == "none"
+                       and r["unknown"] == 0)
+        if lower:  # every shape of the family refuted: P exceeds the family's largest
+            ax.plot(lower, [params(shapes(CAPS[0], CAPS[1], CAPS[2])[-1]) + 1] * len(lower), "^",
+                    color=ax.lines[-1].get_color(), label=f"{name}: > family (all refuted)")
     ns = sorted({r["N"] for r in rows})
     if ns:
         ax.plot(ns, [math.sqrt(x) for x in ns], "k:", label="sqrt(N)")
         ax.plot(ns, ns, "k--", label="N")
-        for b in sorted({r["bits"] for r in rows}):
+        for b in sorted({r["bits"] for r in rows} - {0}):
             ax.plot(ns, [x / b for x in ns], ":", alpha=0.5, label=f"counting P >= N/{b}")
     ax.set_xlabel("N (sequences)")
     ax.set_ylabel("parameters (embedding excluded)")

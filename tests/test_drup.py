@@ -95,8 +95,9 @@ def test_rat_lemma_is_accepted_and_a_non_rat_one_rejected() -> None:
     # x1 occurs nowhere: (1) is not RUP but RAT (no clause holds -1)
     rep = check_proof(dimacs(3, [[2, 3]]), "1 0\n")
     assert rep.verdict == "s REJECTED" and "does not derive" in rep.reasons[0]
-    # with (-1 2): the resolvent (1 2) is not RUP, so (1) is not RAT
-    rep = check_proof(dimacs(3, [[2, 3], [-1, 2]]), "1 0\n")
+    # with (-1 2): the resolvent (1 2) is not RUP, so (1) is not RAT; the formula is
+    # satisfiable, and (1) would give the empty clause by unit propagation
+    rep = check_proof(dimacs(3, [[2, 3], [-1, 2], [-1, -2]]), "1 0\n")
     assert rep.verdict == "s REJECTED" and "neither RUP nor RAT" in rep.reasons[0]
     unsat = dimacs(2, [[1, 2], [1, -2], [-1, 2], [-1, -2]])
     assert check_proof(unsat, "1 0\n0\n").verdict == "s VERIFIED"
@@ -148,3 +149,34 @@ def test_check_proof_verb_contract(tmp_path: Path) -> None:
         assert proc.returncode == code, proc.stderr
         assert proc.stdout.splitlines() == [line]
     assert check_proof_files(str(cnf), str(good)).verdict == "s VERIFIED"
+
+
+def test_backward_checking_checks_the_core_only() -> None:
+    nvars, cls = php(4)
+    cnf = dimacs(nvars, cls)
+    proof = solver_proof("cadical153", cls)
+    assert proof is not None
+    good = check_proof(cnf, proof)
+    assert good.verdict == "s VERIFIED" and 0 < good.checked <= good.lemmas
+    # a lemma that does not follow, placed where nothing uses it: not part of the core
+    junk = f"{nvars + 5} {nvars + 6} 0\n-{nvars + 5} 0\n"
+    rep = check_proof(cnf, junk + proof)
+    assert rep.verdict == "s VERIFIED" and rep.checked == good.checked
+    # the same false unit placed so that the refutation uses it: rejected
+    rep = check_proof(dimacs(2, [[1, 2], [-1, 2]]), "-2 0\n0\n")
+    assert rep.verdict == "s REJECTED" and "neither RUP nor RAT" in rep.reasons[0]
+
+
+def test_a_wrong_literal_in_a_core_lemma_is_caught() -> None:
+    rng = random.Random(3)
+    nvars, cls = php(4)
+    cnf = dimacs(nvars, cls)
+    proof = solver_proof("cadical153", cls)
+    assert proof is not None
+    lines = proof.splitlines()
+    adds = [i for i, x in enumerate(lines) if not x.startswith("d") and len(x.split()) > 2]
+    for i in rng.sample(adds, min(8, len(adds))):
+        lits = lines[i].split()
+        lits[0] = str(-int(lits[0]))
+        bad = "\n".join(lines[:i] + [" ".join(lits)] + lines[i + 1:]) + "\n"
+        assert (check_proof(cnf, bad).verdict == "s VERIFIED") == dratify_ok(cnf, bad)

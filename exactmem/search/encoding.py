@@ -60,12 +60,15 @@ class EncodeOptions:
     """``ties``: tie semantics; ``bound``: optional ``|w| <= bound`` on every weight;
     ``symmetry``: add the symmetry-breaking constraints; ``uniform``: restrict every head
     to zero scores (uniform attention, eq. (39)) -- a restriction used to find witnesses
-    fast, never to refute."""
+    fast, never to refute; ``fixed_embed``: for vector inputs, a fixed rational
+    ``d_model x dim`` input map (not searched; the change-of-basis normalisation is then
+    off)."""
 
     ties: TieMode = "split"
     bound: Fraction | None = None
     symmetry: bool = True
     uniform: bool = False
+    fixed_embed: tuple[tuple[Fraction, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.ties not in ("split", "margin"):
@@ -135,6 +138,9 @@ class _Encoder:
             assert self.ds.vocab_size is not None
             table = self.mat("embed", m, self.ds.vocab_size)
             col = tokens[0]
+        elif self.opts.fixed_embed is not None:
+            table = [[Poly.const(v) for v in row] for row in self.opts.fixed_embed]
+            return {t: matvec(table, [Poly.const(x) for x in t]) for t in tokens}
         else:
             assert self.ds.dim is not None
             table = self.mat("embed", m, self.ds.dim)

@@ -110,7 +110,8 @@ def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions,
 
 def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               timeout_s: float = 60.0, certificate_path: str | Path | None = None,
-              seed: int = 0, portfolio: bool = True) -> QueryResult:
+              seed: int = 0, portfolio: bool = True,
+              rlimit: int | None = None) -> QueryResult:
     """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified.
 
     With ``portfolio`` (and exact ties) two restricted problems -- unique winners only,
@@ -133,14 +134,15 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
         left = timeout_s - (time.monotonic() - start)
         budget = left if label is None else min(PORTFOLIO_STAGE_S, timeout_s / 4, left)
         problem = encode(ds, shape, stage)
-        raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed)
+        raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed,
+                               rlimit=rlimit if label is None else None)
         if isinstance(raw, Assignment):
             if label is not None:
                 notes.append(f"found under the {label} restriction")
             break
     if not isinstance(raw, Assignment):
         return QueryResult(shape, params, raw, time.monotonic() - start)
-    spec = witness_spec(ds, shape, problem, raw.values)
+    spec = witness_spec(ds, shape, problem, raw.values, opts.fixed_embed)
     cert, failures = certify_witness(ds, shape, spec, opts)
     seconds = time.monotonic() - start
     if raw.rational_resolve:

@@ -28,10 +28,15 @@ def _pad(rows: list[list[Fraction]], total_rows: int, cols: int) -> ScaledMatrix
 
 
 def witness_spec(ds: Dataset, shape: Shape, problem: Problem,
-                 values: Sequence[Fraction]) -> NetworkSpec:
-    """The network whose weights are ``values`` (indexed like ``problem.reals``)."""
+                 values: Sequence[Fraction],
+                 fixed_embed: Sequence[Sequence[Fraction]] | None = None) -> NetworkSpec:
+    """The network whose weights are ``values`` (indexed like ``problem.reals``);
+    ``fixed_embed``: the input map when it was not searched."""
     m, s = shape.d_model, shape.head_dim
     mats: dict[str, ScaledMatrix] = {}
+    if fixed_embed is not None:
+        mats["embed"] = ScaledMatrix.from_rows([list(r) for r in fixed_embed],
+                                               cols=len(fixed_embed[0]))
     for name in problem.params:
         if name.endswith(".A") or name.endswith(".B"):
             continue

@@ -97,12 +97,15 @@ def _approximations(z3: Any, val: Any) -> list[Fraction]:
     return out
 
 
-def _check(z3: Any, ctx: Any, assertions: list[Any], deadline: float) -> tuple[str, Any]:
+def _check(z3: Any, ctx: Any, assertions: list[Any], deadline: float,
+           rlimit: int | None = None) -> tuple[str, Any]:
     left = deadline - time.monotonic()
     if left <= 0:
         return "unknown", "timeout"
     s = z3.Solver(ctx=ctx)
     s.set("timeout", max(1, int(left * 1000)))
+    if rlimit is not None:
+        s.set("rlimit", rlimit)
     s.add(*assertions)
     r = s.check()
     if r == z3.sat:
@@ -112,19 +115,22 @@ def _check(z3: Any, ctx: Any, assertions: list[Any], deadline: float) -> tuple[s
     return "unknown", s.reason_unknown()
 
 
-def solve(problem: Problem, timeout_s: float = 60.0, seed: int = 0) -> BackendOutcome:
-    """Decide ``problem`` with Z3 within ``timeout_s`` seconds (wall clock)."""
+def solve(problem: Problem, timeout_s: float = 60.0, seed: int = 0,
+          rlimit: int | None = None) -> BackendOutcome:
+    """Decide ``problem`` with Z3 within ``timeout_s`` seconds (wall clock) and, when
+    given, Z3's resource count ``rlimit`` (deterministic: the same answer under any load
+    while the wall-clock limit is not reached)."""
     z3 = _z3()
     deadline = time.monotonic() + timeout_s
     ctx = z3.Context()
     z3.set_param("smt.random_seed", seed)
     tr = _Translator(problem, ctx)
     assertions = [tr.formula(f) for f in problem.constraints]
-    status, model = _check(z3, ctx, assertions, deadline)
+    status, model = _check(z3, ctx, assertions, deadline, rlimit)
     if status == "unsat":
         return Infeasible("solver-only", f"z3 {version()}: unsat")
     if status == "unknown":
-        return Unknown(f"z3: {model}")
+        return Unknown(f"z3: {model}" + (f" (rlimit {rlimit})" if rlimit else ""))
     values = [_rational(z3, model.eval(v, model_completion=True)) for v in tr.reals]
     if all(values[i] is not None for i in problem.param_vars):
         return Assignment(_complete(values))
