@@ -8,10 +8,13 @@ nesting limit) make every input get an answer quickly.  Any deviation raises
 :class:`Unusable`, naming the field.  A matrix becomes ``(rows of int numerators, den)``.
 """
 
+import gzip
+import io
 import json
 import os
 import re
 import stat
+import zlib
 from math import gcd
 
 MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file
@@ -93,7 +96,9 @@ def loads(text):
 
 
 def read_json(path):
-    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM."""
+    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM,
+    optionally gzip-compressed (recognised by its magic bytes; the limit holds for the
+    decompressed text)."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -106,6 +111,14 @@ def read_json(path):
         raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
     if len(data) > MAX_FILE_BYTES:
         raise Unusable(f"{path}: larger than the limit of {MAX_FILE_BYTES} bytes")
+    if data[:2] == b"\x1f\x8b":  # gzip: the same limit applies to the decompressed text
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(MAX_FILE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise Unusable(f"{path}: decompresses to more than {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
