@@ -317,3 +317,35 @@ def load_network(path: str, device: str | torch.device = "cpu") -> ExactmemNetwo
     net = to_torch(spec, dtype, device)
     net.load_state_dict(state)
     return net
+
+
+class AttentionOnly(nn.Module):
+    """Dana et al.'s experimental attention-only model (AISTATS 2025, §5; the authors'
+    ``models.py``): token embedding ``e`` (dim ``d``), one shared compression ``d -> d_h``,
+    a positional embedding (dim ``d_h``) added after it, ``heads`` separate one-head
+    ``nn.MultiheadAttention(d_h, 1)`` with a causal mask, summed, decompressed ``d_h -> d``
+    by one shared map and added to the residual ``e(t)``, unembedding ``d -> vocab``; the
+    logits of the last position.  :func:`exactmem.adapters.aot_fold.spec_from_aot` reads
+    its ``state_dict`` as the exact :class:`NetworkSpec`."""
+
+    def __init__(self, vocab: int, d: int, d_h: int, heads: int, seq_len: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.compress = nn.Linear(d, d_h, bias=False)
+        self.pos = nn.Parameter(torch.randn(seq_len, d_h) / d_h ** 0.5)
+        self.heads = nn.ModuleList(nn.MultiheadAttention(d_h, 1, batch_first=True)
+                                   for _ in range(heads))
+        self.decompress = nn.Linear(d_h, d, bias=False)
+        self.unembed = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("mask", torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool),
+                                                diagonal=1), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` at the last position of ``tokens`` ``[batch, n]``."""
+        res = self.embed(tokens)
+        z = self.compress(res) + self.pos[: tokens.shape[1]]
+        full = self.get_buffer("mask")
+        mask = full[: tokens.shape[1], : tokens.shape[1]]
+        total = sum(att(z, z, z, attn_mask=mask, need_weights=False)[0] for att in self.heads)
+        out = res + self.decompress(total)
+        return self.unembed(out[:, -1])
