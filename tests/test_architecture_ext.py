@@ -324,6 +324,29 @@ def test_torch_and_safetensors_round_trip(tmp_path: Any) -> None:
     assert abs(got - want).max() < 1e-9
 
 
+def test_safetensors_export_and_sidecar_round_trip(tmp_path: Any) -> None:
+    """The safetensors export (dyadic weights: float64 holds them) and its exact sidecar
+    read back as the same spec; certify-model reads the file back too."""
+    pytest.importorskip("safetensors")
+    from exactmem.adapters.import_model import read_model
+    from exactmem.adapters.safetensors_io import (
+        sidecar,
+        spec_from_safetensors,
+        spec_from_sidecar,
+        write_safetensors,
+    )
+    from exactmem.certificate import write_certificate
+
+    spec = extended_spec(7, "hardmax")
+    ds = dataset_of(spec, all_sequences(7, 60))
+    cert = build_certificate(ds, BuildResult(spec, {}), "test", evaluate(spec, ds))
+    write_certificate(cert, tmp_path / "c.json")
+    out, _ = write_safetensors(spec, tmp_path / "m.safetensors", tmp_path / "c.json")
+    assert spec_from_safetensors(out) == spec
+    assert spec_from_sidecar(sidecar(spec)) == spec
+    assert read_model(out).spec == spec
+
+
 def test_onnx_matches_torch() -> None:
     pytest.importorskip("onnxruntime")
     pytest.importorskip("torch")
