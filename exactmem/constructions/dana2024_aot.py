@@ -159,19 +159,22 @@ def _class_vectors(rng: random.Random, count: int, d: int) -> list[list[Fraction
 
 
 def lp_readout(g: list[list[Fraction]], labels: list[int], w_u: list[list[Fraction]],
-               bound: float = 1024.0, competitors: int = 3, rounds: int = 3,
+               subset: float = 4.0, bound: float = 1024.0,
                ) -> tuple[list[list[Fraction]], dict[str, Any]]:
     """The readout ``X = [M_0 | O]`` (``d x D``) chosen by a linear program instead of a
-    square solve: with ``z_t = X G(t)`` and logits ``W_U z_t``, minimize ``sum_t xi_t``
-    subject to ``(w_y(t) - w_c) . z_t >= 1 - xi_t`` for the competitor classes ``c``,
-    ``xi >= 0``, ``|X_ij| <= bound``: the LP relaxation of maximizing the number of
-    associations with margin 1 (``xi_t = 0``: association t is fitted).  Competitors are
-    added by cutting planes (start: the ``competitors`` classes the least-squares readout
-    ranks highest; each round adds, for the associations the LP nearly fits (``xi_t <
-    1/2``), every class that violates the margin; the others are lost anyway).  HiGHS
-    (scipy, interior point) solves in floats; the result is rounded to multiples of
-    ``2^-LP_BITS`` and the network built from it is certified exactly, so the solver is
-    never trusted.  Returns ``X`` and solver figures."""
+    square solve.  Candidates: the ``subset * D`` associations with the largest margin under
+    the least-squares readout (targets ``w_y(t)``).  With ``z_t = X G(t)`` and logits
+    ``W_U z_t``, the LP minimizes ``sum_t xi_t`` over the candidates subject to
+    ``(w_y(t) - w_c) . z_t >= 1 - xi_t`` for *every* other class ``c``, ``xi >= 0`` and
+    ``|X_ij| <= bound``: a hinge relaxation of fitting as many candidates as possible with
+    margin 1 (``xi_t = 0``: fitted; the square solve fits exactly ``D`` chosen ones).  Over
+    all sequences at once the relaxation's optimum can be ``X = 0`` (every ``xi_t = 1``)
+    when the capacity is far below their number, hence the candidates.  HiGHS (scipy,
+    interior point) solves in floats; ``X`` is rounded to multiples of ``2^-LP_BITS`` and
+    the network built from it is certified exactly: the solver is never trusted.  Returns
+    ``X`` and solver figures."""
+    import time
+
     try:
         import numpy as np
         from scipy import sparse
@@ -179,67 +182,49 @@ def lp_readout(g: list[list[Fraction]], labels: list[int], w_u: list[list[Fracti
     except ImportError as exc:
         raise MissingDependencyError("the LP readout needs scipy: pip install "
                                      "'exactmem[lp]'") from exc
-    G = np.array([[float(v) for v in row] for row in g])
+    G_all = np.array([[float(v) for v in row] for row in g])
     W = np.array([[float(v) for v in row] for row in w_u])
-    y = np.array(labels)
-    T, D = G.shape
-    d = W.shape[1]
-    x0 = np.linalg.lstsq(G, W[y], rcond=None)[0].T  # d x D, least squares to w_y (for the
-    # first competitors only)
-    logits = (G @ x0.T) @ W.T
-    logits[np.arange(T), y] = -np.inf
-    active = [set(map(int, np.argsort(-logits[t])[:competitors])) for t in range(T)]
+    y_all = np.array(labels)
+    D = G_all.shape[1]
+    d, C = W.shape[1], W.shape[0]
+    x0 = np.linalg.lstsq(G_all, W[y_all], rcond=None)[0].T  # d x D, least squares to w_y
+    logits = (G_all @ x0.T) @ W.T
+    own = logits[np.arange(len(y_all)), y_all].copy()
+    logits[np.arange(len(y_all)), y_all] = -np.inf
+    pick = np.argsort(-(own - logits.max(axis=1)))[:max(1, int(subset * D))]
+    G, y = G_all[pick], y_all[pick]
+    T = len(pick)
     nx, nz = d * D, T * d
-
     rows = np.repeat(np.arange(nz), D)
-    eq = sparse.coo_matrix((np.concatenate([np.ones(nz), -G[rows // d, np.tile(np.arange(D), nz)]]),
+    cols = np.tile(np.arange(D), nz)
+    eq = sparse.coo_matrix((np.concatenate([np.ones(nz), -G[rows // d, cols]]),
                             (np.concatenate([np.arange(nz), rows]),
-                             np.concatenate([nx + np.arange(nz),
-                                             (rows % d) * D + np.tile(np.arange(D), nz)]))),
+                             np.concatenate([nx + np.arange(nz), (rows % d) * D + cols]))),
                            shape=(nz, nx + nz + T)).tocsr()
+    tt = np.repeat(np.arange(T), C - 1)
+    cc = np.array([c for t in range(T) for c in range(C) if c != y[t]])
+    k = len(tt)
+    diff = W[y[tt]] - W[cc]  # k x d
+    ub = sparse.coo_matrix(
+        (np.concatenate([-diff.reshape(-1), -np.ones(k)]),
+         (np.concatenate([np.repeat(np.arange(k), d), np.arange(k)]),
+          np.concatenate([nx + (tt[:, None] * d + np.arange(d)[None, :]).reshape(-1),
+                          nx + nz + tt]))),
+        shape=(k, nx + nz + T)).tocsr()
     cost = np.concatenate([np.zeros(nx + nz), np.ones(T)])
     bounds = [(-bound, bound)] * nx + [(None, None)] * nz + [(0, None)] * T
-    stats: dict[str, Any] = {"lp_rounds": 0, "lp_constraints": 0, "lp_seconds": 0.0}
-    x = x0
-    import time
-
-    for _ in range(rounds):
-        pairs = [(t, c) for t in range(T) for c in sorted(active[t])]
-        k = len(pairs)
-        tt = np.array([t for t, _ in pairs])
-        cc = np.array([c for _, c in pairs])
-        diff = W[y[tt]] - W[cc]  # k x d
-        ub = sparse.coo_matrix(
-            (np.concatenate([-diff.reshape(-1), -np.ones(k)]),
-             (np.concatenate([np.repeat(np.arange(k), d), np.arange(k)]),
-              np.concatenate([nx + (tt[:, None] * d + np.arange(d)[None, :]).reshape(-1),
-                              nx + nz + tt]))),
-            shape=(k, nx + nz + T)).tocsr()
-        clock = time.perf_counter()
-        res = linprog(cost, A_ub=ub, b_ub=-np.ones(k), A_eq=eq, b_eq=np.zeros(nz),
-                      bounds=bounds, method=LP_METHOD)
-        stats["lp_seconds"] += time.perf_counter() - clock
-        stats["lp_rounds"] += 1
-        stats["lp_constraints"] = k
-        if res.x is None:
-            raise ConstructionError(f"the readout LP failed: {res.message}")
-        x = res.x[:nx].reshape(d, D)
-        xi = res.x[nx + nz:]
-        z = G @ x.T
-        margins = (z[:, None, :] * (W[y][:, None, :] - W[None, :, :])).sum(axis=2)  # T x C
-        margins[np.arange(T), y] = np.inf
-        added = 0
-        for t in np.nonzero(xi < 1 / 2)[0]:  # rows the LP (nearly) fits: make them true
-            for c in np.nonzero(margins[t] < 1 - xi[t] - 1e-7)[0]:
-                if int(c) not in active[t]:
-                    active[t].add(int(c))
-                    added += 1
-        stats["lp_objective"] = float(res.fun)
-        stats["lp_fitted"] = int((xi < 1e-7).sum())
-        if not added:
-            break
+    clock = time.perf_counter()
+    res = linprog(cost, A_ub=ub, b_ub=-np.ones(k), A_eq=eq, b_eq=np.zeros(nz),
+                  bounds=bounds, method=LP_METHOD)
+    if res.x is None:
+        raise ConstructionError(f"the readout LP failed: {res.message}")
+    xi = res.x[nx + nz:]
+    stats = {"lp_candidates": T, "lp_constraints": k + nz,
+             "lp_seconds": round(time.perf_counter() - clock, 1),
+             "lp_objective": round(float(res.fun), 3), "lp_fitted": int((xi < 1e-7).sum())}
     scale = 1 << LP_BITS
-    return ([[Fraction(round(v * scale), scale) for v in row] for row in x.tolist()], stats)
+    x = res.x[:nx].reshape(d, D)
+    return [[Fraction(round(v * scale), scale) for v in row] for row in x.tolist()], stats
 
 
 def lp_network(ds: Dataset, options: Mapping[str, Any],
@@ -266,7 +251,8 @@ def lp_network(ds: Dataset, options: Mapping[str, Any],
     seqs = list(dict.fromkeys(ds.sequences))
     label = {s: y for s, y in zip(ds.sequences, ds.labels, strict=True)}
     g = _features(seqs, emb, wq, wk, wv, PATTERN_PRECISIONS[0])
-    x, stats = lp_readout(g, [label[s] for s in seqs], w_u)
+    x, stats = lp_readout(g, [label[s] for s in seqs], w_u,
+                          float(int(options.get("lp_subset", 4))))
     o = [row[d:] for row in x]
     for shift in range(-LP_BITS, 1):  # M_0 must be invertible: add 2^shift I if it is not
         m0 = [[v + (Fraction(2) ** shift if i == j and shift > -LP_BITS else 0)
@@ -282,7 +268,7 @@ def lp_network(ds: Dataset, options: Mapping[str, Any],
     params = {"heads": H, "head_dim": dh, "dim": d, "seed": seed, "readout": "lp",
               "scale": f"{scale.numerator}/{scale.denominator}", "T": len(seqs),
               "theorem_capacity": capacity(H, dh, d), "weight_bits": LP_BITS,
-              **{k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()}}
+              **stats}
     return spec, outcome, params
 
 
@@ -403,6 +389,8 @@ CONSTRUCTION = Construction(
         Option("readout", str, "solve",
                "'solve': the square system of the proof (T <= H d_h + d); 'lp': a linear "
                "program picks the readout (needs scipy)"),
+        Option("lp_subset", int, 4,
+               "LP readout: candidate associations, in multiples of H d_h + d"),
     ),
     bound=bound,
 )
