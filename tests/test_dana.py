@@ -88,3 +88,46 @@ def test_circle_points_are_distinct_unit_vectors() -> None:
     for i, (x, y) in enumerate(pts):
         dots = [x * a + y * b for a, b in pts]
         assert max(dots) == 1 and dots.count(Fraction(1)) == 1 and dots[i] == 1
+
+
+# the LP readout --------------------------------------------------------------------------
+def test_lp_readout_certifies_at_the_theorem_count() -> None:
+    ds = generate_for("dana2024-aot", seed=1, heads=2, head_dim=2, dim=2)
+    cert = _certify(ds, heads=2, head_dim=2, dim=2, readout="lp")
+    assert cert["construction"]["params"]["readout"] == "lp"
+    assert cert["claims"]["outputs"] == [[str(y)] for y in ds.labels]
+
+
+def test_lp_readout_beyond_capacity_claims_the_certified_subset() -> None:
+    """64 bigrams for H d_h + d = 6: the LP readout is certified on a subset, which the
+    checker re-verifies; asking the construction for all of them is refused."""
+    import random
+
+    from exactmem.certificate import build_certificate
+    from exactmem.certificate.build import claim_subset
+    from exactmem.checker import check_certificate
+    from exactmem.constructions.base import BuildResult
+    from exactmem.constructions.dana2024_aot import lp_network
+    from exactmem.model.interval import softmax_hint
+
+    rng = random.Random(1)
+    pairs = tuple((a, b) for a in range(8) for b in range(8))
+    ds = Dataset("next-token", "token-ids", pairs, tuple(rng.randrange(8) for _ in pairs),
+                 vocab_size=8)
+    opts = {"heads": 2, "head_dim": 2, "dim": 2}
+    spec, outcome, params = lp_network(ds, opts)
+    ids = [i for i, row in enumerate(outcome.evaluation.predictions) if row[0] is not None]
+    assert 0 < len(ids) < ds.N and params["T"] == 64
+    cert = build_certificate(ds, BuildResult(spec, params, hints={"softmax": softmax_hint(
+        outcome)}), "dana2024-aot", outcome.evaluation)
+    claim_subset(cert, ids)
+    report = check_certificate(cert)
+    assert report.verified, report.failures[:3]
+    with pytest.raises(ConstructionError, match="LP readout certified"):
+        CON.build(ds, {**CON.defaults(), **opts, "readout": "lp"})
+
+
+def test_unknown_readout_is_refused() -> None:
+    ds = generate_for("dana2024-aot", seed=1, heads=2, head_dim=2, dim=2)
+    with pytest.raises(ConstructionError, match="readout"):
+        CON.build(ds, {**CON.defaults(), "readout": "qr"})

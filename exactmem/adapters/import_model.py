@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters.skeleton import SKELETON_FORMAT
-from exactmem.arith import ScaledMatrix
+from exactmem.adapters.skeleton import BIAS_PARTS, SKELETON_FORMAT
+from exactmem.arith import ScaledMatrix, to_rational
 from exactmem.errors import MissingDependencyError, NotExactError, SpecError
 from exactmem.model.spec import (
     ATTENTION_KINDS,
@@ -70,12 +70,14 @@ class ImportedModel:
 _LAYER_KEYS = {"embedding": {"type"}, "linear": {"type", "bias"},
                "feedforward": {"type", "residual", "bias"},
                "attention": {"type", "kind", "residual", "keys", "heads"}}
+_OPTIONAL_KEYS = {"embedding": {"positions"}, "attention": {"causal", "biases", "scales"}}
 
 
-def _fields(obj: object, where: str, keys: set[str]) -> dict[str, Any]:
+def _fields(obj: object, where: str, keys: set[str], optional: set[str] | None = None,
+            ) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise SpecError(f"{where}: expected an object, found {type(obj).__name__}")
-    missing, extra = sorted(keys - obj.keys()), sorted(obj.keys() - keys)
+    missing, extra = sorted(keys - obj.keys()), sorted(obj.keys() - keys - (optional or set()))
     if missing or extra:
         raise SpecError(f"{where}: expected the fields {sorted(keys)}"
                         + (f"; missing {missing}" if missing else "")
@@ -124,11 +126,13 @@ def read_skeleton(obj: object) -> dict[str, Any]:
         kind = lay.get("type") if isinstance(lay, dict) else None
         if kind not in _LAYER_KEYS:
             raise SpecError(f"{w}.type: expected one of {sorted(_LAYER_KEYS)}, found {kind!r}")
-        _fields(lay, w, _LAYER_KEYS[kind])
+        _fields(lay, w, _LAYER_KEYS[kind], _OPTIONAL_KEYS.get(kind))
         if kind == "embedding" and (i != 0 or inp["kind"] != "token-ids"):
             raise SpecError(f"{w}: an embedding is the first layer of a token-ids network only")
         if i == 0 and inp["kind"] == "token-ids" and kind != "embedding":
             raise SpecError(f"{w}: a token-ids network starts with an embedding layer")
+        if kind == "embedding" and "positions" in lay:
+            _bool(lay["positions"], f"{w}.positions")
         if kind == "linear":
             _bool(lay["bias"], f"{w}.bias")
         elif kind == "feedforward":
@@ -140,7 +144,25 @@ def read_skeleton(obj: object) -> dict[str, Any]:
         elif kind == "attention":
             _choice(lay["kind"], f"{w}.kind", ATTENTION_KINDS)
             _bool(lay["residual"], f"{w}.residual")
-            _count(lay["heads"], f"{w}.heads")
+            heads = _count(lay["heads"], f"{w}.heads")
+            if "causal" in lay:
+                _bool(lay["causal"], f"{w}.causal")
+            biases = lay.get("biases", [])
+            if not isinstance(biases, list) or len(set(biases)) != len(biases) or \
+                    not set(biases) <= set(BIAS_PARTS):
+                raise SpecError(f"{w}.biases: expected a list of distinct names among "
+                                f"{list(BIAS_PARTS)}, found {biases!r}")
+            scales = lay.get("scales", ["1"] * heads)
+            if not isinstance(scales, list) or len(scales) != heads:
+                raise SpecError(f"{w}.scales: expected a list of {heads} 'p/q' strings")
+            for h, sc in enumerate(scales):
+                try:
+                    ok = isinstance(sc, str) and to_rational(sc, f"{w}.scales[{h}]") > 0
+                except NotExactError as exc:
+                    raise SpecError(str(exc)) from None
+                if not ok:
+                    raise SpecError(f"{w}.scales[{h}]: expected a positive 'p/q' string, "
+                                    f"found {sc!r}")
             keys = lay["keys"]
             if keys is not None:
                 if not isinstance(keys, list) or not keys:
@@ -161,7 +183,7 @@ def tensor_names(skel: dict[str, Any]) -> list[str]:
     for i, lay in enumerate(skel["layers"]):
         pre = f"layers.{i}."
         if lay["type"] == "embedding":
-            names.append(pre + "table")
+            names += [pre + "table"] + ([pre + "positions"] if lay.get("positions") else [])
         elif lay["type"] == "linear":
             names += [pre + "weight"] + ([pre + "bias"] if lay["bias"] else [])
         elif lay["type"] == "feedforward":
@@ -169,7 +191,8 @@ def tensor_names(skel: dict[str, Any]) -> list[str]:
                 names += [f"{pre}maps.{j}.weight"] + ([f"{pre}maps.{j}.bias"] if b else [])
         else:
             names += [f"{pre}heads.{h}.{part}" for h in range(lay["heads"])
-                      for part in ("query", "key", "value", "output")]
+                      for part in ("query", "key", "value", "output")
+                      + tuple(f"{b}_bias" for b in lay.get("biases", []))]
     return names
 
 
@@ -231,10 +254,12 @@ class _Reader:
         return Affine(w, self.vec(pre + "bias", w.shape[0]) if has_bias else None)
 
 
-def _layer(r: _Reader, i: int, lay: dict[str, Any], d: int, vocab: int) -> Layer:
+def _layer(r: _Reader, i: int, lay: dict[str, Any], d: int, vocab: int, n: int) -> Layer:
     pre = f"layers.{i}."
     if lay["type"] == "embedding":
-        return Embedding(r.mat(pre + "table", None, vocab))
+        table = r.mat(pre + "table", None, vocab)
+        return Embedding(table, r.mat(pre + "positions", table.shape[0], n)
+                         if lay.get("positions") else None)
     if lay["type"] == "linear":
         return Linear(r.affine(pre, lay["bias"], d))
     if lay["type"] == "feedforward":
@@ -251,10 +276,16 @@ def _layer(r: _Reader, i: int, lay: dict[str, Any], d: int, vocab: int) -> Layer
         q = r.mat(hp + "query", None, d)
         k = r.mat(hp + "key", q.shape[0], d)
         v = r.mat(hp + "value", None, d)
-        heads.append(Head(q, k, v, r.mat(hp + "output", d, v.shape[0])))
+        sizes = {"query": q.shape[0], "key": k.shape[0], "value": v.shape[0], "output": d}
+        bq, bk, bv, bo = (r.vec(f"{hp}{part}_bias", sizes[part])
+                          if part in lay.get("biases", []) else None for part in BIAS_PARTS)
+        scale = to_rational(lay.get("scales", ["1"] * lay["heads"])[h], f"{pre}scales[{h}]")
+        heads.append(Head(q, k, v, r.mat(hp + "output", d, v.shape[0]), query_bias=bq,
+                          key_bias=bk, value_bias=bv, output_bias=bo, scale=scale))
     keys = tuple(lay["keys"]) if lay["keys"] is not None else None
     try:
-        return Attention(tuple(heads), kind=lay["kind"], residual=lay["residual"], keys=keys)
+        return Attention(tuple(heads), kind=lay["kind"], residual=lay["residual"], keys=keys,
+                         causal=lay.get("causal", False))
     except SpecError as exc:
         raise SpecError(f"layers.{i} (attention): {exc}") from None
 
@@ -290,7 +321,7 @@ def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
     d = vocab = int(inp["dim"])
     layers: list[Layer] = []
     for i, lay in enumerate(sk["layers"]):
-        layer = _layer(reader, i, lay, d, vocab)
+        layer = _layer(reader, i, lay, d, vocab, int(inp["seq_len"]))
         layers.append(layer)
         d = layer.out_dim
     if sk["readout"]["kind"] == "scalar" and d != 1:

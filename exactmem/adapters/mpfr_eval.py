@@ -242,6 +242,10 @@ def forward_float(spec: NetworkSpec, ds: Dataset, fmt: FloatFormat,
     """Outputs ``[sequence][read position] -> vector`` of mpfr values, computed in ``fmt``.
     ``progress("forward", done, total)`` is called as it advances, counting rounded
     operations (per slice of columns of each map, per sequence of each head)."""
+    if spec.extended():
+        raise SpecError("the float-order emulation covers Kajitsuka & Sato's model only: "
+                        "this network has positional embeddings, attention biases, score "
+                        "scales or a causal mask")
     count = {"done": 0, "total": 0}
 
     def tick(k: int) -> None:

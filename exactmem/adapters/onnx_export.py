@@ -15,7 +15,10 @@ transposed table; affine = ``MatMul`` then ``Add``; attention scores ``K Q^T`` w
 rows (Kajitsuka & Sato eq. 2); hardmax = ``Equal(S, ReduceMax(S))`` as a 0/1 mask, the masked
 sum of values divided by the number of ties (the exact-in-float form of a uniform split over
 tied maxima); uniform attention = ``ReduceSum`` of the values divided by the number of keys;
-softmax = ``Softmax`` over the key axis.  Graph metadata holds the network structure.
+softmax = ``Softmax`` over the key axis.  Positional embeddings are added after the
+``Gather``; attention biases are the ``Add`` of the affine maps; a score scale is a ``Mul``
+of the scores; a causal mask adds ``-inf`` to the hidden scores (uniform heads: a constant
+0/1 matrix and the per-query key count).  Graph metadata holds the network structure.
 """
 
 from __future__ import annotations
@@ -82,12 +85,21 @@ def _affine(g: _Graph, x: str, weight: ScaledMatrix, bias: ScaledMatrix | None) 
     return g.op("Add", [y, g.vector("b", bias)]) if bias is not None else y
 
 
-def _attention(g: _Graph, x: str, att: Attention) -> str:
+def _attention(g: _Graph, x: str, att: Attention, n: int) -> str:
     xk = g.op("Gather", [x, g.ints(list(att.keys))], axis=1) if att.keys is not None else x
+    keys = list(att.keys) if att.keys is not None else list(range(n))
+    allowed = np.array([[not att.causal or k <= j for j in range(n)] for k in keys])
+    # additive mask: 0 where query j sees key k, -inf where the causal mask hides it
+    neg = g.const("mask", np.where(allowed, 0.0, -np.inf).astype(g.np)[None]) \
+        if att.causal else None
     total: str | None = None
     for head in att.heads:
-        v = g.op("MatMul", [xk, g.weight("Wv", head.value)])  # [B, K, s]
-        if att.kind == "uniform" or head.scores_are_zero():
+        v = _affine(g, xk, head.value, head.value_bias)  # [B, K, s]
+        if (att.kind == "uniform" or head.scores_are_zero()) and att.causal:
+            m01 = g.const("allowed", allowed.T.astype(g.np)[None])  # [1, n, K]
+            cnt = g.const("count", allowed.sum(axis=0).astype(g.np)[None, :, None])
+            agg = g.op("Div", [g.op("MatMul", [m01, v]), cnt])
+        elif att.kind == "uniform" or head.scores_are_zero():
             s = g.op("ReduceSum", [v, g.ints([1])], keepdims=1)
             nk = (len(att.keys) if att.keys is not None else None)
             if nk is None:
@@ -97,9 +109,13 @@ def _attention(g: _Graph, x: str, att: Attention) -> str:
             else:
                 agg = g.op("Div", [s, g.scalar(float(nk))])
         else:
-            q = g.op("MatMul", [x, g.weight("Wq", head.query)])
-            k = g.op("MatMul", [xk, g.weight("Wk", head.key)])
+            q = _affine(g, x, head.query, head.query_bias)
+            k = _affine(g, xk, head.key, head.key_bias)
             scores = g.op("MatMul", [k, g.op("Transpose", [q], perm=[0, 2, 1])])  # [B, K, n]
+            if head.scale != 1:
+                scores = g.op("Mul", [scores, g.scalar(float(head.scale))])
+            if neg is not None:
+                scores = g.op("Add", [scores, neg])
             if att.kind == "softmax":
                 w = g.op("Softmax", [scores], axis=1)
                 agg = g.op("MatMul", [g.op("Transpose", [w], perm=[0, 2, 1]), v])
@@ -109,7 +125,7 @@ def _attention(g: _Graph, x: str, att: Attention) -> str:
                 cnt = g.op("ReduceSum", [mask, g.ints([1])], keepdims=1)  # [B, 1, n]
                 summed = g.op("MatMul", [g.op("Transpose", [mask], perm=[0, 2, 1]), v])
                 agg = g.op("Div", [summed, g.op("Transpose", [cnt], perm=[0, 2, 1])])
-        out = g.op("MatMul", [agg, g.weight("Wo", head.output)])
+        out = _affine(g, agg, head.output, head.output_bias)
         total = out if total is None else g.op("Add", [total, out])
     assert total is not None
     if att.residual:
@@ -135,6 +151,8 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
     for layer in spec.layers:
         if isinstance(layer, Embedding):
             x = g.op("Gather", [g.weight("table", layer.table), x], axis=0)
+            if layer.positions is not None:  # [n, d], broadcast over the batch
+                x = g.op("Add", [x, g.weight("positions", layer.positions)])
         elif isinstance(layer, Linear):
             x = _affine(g, x, layer.map.weight, layer.map.bias)
         elif isinstance(layer, FeedForward):
@@ -145,7 +163,7 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
                 y = _affine(g, y, aff.weight, aff.bias)
             x = g.op("Add", [x, y]) if layer.residual else y
         else:
-            x = _attention(g, x, layer)
+            x = _attention(g, x, layer, n)
     g.nodes.append(onnx.helper.make_node("Identity", [x], ["outputs"]))
     pos = list(spec.read_positions())
     if spec.readout.positions == "every":

@@ -130,12 +130,22 @@ def _round_affine(a: Affine, fmt: FloatFormat) -> Affine:
     return Affine(_round(a.weight, fmt), None if a.bias is None else _round(a.bias, fmt))
 
 
+def _round_head(h: Head, fmt: FloatFormat) -> Head:
+    def opt(m: ScaledMatrix | None) -> ScaledMatrix | None:
+        return None if m is None else _round(m, fmt)
+
+    return Head(_round(h.query, fmt), _round(h.key, fmt), _round(h.value, fmt),
+                _round(h.output, fmt), query_bias=opt(h.query_bias), key_bias=opt(h.key_bias),
+                value_bias=opt(h.value_bias), output_bias=opt(h.output_bias), scale=h.scale)
+
+
 def round_spec(spec: NetworkSpec, fmt: FloatFormat) -> NetworkSpec:
     """``spec`` with every weight rounded once to nearest into ``fmt`` (exact rationals)."""
     layers: list[Layer] = []
     for layer in spec.layers:
         if isinstance(layer, Embedding):
-            layers.append(Embedding(_round(layer.table, fmt)))
+            layers.append(Embedding(_round(layer.table, fmt), None if layer.positions is None
+                                    else _round(layer.positions, fmt)))
         elif isinstance(layer, Linear):
             layers.append(Linear(_round_affine(layer.map, fmt)))
         elif isinstance(layer, FeedForward):
@@ -143,11 +153,9 @@ def round_spec(spec: NetworkSpec, fmt: FloatFormat) -> NetworkSpec:
                                       residual=layer.residual))
         else:
             assert isinstance(layer, Attention)
-            heads = tuple(Head(*(_round(getattr(h, part), fmt)
-                                 for part in ("query", "key", "value", "output")))
-                          for h in layer.heads)
+            heads = tuple(_round_head(h, fmt) for h in layer.heads)
             layers.append(Attention(heads, kind=layer.kind, residual=layer.residual,
-                                    keys=layer.keys))
+                                    keys=layer.keys, causal=layer.causal))
     return NetworkSpec(spec.input_kind, spec.input_dim, spec.seq_len, tuple(layers), spec.readout)
 
 

@@ -108,7 +108,10 @@ class ExactmemNetwork(nn.Module):
                 x = x[:, self.read_positions()]
             kind = lay["type"]
             if kind == "embedding":
+                n = x.shape[1]
                 x = _param(mod, "table").t()[x]
+                if lay.get("positions"):
+                    x = x + _param(mod, "positions").t()[:n]
             elif kind == "linear":
                 x = _affine(x, _param(mod, "weight"), _opt_param(mod, "bias"))
             elif kind == "feedforward":
@@ -178,25 +181,41 @@ def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.T
 def _attention(x: torch.Tensor, lay: dict[str, Any], mod: nn.Module) -> torch.Tensor:
     keys = lay.get("keys")
     xk = x[:, keys, :] if keys is not None else x
-    nkeys = xk.shape[1]
+    kpos = torch.tensor(keys if keys is not None else list(range(x.shape[1])), device=x.device)
+    # allowed[k, j]: query j sees key k (every key, or k <= j under a causal mask)
+    allowed = (kpos[:, None] <= torch.arange(x.shape[1], device=x.device)[None, :]) \
+        if lay.get("causal") else torch.ones(len(kpos), x.shape[1], dtype=torch.bool,
+                                             device=x.device)
+    count = allowed.sum(dim=0).to(x.dtype)[None, :, None]  # [1, n, 1] keys per query
+    scales = lay.get("scales") or ["1"] * int(lay["heads"])
     total: torch.Tensor | None = None
     for h in range(int(lay["heads"])):
         head = _child(mod, f"heads.{h}")
         wq, wk, wv, wo = (_param(head, part) for part in ("query", "key", "value", "output"))
-        v = torch.matmul(xk, wv.t())  # [B, K, s]
-        zero = not bool(torch.any(wq != 0)) or not bool(torch.any(wk != 0))
-        if lay["kind"] == "uniform" or zero:
-            agg = v.sum(dim=1, keepdim=True) / nkeys  # [B, 1, s]
+        bq, bk, bv, bo = (_opt_param(head, f"{part}_bias")
+                          for part in ("query", "key", "value", "output"))
+        v = _affine(xk, wv, bv)  # [B, K, s]
+        zero = not bool(torch.any(wk != 0)) or (not bool(torch.any(wq != 0)) and (
+            bq is None or not bool(torch.any(bq != 0))))
+        mask = allowed.to(v.dtype)[None]  # [1, K, n]
+        if (lay["kind"] == "uniform" or zero) and not lay.get("causal"):
+            agg = v.sum(dim=1, keepdim=True) / v.shape[1]  # [B, 1, s]
+        elif lay["kind"] == "uniform" or zero:
+            agg = torch.matmul(mask.transpose(1, 2), v) / count  # [B, n, s]
         else:
-            q = torch.matmul(x, wq.t())  # [B, n, s]
-            k = torch.matmul(xk, wk.t())  # [B, K, s]
+            q = _affine(x, wq, bq)  # [B, n, s]
+            k = _affine(xk, wk, bk)  # [B, K, s]
             scores = torch.matmul(k, q.transpose(1, 2))  # [B, K, n]: keys on rows (eq. 2)
+            if scales[h] != "1":
+                num, _, den = scales[h].partition("/")
+                scores = scores * (float(Fraction(int(num), int(den or 1))))
+            scores = scores.masked_fill(~allowed[None], float("-inf"))
             if lay["kind"] == "softmax":
                 agg = torch.matmul(torch.softmax(scores, dim=1).transpose(1, 2), v)
             else:
                 mask = (scores == scores.amax(dim=1, keepdim=True)).to(v.dtype)
                 agg = torch.matmul(mask.transpose(1, 2), v) / mask.sum(dim=1)[..., None]
-        out = torch.matmul(agg, wo.t())
+        out = _affine(agg, wo, bo)
         total = out if total is None else total + out
     assert total is not None
     return x + total if lay["residual"] else total.expand(x.shape[0], x.shape[1], -1)
@@ -298,3 +317,35 @@ def load_network(path: str, device: str | torch.device = "cpu") -> ExactmemNetwo
     net = to_torch(spec, dtype, device)
     net.load_state_dict(state)
     return net
+
+
+class AttentionOnly(nn.Module):
+    """Dana et al.'s experimental attention-only model (AISTATS 2025, §5; the authors'
+    ``models.py``): token embedding ``e`` (dim ``d``), one shared compression ``d -> d_h``,
+    a positional embedding (dim ``d_h``) added after it, ``heads`` separate one-head
+    ``nn.MultiheadAttention(d_h, 1)`` with a causal mask, summed, decompressed ``d_h -> d``
+    by one shared map and added to the residual ``e(t)``, unembedding ``d -> vocab``; the
+    logits of the last position.  :func:`exactmem.adapters.aot_fold.spec_from_aot` reads
+    its ``state_dict`` as the exact :class:`NetworkSpec`."""
+
+    def __init__(self, vocab: int, d: int, d_h: int, heads: int, seq_len: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.compress = nn.Linear(d, d_h, bias=False)
+        self.pos = nn.Parameter(torch.randn(seq_len, d_h) / d_h ** 0.5)
+        self.heads = nn.ModuleList(nn.MultiheadAttention(d_h, 1, batch_first=True)
+                                   for _ in range(heads))
+        self.decompress = nn.Linear(d_h, d, bias=False)
+        self.unembed = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("mask", torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool),
+                                                diagonal=1), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` at the last position of ``tokens`` ``[batch, n]``."""
+        res = self.embed(tokens)
+        z = self.compress(res) + self.pos[: tokens.shape[1]]
+        full = self.get_buffer("mask")
+        mask = full[: tokens.shape[1], : tokens.shape[1]]
+        total = sum(att(z, z, z, attn_mask=mask, need_weights=False)[0] for att in self.heads)
+        out = res + self.decompress(total)
+        return self.unembed(out[:, -1])

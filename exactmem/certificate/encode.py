@@ -36,20 +36,41 @@ def _affine_json(a: Affine) -> dict[str, Any]:
     return {"weight": matrix_to_json(a.weight), "bias": vector_to_json(a.bias)}
 
 
+_HEAD_BIASES = ("query_bias", "key_bias", "value_bias", "output_bias")
+
+
+def _head_json(h: Head) -> dict[str, Any]:
+    """A head; biases and a scale other than 1 only when present (defaults stay unwritten,
+    so networks without them encode as before)."""
+    out: dict[str, Any] = {"query": matrix_to_json(h.query), "key": matrix_to_json(h.key),
+                           "value": matrix_to_json(h.value), "output": matrix_to_json(h.output)}
+    for name in _HEAD_BIASES:
+        if getattr(h, name) is not None:
+            out[name] = vector_to_json(getattr(h, name))
+    if h.scale != 1:
+        out["scale"] = format_rational(h.scale)
+    return out
+
+
 def layer_to_json(layer: Layer) -> dict[str, Any]:
     if isinstance(layer, Embedding):
-        return {"type": "embedding", "table": matrix_to_json(layer.table)}
+        emb: dict[str, Any] = {"type": "embedding", "table": matrix_to_json(layer.table)}
+        if layer.positions is not None:
+            emb["positions"] = matrix_to_json(layer.positions)
+        return emb
     if isinstance(layer, Linear):
         return {"type": "linear", **_affine_json(layer.map)}
     if isinstance(layer, FeedForward):
         return {"type": "feedforward", "residual": layer.residual,
                 "maps": [_affine_json(a) for a in layer.layers]}
     if isinstance(layer, Attention):
-        return {"type": "attention", "kind": layer.kind, "residual": layer.residual,
-                "keys": list(layer.keys) if layer.keys is not None else None,
-                "heads": [{"query": matrix_to_json(h.query), "key": matrix_to_json(h.key),
-                           "value": matrix_to_json(h.value), "output": matrix_to_json(h.output)}
-                          for h in layer.heads]}
+        att: dict[str, Any] = {"type": "attention", "kind": layer.kind,
+                               "residual": layer.residual,
+                               "keys": list(layer.keys) if layer.keys is not None else None,
+                               "heads": [_head_json(h) for h in layer.heads]}
+        if layer.causal:
+            att["causal"] = True
+        return att
     raise CertificateError(f"cannot encode layer {type(layer).__name__}")
 
 
@@ -85,12 +106,22 @@ def _affine(obj: dict[str, Any], where: str) -> Affine:
                   _vector(obj.get("bias"), f"{where}.bias"))
 
 
+def _head(h: dict[str, Any], where: str) -> Head:
+    q, k, v, o = (_matrix(h.get(p), f"{where}.{p}") for p in ("query", "key", "value", "output"))
+    bq, bk, bv, bo = (_vector(h.get(p), f"{where}.{p}") for p in _HEAD_BIASES)
+    scale = to_rational(h.get("scale", "1"), f"{where}.scale")
+    return Head(q, k, v, o, query_bias=bq, key_bias=bk, value_bias=bv, output_bias=bo,
+                scale=scale)
+
+
 def layer_from_json(obj: object, where: str) -> Layer:
     if not isinstance(obj, dict):
         raise CertificateError(f"{where}: expected an object")
     kind = obj.get("type")
     if kind == "embedding":
-        return Embedding(_matrix(obj.get("table"), f"{where}.table"))
+        pos = obj.get("positions")
+        return Embedding(_matrix(obj.get("table"), f"{where}.table"),
+                         None if pos is None else _matrix(pos, f"{where}.positions"))
     if kind == "linear":
         return Linear(_affine(obj, where))
     if kind == "feedforward":
@@ -103,12 +134,11 @@ def layer_from_json(obj: object, where: str) -> Layer:
         heads = obj.get("heads")
         if not isinstance(heads, list):
             raise CertificateError(f"{where}.heads: expected a list")
-        hs = tuple(Head(*(_matrix(h.get(p), f"{where}.heads[{i}].{p}")
-                          for p in ("query", "key", "value", "output")))
-                   for i, h in enumerate(heads))
+        hs = tuple(_head(h, f"{where}.heads[{i}]") for i, h in enumerate(heads))
         keys = obj.get("keys")
         return Attention(hs, kind=obj.get("kind"), residual=bool(obj.get("residual")),  # type: ignore[arg-type]
-                         keys=tuple(keys) if keys is not None else None)
+                         keys=tuple(keys) if keys is not None else None,
+                         causal=bool(obj.get("causal", False)))
     raise CertificateError(f"{where}.type: unknown layer type {kind!r}")
 
 

@@ -101,7 +101,24 @@ def initial(net, toks, layers):
     (token ids: the embedding table's columns, indexed by the ids)."""
     if net["kind"] == "token-ids":
         rows, den = layers[0]["table"]
-        return list(zip(*rows)), den, [list(s) for s in toks]
+        if layers[0]["positions"] is None:
+            return list(zip(*rows)), den, [list(s) for s in toks]
+        prows, pden = layers[0]["positions"]  # column (t, k) = table[:, t] + positions[:, k]
+        m = den * pden // gcd(den, pden)
+        fa, fb = m // den, m // pden
+        ids: dict = {}
+        out: list = []
+        index = []
+        for s in toks:
+            row = []
+            for k, t in enumerate(s):
+                j = ids.get((t, k))
+                if j is None:
+                    j = ids[(t, k)] = len(out)
+                    out.append(tuple(r[t] * fa + p[k] * fb for r, p in zip(rows, prows)))
+                row.append(j)
+            index.append(row)
+        return out, m, index
     table: dict = {}
     cols: list = []
     index, den = [], 1

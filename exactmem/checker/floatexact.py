@@ -19,6 +19,7 @@ exponent range (no overflow, nothing below the subnormal grid).
 from operator import add, sub
 
 from .forward import gcd, normalize
+from .parse import extended
 
 # significand bits P, exponent of the smallest subnormal, exponent bound (2^hi overflows)
 FORMATS = {"bfloat16": (8, -133, 128), "float16": (11, -24, 16), "float32": (24, -149, 128),
@@ -213,6 +214,10 @@ def check(net, layers, state, needs, formats):
     """One failure line per claimed format the network is not float-exact in.  ``state``:
     the checker's initial ``(cols, den, index)``; ``needs[i]``: the positions layer ``i``
     must produce (as in the exact pass)."""
+    beyond = extended(layers)
+    if beyond:
+        return [f"claims.float_exact: the float-exact rule does not cover {beyond}"
+                for _ in formats]
     failures = []
     for name in formats:
         fmt = FORMATS[name]

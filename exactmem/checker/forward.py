@@ -155,16 +155,52 @@ def _no_bias(rows):
     return [[0] for _ in rows], 1
 
 
+def bias_or_zero(h, name, mat):
+    """The head's bias ``name`` as a ``(rows, den)`` pair, zeros when absent."""
+    return h[name] if h[name] is not None else _no_bias(mat[0])
+
+
+def head_shift(heads):
+    """``sum_h (W_O b_V + b_O)`` over the heads (the weights of a query sum to 1), as an
+    integer vector over one denominator, or ``None`` when no head has those biases."""
+    total = None
+    for h in heads:
+        (o, od) = h["output"]
+        parts = []
+        if h["value_bias"] is not None:
+            b, bd = h["value_bias"]
+            parts.append([Fraction(sum(o[i][t] * b[t][0] for t in range(len(b))), od * bd)
+                           for i in range(len(o))])
+        if h["output_bias"] is not None:
+            b, bd = h["output_bias"]
+            parts.append([Fraction(r[0], bd) for r in b])
+        for part in parts:
+            total = part if total is None else [x + y for x, y in zip(total, part)]
+    if total is None:
+        return None
+    den = 1
+    for x in total:
+        den = _lcm(den, x.denominator)
+    return [x.numerator * (den // x.denominator) for x in total], den
+
+
+def keys_of(layer, n, q):
+    """The key positions of the query at ``q`` (``keys``, then the causal mask)."""
+    keys = layer["keys"] if layer["keys"] is not None else range(n)
+    return [p for p in keys if p <= q] if layer["causal"] else list(keys)
+
+
 def attention(layer, cols, den, index, queries, tick=no_tick):
     """Column-wise attention (eq. 2) at positions ``queries``; returns the new state.
 
-    Hardmax splits the weight uniformly over all tied maximal scores; a head with zero
-    query or key weights is uniform (softmax with non-zero scores: interval.py).
-    ``tick()`` is called once per head and sequence.
+    Hardmax splits the weight uniformly over all tied maximal scores (a positive score scale
+    changes no comparison); a uniform head (zero key weights, or zero query weights and
+    bias) weighs its keys equally; a causal layer gives query ``q`` the keys ``<= q``; the
+    value and output biases add ``W_O b_V + b_O`` (the weights sum to 1).  Softmax with
+    non-zero scores: interval.py.  ``tick()`` is called once per head and sequence.
     """
     n = len(index[0])
-    keys = layer["keys"] if layer["keys"] is not None else list(range(n))
-    nk = len(keys)
+    keysets = {q: keys_of(layer, n, q) for q in queries}
     per_head = []
     for h, zero in zip(layer["heads"], layer["zero_scores"]):
         (o, od), (v, vd) = h["output"], h["value"]
@@ -172,20 +208,24 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
               for i in range(len(o))]
         vals, vden = affine((ov, od * vd), _no_bias(ov), cols, den)
         if not zero:
-            kk, _ = affine(h["key"], _no_bias(h["key"][0]), cols, den)
-            qq, _ = affine(h["query"], _no_bias(h["query"][0]), cols, den)
+            kk, _ = affine(h["key"], bias_or_zero(h, "key_bias", h["key"]), cols, den)
+            qq, _ = affine(h["query"], bias_or_zero(h, "query_bias", h["query"]), cols, den)
         rows, counts, m = [], [], len(vals[0]) if vals else 0
         for seq in index:
             tick()
-            kv = [vals[seq[p]] for p in keys]
-            total = [sum(c[r] for c in kv) for r in range(m)]
+            sums: dict = {}
             for q in queries:
+                ks = keysets[q]
+                kv = [vals[seq[p]] for p in ks]
                 if zero:
-                    rows.append(total)
-                    counts.append(nk)
+                    key = tuple(ks)
+                    if key not in sums:
+                        sums[key] = [sum(c[r] for c in kv) for r in range(m)]
+                    rows.append(sums[key])
+                    counts.append(len(ks))
                     continue
                 qc = qq[seq[q]]
-                scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in keys]
+                scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in ks]
                 best = max(scores)
                 ties = [c for c, s in zip(kv, scores) if s == best]
                 rows.append([sum(c[r] for c in ties) for r in range(m)])
@@ -200,6 +240,12 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
         m = _lcm(out_den, d)
         out = [tuple(x * (m // out_den) + y * (m // d) for x, y in zip(a, b))
                for a, b in zip(out, part)]
+        out_den = m
+    shift = head_shift(layer["heads"])
+    if shift is not None:
+        sv, sd = shift
+        m = _lcm(out_den, sd)
+        out = [tuple(x * (m // out_den) + y * (m // sd) for x, y in zip(a, sv)) for a in out]
         out_den = m
     if layer["residual"]:
         base = [cols[seq[q]] for seq in index for q in queries]

@@ -33,6 +33,8 @@ def _lcm(a, b):
     return a * b // gcd(a, b)
 
 
+
+
 def _affine(mat, bias, mids, rads, den):
     (w, wd), (b, bd) = mat, bias
     out_den = _lcm(wd * den, bd)
@@ -77,7 +79,10 @@ def _zero_bias(rows):
 
 def _attention(la, mids, rads, den, index, queries, bits, tick):
     n = len(index[0])
-    keys = la["keys"] if la["keys"] is not None else list(range(n))
+    keysets = {q: forward.keys_of(la, n, q) for q in queries}
+    counts = 1  # uniform weights: one denominator for every key count (causal prefixes)
+    for ks in keysets.values():
+        counts = _lcm(counts, len(ks))
     wbits = bits + 8
     parts = []
     for h, zero in zip(la["heads"], la["zero_scores"]):
@@ -86,16 +91,19 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
               for i in range(len(o))]
         vm, vr, vden = _affine((ov, od * vd), _zero_bias(ov), mids, rads, den)
         if not zero:
-            qm, qr, qden = _affine(h["query"], _zero_bias(h["query"][0]), mids, rads, den)
-            km, kr, kden = _affine(h["key"], _zero_bias(h["key"][0]), mids, rads, den)
-        om, orr = [], []
+            qm, qr, qden = _affine(h["query"], forward.bias_or_zero(h, "query_bias", h["query"]),
+                                   mids, rads, den)
+            km, kr, kden = _affine(h["key"], forward.bias_or_zero(h, "key_bias", h["key"]),
+                                   mids, rads, den)
+            scale = Fraction(*h["scale"])
+        om, orr, wden = [], [], 2 << wbits
         dim = len(ov)
         for seq in index:
             tick()
             for q in queries:
+                keys = keysets[q]
                 if zero or la["kind"] == "uniform":
                     ws = [(2 << wbits, 0)] * len(keys)
-                    wden = (2 << wbits) * len(keys)
                 else:
                     a, ar = qm[seq[q]], qr[seq[q]]
                     sm, sr = [], []
@@ -107,8 +115,8 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
                     sden = qden * kden
                     wden = 2 << wbits
                     if la["kind"] == "softmax":
-                        row = softmax_row([Fraction(x - r, sden) for x, r in zip(sm, sr)],
-                                          [Fraction(x + r, sden) for x, r in zip(sm, sr)],
+                        row = softmax_row([Fraction(x - r, sden) * scale for x, r in zip(sm, sr)],
+                                          [Fraction(x + r, sden) * scale for x, r in zip(sm, sr)],
                                           bits + 16)
                         ws = [grid(lo, hi, wbits) for lo, hi in row]
                     else:
@@ -123,12 +131,22 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
                     for r in range(dim):
                         mid[r] += wm * cm[r]
                         rad[r] += wm * cr[r] + wr * abs(cm[r]) + wr * cr[r]
+                if zero or la["kind"] == "uniform":
+                    f = counts // len(keys)
+                    mid, rad = [x * f for x in mid], [x * f for x in rad]
                 om.append(tuple(mid))
                 orr.append(tuple(rad))
+        if zero or la["kind"] == "uniform":
+            wden = (2 << wbits) * counts
         parts.append((om, orr, vden * wden))
     total = parts[0]
     for part in parts[1:]:
         total = _add(total, part)
+    shift = forward.head_shift(la["heads"])
+    if shift is not None:
+        count = len(total[0])
+        total = _add(total, ([tuple(shift[0])] * count, [tuple(0 for _ in shift[0])] * count,
+                             shift[1]))
     if la["residual"]:
         base = ([mids[seq[q]] for seq in index for q in queries],
                 [rads[seq[q]] for seq in index for q in queries], den)

@@ -8,10 +8,13 @@ nesting limit) make every input get an answer quickly.  Any deviation raises
 :class:`Unusable`, naming the field.  A matrix becomes ``(rows of int numerators, den)``.
 """
 
+import gzip
+import io
 import json
 import os
 import re
 import stat
+import zlib
 from math import gcd
 
 MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file
@@ -93,7 +96,9 @@ def loads(text):
 
 
 def read_json(path):
-    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM."""
+    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM,
+    optionally gzip-compressed (recognised by its magic bytes; the limit holds for the
+    decompressed text)."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -106,6 +111,14 @@ def read_json(path):
         raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
     if len(data) > MAX_FILE_BYTES:
         raise Unusable(f"{path}: larger than the limit of {MAX_FILE_BYTES} bytes")
+    if data[:2] == b"\x1f\x8b":  # gzip: the same limit applies to the decompressed text
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(MAX_FILE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise Unusable(f"{path}: decompresses to more than {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -197,8 +210,38 @@ def _affine(m, where, width):
     return wt, vector(m["bias"], f"{where}.bias", len(wt[0])), m["bias"] is not None
 
 
+BIASES = ("query_bias", "key_bias", "value_bias", "output_bias")
+
+
+def _head(h, hw, width):
+    """A head: four matrices; optional biases (``None`` when absent) and a positive
+    ``scale`` (a ratio, default 1)."""
+    obj(h, hw, ("query", "key", "value", "output"), (*BIASES, "scale"))
+    v = matrix(h["value"], f"{hw}.value", cols=width)
+    q = matrix(h["query"], f"{hw}.query", cols=width)
+    k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
+    o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
+    head = {"query": q, "key": k, "value": v, "output": o}
+    for name, rows in zip(BIASES, (len(q[0]), len(k[0]), len(v[0]), width)):
+        if name in h and h[name] is None:
+            raise Unusable(f"{hw}.{name}: a list of {rows} rationals (leave an absent bias out)")
+        head[name] = vector(h[name], f"{hw}.{name}", rows) if name in h else None
+    scale = ratio(h.get("scale", "1"), f"{hw}.scale")
+    if scale[0] <= 0:
+        raise Unusable(f"{hw}.scale: a score scale must be positive")
+    head["scale"] = scale
+    return head
+
+
+def _uniform(h):
+    """The head's weights are uniform: ``W_K = 0``, or ``W_Q = 0`` without a query bias."""
+    zero = lambda m: m is None or all(x == 0 for r in m[0] for x in r)  # noqa: E731
+    return zero(h["key"]) or (zero(h["query"]) and zero(h["query_bias"]))
+
+
 def _attention(la, w, width, n):
-    obj(la, w, ("type", "kind", "residual", "keys", "heads"))
+    obj(la, w, ("type", "kind", "residual", "keys", "heads"), ("causal",))
+    causal = typed(la.get("causal", False), bool, f"{w}.causal")
     akind = choice(la["kind"], ("uniform", "hardmax", "softmax"), f"{w}.kind")
     residual = typed(la["residual"], bool, f"{w}.residual")
     keys = la["keys"]
@@ -209,23 +252,31 @@ def _attention(la, w, width, n):
             integer(k, f"{w}.keys[{j}]", 0, n - 1)
             if j and k <= keys[j - 1]:
                 raise Unusable(f"{w}.keys: positions must be strictly increasing")
-    heads = []
+    if causal and keys is not None and keys[0] != 0:
+        raise Unusable(f"{w}.keys: a causal layer's keys include position 0")
     if type(la["heads"]) is not list or not la["heads"]:
         raise Unusable(f"{w}.heads: expected a non-empty list")
-    for j, h in enumerate(la["heads"]):
-        hw = f"{w}.heads[{j}]"
-        obj(h, hw, ("query", "key", "value", "output"))
-        v = matrix(h["value"], f"{hw}.value", cols=width)
-        q = matrix(h["query"], f"{hw}.query", cols=width)
-        k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
-        o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
-        heads.append({"query": q, "key": k, "value": v, "output": o})
-    zero = [all(x == 0 for r in h["query"][0] for x in r) or
-            all(x == 0 for r in h["key"][0] for x in r) for h in heads]
+    heads = [_head(h, f"{w}.heads[{j}]", width) for j, h in enumerate(la["heads"])]
+    zero = [_uniform(h) for h in heads]
     if akind == "uniform" and not all(zero):
         raise Unusable(f"{w}: uniform attention with non-zero query and key weights")
     return {"type": "attention", "kind": akind, "residual": residual, "keys": keys,
-            "heads": heads, "zero_scores": zero}
+            "heads": heads, "zero_scores": zero, "causal": causal}
+
+
+def extended(layers):
+    """The first feature beyond Kajitsuka & Sato's model (positions, biases, scales, causal
+    masks) that the network uses, or ``None``."""
+    for i, la in enumerate(layers):
+        if la["type"] == "embedding" and la["positions"] is not None:
+            return f"layer {i}: positional embeddings"
+        if la["type"] == "attention":
+            if la["causal"]:
+                return f"layer {i}: a causal mask"
+            for h in la["heads"]:
+                if h["scale"] != (1, 1) or any(h[b] is not None for b in BIASES):
+                    return f"layer {i}: attention biases or score scales"
+    return None
 
 
 def network(value):
@@ -241,14 +292,16 @@ def network(value):
     width = dim
     for i, la in enumerate(value["layers"]):
         w = f"network.layers[{i}]"
-        t = obj(la, w, ("type",), ("table", "weight", "bias", "residual", "maps", "kind",
-                                   "keys", "heads"))["type"]
+        t = obj(la, w, ("type",), ("table", "positions", "weight", "bias", "residual", "maps",
+                                   "kind", "keys", "heads", "causal"))["type"]
         if (t == "embedding") != (i == 0 and kind == "token-ids"):
             raise Unusable(f"{w}: a token-ids network starts with its one embedding layer")
         if t == "embedding":
-            obj(la, w, ("type", "table"))
+            obj(la, w, ("type", "table"), ("positions",))
             table = matrix(la["table"], f"{w}.table", cols=dim)
-            layers.append({"type": t, "table": table})
+            pos = matrix(la["positions"], f"{w}.positions", len(table[0]), n) \
+                if "positions" in la else None
+            layers.append({"type": t, "table": table, "positions": pos})
             width = len(table[0])
         elif t == "linear":
             obj(la, w, ("type", "weight", "bias"))

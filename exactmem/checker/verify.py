@@ -16,6 +16,7 @@ from . import floatexact, forward
 from . import interval as softmax_interval
 from .dataset import canonical, dataset, initial
 from .parse import (
+    BIASES,
     JsonFloat,
     Unusable,
     integer,
@@ -123,6 +124,8 @@ def sizes(net, layers):
     for la in layers:
         if la["type"] == "embedding":
             mats.append(la["table"])
+            if la["positions"] is not None:
+                mats.append(la["positions"])
             depth += 1
             width = max(width, len(la["table"][0]))
         elif la["type"] == "feedforward":
@@ -135,6 +138,7 @@ def sizes(net, layers):
         else:
             for h in la["heads"]:
                 mats.extend((h["query"], h["key"], h["value"], h["output"]))
+                mats.extend(h[b] for b in BIASES if h[b] is not None)
             depth += 1
             width = max(width, len(la["heads"][0]["value"][0][0]),
                         sum(len(h["value"][0]) for h in la["heads"]))

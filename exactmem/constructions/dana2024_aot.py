@@ -39,14 +39,16 @@ from typing import Any
 from exactmem.arith import ScaledMatrix, softmax_enclosure, to_rational
 from exactmem.constructions._linalg import inverse, matmul, rank, round_dyadic, solve_rows
 from exactmem.constructions.base import BuildResult, Construction, Option
-from exactmem.errors import AssumptionError, ConstructionError
+from exactmem.errors import AssumptionError, ConstructionError, MissingDependencyError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
-from exactmem.model.interval import certify_interval, softmax_hint
+from exactmem.model.interval import IntervalOutcome, certify_interval, softmax_hint
 from exactmem.model.spec import Affine as AffineMap
 from exactmem.model.spec import Attention, Embedding, Head, Linear, NetworkSpec, Readout
 
 PATTERN_PRECISIONS = (64, 128, 256)
+LP_BITS = 24  # the LP readout is rounded to multiples of 2^-LP_BITS
+LP_METHOD = "highs-ipm"
 MAX_SEEDS = 4
 DENOM = 8
 
@@ -118,8 +120,173 @@ def _features(seqs: list[tuple[int, ...]], emb: list[list[Fraction]], wq: list[A
 _matmul = matmul
 
 
+def _assemble(V: int, n: int, emb: list[list[Fraction]], wq: list[Any], wk: list[Any],
+              wv: list[Any], w_u: list[list[Fraction]], m0: list[list[Fraction]],
+              o: list[list[Fraction]], bits: int) -> NetworkSpec:
+    """The network with readout ``W_U [M_0 | O]`` on the features: ``M_0`` (the skip
+    connection's map) moves into the unembedding, ``W_O = M_0^{-1} O`` (rounded to
+    ``2^-bits``); :class:`ConstructionError` when the rounded ``M_0`` is singular."""
+    dh = len(wq[0])
+    m0r = [[round_dyadic(v, bits) for v in row] for row in m0]
+    m0inv = inverse(m0r)
+    w_o = [[round_dyadic(v, bits) for v in row] for row in _matmul(m0inv, o)]
+    heads = tuple(
+        Head(query=ScaledMatrix.from_rows(wq[h]), key=ScaledMatrix.from_rows(wk[h]),
+             value=ScaledMatrix.from_rows(wv[h]),
+             output=ScaledMatrix.from_rows([row[h * dh:(h + 1) * dh] for row in w_o]))
+        for h in range(len(wq)))
+    return NetworkSpec(
+        "token-ids", V, n,
+        (Embedding(ScaledMatrix.from_rows(emb)),
+         Attention(heads, kind="softmax", residual=True),
+         Linear(AffineMap(ScaledMatrix.from_rows(_matmul(w_u, m0r))))),
+        Readout("argmax", "last"))
+
+
+def _class_vectors(rng: random.Random, count: int, d: int) -> list[list[Fraction]]:
+    """Unembedding rows for the LP readout: distinct rational points of the unit sphere in
+    ``R^d`` (inverse stereographic projection of random rational ``u``: ``(2u, |u|^2 - 1) /
+    (|u|^2 + 1)``), so every class is an extreme point and can win the argmax, and all ``d``
+    logit directions are used (the circle of the square-solve path uses two)."""
+    out: list[list[Fraction]] = []
+    while len(out) < count:
+        u = [Fraction(rng.randint(-2 * DENOM, 2 * DENOM), DENOM) for _ in range(d - 1)]
+        n2 = sum((x * x for x in u), Fraction(0))
+        p = [2 * x / (n2 + 1) for x in u] + [(n2 - 1) / (n2 + 1)]
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def lp_readout(g: list[list[Fraction]], labels: list[int], w_u: list[list[Fraction]],
+               subset: float = 4.0, bound: float = 1024.0,
+               ) -> tuple[list[list[Fraction]], dict[str, Any]]:
+    """The readout ``X = [M_0 | O]`` (``d x D``) chosen by a linear program instead of a
+    square solve.  Candidates: the ``subset * D`` associations with the largest margin under
+    the least-squares readout (targets ``w_y(t)``).  With ``z_t = X G(t)`` and logits
+    ``W_U z_t``, the LP minimizes ``sum_t xi_t`` over the candidates subject to
+    ``(w_y(t) - w_c) . z_t >= 1 - xi_t`` for *every* other class ``c``, ``xi >= 0`` and
+    ``|X_ij| <= bound``: a hinge relaxation of fitting as many candidates as possible with
+    margin 1 (``xi_t = 0``: fitted; the square solve fits exactly ``D`` chosen ones).  Over
+    all sequences at once the relaxation's optimum can be ``X = 0`` (every ``xi_t = 1``)
+    when the capacity is far below their number, hence the candidates.  HiGHS (scipy,
+    interior point) solves in floats; ``X`` is rounded to multiples of ``2^-LP_BITS`` and
+    the network built from it is certified exactly: the solver is never trusted.  Returns
+    ``X`` and solver figures."""
+    import time
+
+    try:
+        import numpy as np
+        from scipy import sparse
+        from scipy.optimize import linprog
+    except ImportError as exc:
+        raise MissingDependencyError("the LP readout needs scipy: pip install "
+                                     "'exactmem[lp]'") from exc
+    G_all = np.array([[float(v) for v in row] for row in g])
+    W = np.array([[float(v) for v in row] for row in w_u])
+    y_all = np.array(labels)
+    D = G_all.shape[1]
+    d, C = W.shape[1], W.shape[0]
+    x0 = np.linalg.lstsq(G_all, W[y_all], rcond=None)[0].T  # d x D, least squares to w_y
+    logits = (G_all @ x0.T) @ W.T
+    own = logits[np.arange(len(y_all)), y_all].copy()
+    logits[np.arange(len(y_all)), y_all] = -np.inf
+    pick = np.argsort(-(own - logits.max(axis=1)))[:max(1, int(subset * D))]
+    G, y = G_all[pick], y_all[pick]
+    T = len(pick)
+    nx, nz = d * D, T * d
+    rows = np.repeat(np.arange(nz), D)
+    cols = np.tile(np.arange(D), nz)
+    eq = sparse.coo_matrix((np.concatenate([np.ones(nz), -G[rows // d, cols]]),
+                            (np.concatenate([np.arange(nz), rows]),
+                             np.concatenate([nx + np.arange(nz), (rows % d) * D + cols]))),
+                           shape=(nz, nx + nz + T)).tocsr()
+    tt = np.repeat(np.arange(T), C - 1)
+    cc = np.array([c for t in range(T) for c in range(C) if c != y[t]])
+    k = len(tt)
+    diff = W[y[tt]] - W[cc]  # k x d
+    ub = sparse.coo_matrix(
+        (np.concatenate([-diff.reshape(-1), -np.ones(k)]),
+         (np.concatenate([np.repeat(np.arange(k), d), np.arange(k)]),
+          np.concatenate([nx + (tt[:, None] * d + np.arange(d)[None, :]).reshape(-1),
+                          nx + nz + tt]))),
+        shape=(k, nx + nz + T)).tocsr()
+    cost = np.concatenate([np.zeros(nx + nz), np.ones(T)])
+    bounds = [(-bound, bound)] * nx + [(None, None)] * nz + [(0, None)] * T
+    clock = time.perf_counter()
+    res = linprog(cost, A_ub=ub, b_ub=-np.ones(k), A_eq=eq, b_eq=np.zeros(nz),
+                  bounds=bounds, method=LP_METHOD)
+    if res.x is None:
+        raise ConstructionError(f"the readout LP failed: {res.message}")
+    xi = res.x[nx + nz:]
+    stats = {"lp_candidates": T, "lp_constraints": k + nz,
+             "lp_seconds": round(time.perf_counter() - clock, 1),
+             "lp_objective": round(float(res.fun), 3), "lp_fitted": int((xi < 1e-7).sum())}
+    scale = 1 << LP_BITS
+    x = res.x[:nx].reshape(d, D)
+    return [[Fraction(round(v * scale), scale) for v in row] for row in x.tolist()], stats
+
+
+def lp_network(ds: Dataset, options: Mapping[str, Any],
+               ) -> tuple[NetworkSpec, IntervalOutcome, dict[str, Any]]:
+    """The network with the LP readout (:func:`lp_readout`) for *all* sequences of ``ds``
+    (``T`` may exceed ``H d_h + d``), evaluated with rigorous softmax bounds; the outcome
+    says which sequences are certified (a subset when not all)."""
+    check_assumptions(ds)
+    H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
+    d = int(options.get("dim", 2))
+    seed = int(options.get("seed", 0))
+    scale = to_rational(options.get("scale", "1/2"), "scale")
+    if d < 2 or H < 1 or not 1 <= dh <= d:
+        raise ConstructionError(f"dana2024-aot needs d >= 2, H >= 1 and 1 <= d_h <= d; found "
+                                f"d = {d}, H = {H}, d_h = {dh}")
+    assert ds.vocab_size is not None
+    V = ds.vocab_size
+    rng = random.Random(seed * 1000)
+    emb = [[Fraction(rng.randint(-DENOM, DENOM), DENOM) for _ in range(V)] for _ in range(d)]
+    wq = [_rand(rng, dh, d, scale) for _ in range(H)]
+    wk = [_rand(rng, dh, d, scale) for _ in range(H)]
+    wv = [_rand(rng, dh, d, Fraction(1)) for _ in range(H)]
+    w_u = _class_vectors(random.Random(seed * 1000 + 1), max(V, ds.num_classes), d)
+    seqs = list(dict.fromkeys(ds.sequences))
+    label = {s: y for s, y in zip(ds.sequences, ds.labels, strict=True)}
+    g = _features(seqs, emb, wq, wk, wv, PATTERN_PRECISIONS[0])
+    x, stats = lp_readout(g, [label[s] for s in seqs], w_u,
+                          float(int(options.get("lp_subset", 4))))
+    o = [row[d:] for row in x]
+    for shift in range(-LP_BITS, 1):  # M_0 must be invertible: add 2^shift I if it is not
+        m0 = [[v + (Fraction(2) ** shift if i == j and shift > -LP_BITS else 0)
+               for j, v in enumerate(row[:d])] for i, row in enumerate(x)]
+        try:
+            spec = _assemble(V, ds.n, emb, wq, wk, wv, w_u, m0, o, LP_BITS)
+            break
+        except ConstructionError:
+            continue
+    else:
+        raise ConstructionError("the LP readout's skip-connection map M_0 stayed singular")
+    outcome = certify_interval(spec, ds, None, (PATTERN_PRECISIONS[0],))
+    params = {"heads": H, "head_dim": dh, "dim": d, "seed": seed, "readout": "lp",
+              "scale": f"{scale.numerator}/{scale.denominator}", "T": len(seqs),
+              "theorem_capacity": capacity(H, dh, d), "weight_bits": LP_BITS,
+              **stats}
+    return spec, outcome, params
+
+
 def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
-    """Check the assumptions, build embedding, heads and readout, certify (module docstring)."""
+    """Check the assumptions, build embedding, heads and readout, certify (module docstring).
+    ``readout = "lp"``: the readout of :func:`lp_readout` (every sequence must certify)."""
+    if options.get("readout", "solve") == "lp":
+        spec, outcome, params = lp_network(ds, options)
+        if not outcome.verified:
+            certified = sum(1 for row in outcome.evaluation.predictions if row[0] is not None)
+            raise ConstructionError(f"dana2024-aot with the LP readout certified {certified} of "
+                                    f"{ds.N} sequences ({outcome.status}); use "
+                                    "lp_network for the certified subset")
+        note = f"LP readout: all {ds.N} sequences certified at {outcome.precision} bits"
+        return BuildResult(spec=spec, params=params, notes=(note,),
+                           hints={"softmax": softmax_hint(outcome)})
+    if options.get("readout", "solve") != "solve":
+        raise ConstructionError(f"readout: 'solve' or 'lp', found {options.get('readout')!r}")
     check_assumptions(ds)
     H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
     d = int(options.get("dim", 2))
@@ -174,24 +341,11 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
                 last = f"attempt {attempt}: M0 singular"
                 break
             bits = prec // 2
-            m0r = [[round_dyadic(v, bits) for v in row] for row in m0]
             try:
-                m0inv = inverse(m0r)
+                spec = _assemble(V, ds.n, emb, wq, wk, wv, w_u, m0, o, bits)
             except ConstructionError:
                 last = f"attempt {attempt}: rounded M0 singular"
                 break
-            w_o = [[round_dyadic(v, bits) for v in row] for row in _matmul(m0inv, o)]
-            heads = tuple(
-                Head(query=ScaledMatrix.from_rows(wq[h]), key=ScaledMatrix.from_rows(wk[h]),
-                     value=ScaledMatrix.from_rows(wv[h]),
-                     output=ScaledMatrix.from_rows([row[h * dh:(h + 1) * dh] for row in w_o]))
-                for h in range(H))
-            spec = NetworkSpec(
-                "token-ids", V, ds.n,
-                (Embedding(ScaledMatrix.from_rows(emb)),
-                 Attention(heads, kind="softmax", residual=True),
-                 Linear(AffineMap(ScaledMatrix.from_rows(_matmul(w_u, m0r))))),
-                Readout("argmax", "last"))
             outcome = certify_interval(spec, ds, None, (prec, 2 * prec))
             if outcome.verified:
                 params = {"heads": H, "head_dim": dh, "dim": d, "seed": seed,
@@ -232,6 +386,11 @@ CONSTRUCTION = Construction(
         Option("seed", int, 0, "random seed for embeddings and weights"),
         Option("scale", str, "1/2",
                "query/key weights are random multiples of 1/8 in [-2, 2], times scale"),
+        Option("readout", str, "solve",
+               "'solve': the square system of the proof (T <= H d_h + d); 'lp': a linear "
+               "program picks the readout (needs scipy)"),
+        Option("lp_subset", int, 4,
+               "LP readout: candidate associations, in multiples of H d_h + d"),
     ),
     bound=bound,
 )

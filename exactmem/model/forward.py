@@ -21,7 +21,15 @@ import numpy as np
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import NeedsRigorousSoftmaxError, SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.spec import Affine, Attention, Embedding, FeedForward, Linear, NetworkSpec
+from exactmem.model.spec import (
+    Affine,
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Linear,
+    NetworkSpec,
+)
 from exactmem.model.univariate import sweep_eval
 
 _INT64_SAFE = 1 << 62
@@ -282,43 +290,70 @@ def _lcm_range(counts: np.ndarray) -> int:
     return reduce(lambda a, b: a * b // math.gcd(a, b), {int(c) for c in counts.flat}, 1)
 
 
+def query_groups(att: Attention, n: int, queries: list[int]) -> list[tuple[list[int], list[int]]]:
+    """``(keys, query slots)`` groups: the queries (by their slot in ``queries``) that
+    attend to the same key positions (one group unless the layer is causal)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for slot, q in enumerate(queries):
+        groups.setdefault(tuple(att.keys_of(n, q)), []).append(slot)
+    return [(list(k), v) for k, v in groups.items()]
+
+
+def _head_values(head: Head, state: State, keys: list[int], queries: list[int],
+                 kind: str) -> tuple[np.ndarray, int]:
+    """``W_O W_V Z a_.j`` for the given keys and queries: ``(m, N, P)`` over a denominator."""
+    cols, den = state.cols, state.den
+    ov = head.output.matmul(head.value)  # m x m
+    vals, vden = apply_affine(Affine(ov), cols, den)  # W_O W_V z on unique columns
+    kv = vals[:, state.index[:, keys]]  # (m, N, K)
+    if kind == "uniform" or head.scores_are_zero():
+        s = kv.sum(axis=2)  # (m, N): same for every query
+        return np.repeat(s[:, :, None], len(queries), axis=2), vden * len(keys)
+    kmat, _ = apply_affine(Affine(head.key, head.key_bias), cols, den)
+    qmat, _ = apply_affine(Affine(head.query, head.query_bias), cols, den)
+    kk = _to_object(kmat[:, state.index[:, keys]])  # (s, N, K)
+    qq = _to_object(qmat[:, state.index[:, queries]])  # (s, N, P)
+    scores = (kk[:, :, :, None] * qq[:, :, None, :]).sum(axis=0)  # (N, K, P); scale > 0
+    best = scores.max(axis=1)
+    mask = scores == best[:, None, :]  # tie set I_j (eq. 1)
+    counts = mask.sum(axis=1)  # (N, P)
+    lcm = _lcm_range(counts)
+    weights = np.where(mask, (lcm // counts)[:, None, :], 0)  # lcm / |I_j| on ties
+    return (_to_object(kv)[:, :, :, None] * weights[None, :, :, :]).sum(axis=2), vden * lcm
+
+
 def apply_attention(att: Attention, state: State, queries: list[int], tick: Tick = _no_tick,
                     ) -> State:
     """Column-wise attention (eq. 2) at the query positions ``queries``; exact for
-    hardmax and for zero-score (uniform) heads; softmax with scores raises.  ``tick()`` is
+    hardmax and for zero-score (uniform) heads; softmax with scores raises.  A causal layer
+    gives each query its own keys; the value/output biases add ``W_O b_V + b_O`` (the
+    weights sum to 1); a positive score scale changes no hardmax comparison.  ``tick()`` is
     called once per head."""
     n = state.index.shape[1]
-    keys = list(att.keys) if att.keys is not None else list(range(n))
-    if (state.index[:, keys] < 0).any() or (state.index[:, queries] < 0).any():
+    groups = query_groups(att, n, queries)
+    needed = sorted({p for keys, _ in groups for p in keys})
+    if (state.index[:, needed] < 0).any() or (state.index[:, queries] < 0).any():
         raise SpecError("attention needs positions that an earlier stage dropped")
-    cols, den = state.cols, state.den
+    N = state.index.shape[0]
     total: np.ndarray | None = None
     total_den = 1
     for h, head in enumerate(att.heads):
-        ov = head.output.matmul(head.value)  # m x m
-        vals, vden = apply_affine(Affine(ov), cols, den)  # W_O W_V z on unique columns
-        kv = vals[:, state.index[:, keys]]  # (m, N, K)
-        if att.kind == "uniform" or head.scores_are_zero():
-            s = kv.sum(axis=2)  # (m, N): same for every query
-            out = np.repeat(s[:, :, None], len(queries), axis=2)
-            out_den = vden * len(keys)
-        elif att.kind == "softmax":
+        if att.kind == "softmax" and not head.scores_are_zero():
             raise NeedsRigorousSoftmaxError(
                 f"head {h}: softmax attention with non-zero scores has irrational weights; "
                 "it needs the rigorous softmax evaluation (interval bounds), not the exact pass")
-        else:
-            kmat, _ = apply_affine(Affine(head.key), cols, den)
-            qmat, _ = apply_affine(Affine(head.query), cols, den)
-            kk = _to_object(kmat[:, state.index[:, keys]])  # (s, N, K)
-            qq = _to_object(qmat[:, state.index[:, queries]])  # (s, N, P)
-            scores = (kk[:, :, :, None] * qq[:, :, None, :]).sum(axis=0)  # (N, K, P)
-            best = scores.max(axis=1)
-            mask = scores == best[:, None, :]  # tie set I_j (eq. 1)
-            counts = mask.sum(axis=1)  # (N, P)
-            lcm = _lcm_range(counts)
-            weights = np.where(mask, (lcm // counts)[:, None, :], 0)  # lcm / |I_j| on ties
-            out = (_to_object(kv)[:, :, :, None] * weights[None, :, :, :]).sum(axis=2)
-            out_den = vden * lcm
+        parts = [(slots, *_head_values(head, state, keys, [queries[s] for s in slots],
+                                       att.kind)) for keys, slots in groups]
+        out_den = reduce(lambda a, b: a * b // math.gcd(a, b), (d for _, _, d in parts), 1)
+        out = np.empty((head.output.shape[0], N, len(queries)), dtype=object)
+        for slots, vals, d in parts:
+            out[:, :, slots] = _to_object(vals) * (out_den // d)
+        shift = head.constant()
+        if shift is not None:
+            lcm = out_den * shift.den // math.gcd(out_den, shift.den)
+            out = out * (lcm // out_den) + _as_array(shift).astype(object)[:, :, None] * (
+                lcm // shift.den)
+            out_den = lcm
         out, out_den = _normalize(out, out_den)
         if total is None:
             total, total_den = out, out_den
@@ -328,7 +363,7 @@ def apply_attention(att: Attention, state: State, queries: list[int], tick: Tick
             total_den = lcm2
         tick()
     assert total is not None
-    N = state.index.shape[0]
+    cols, den = state.cols, state.den
     if att.residual:
         base = cols[:, state.index[:, queries]]
         lcm = total_den * den // math.gcd(total_den, den)
@@ -353,6 +388,21 @@ def token_index(ds: Dataset) -> tuple[list[Any], np.ndarray]:
     return list(table), index
 
 
+def _positioned(emb: Embedding, ids: np.ndarray) -> State:
+    """Columns ``table[:, t] + positions[:, k]`` for every (token, position) pair that
+    occurs; ``ids`` holds the token ids."""
+    assert emb.positions is not None
+    den = emb.table.den * emb.positions.den // math.gcd(emb.table.den, emb.positions.den)
+    table = _to_object(_as_array(emb.table)) * (den // emb.table.den)
+    pos = _to_object(_as_array(emb.positions)) * (den // emb.positions.den)
+    n = ids.shape[1]
+    pairs = ids * n + np.arange(n, dtype=np.int64)[None, :]
+    used, index = np.unique(pairs, return_inverse=True)
+    cols = table[:, used // n] + pos[:, used % n]
+    cols, den = _normalize(cols, den)
+    return State(cols, den, index.reshape(ids.shape).astype(np.int64))
+
+
 def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
     """The input as a table of distinct tokens; token ids are embedded by the first layer."""
     if spec.input_kind != ds.inputs:
@@ -366,7 +416,9 @@ def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
         emb = spec.layers[0]
         assert isinstance(emb, Embedding)
         index = np.array(ds.sequences, dtype=np.int64).reshape(ds.N, ds.n)
-        return State(_as_array(emb.table), emb.table.den, index), 1
+        if emb.positions is None:
+            return State(_as_array(emb.table), emb.table.den, index), 1
+        return _positioned(emb, index), 1
     if ds.dim != spec.input_dim:
         raise SpecError(f"the network reads tokens of dimension {spec.input_dim}, the dataset "
                         f"has {ds.dim}")

@@ -41,6 +41,7 @@ from exactmem.model.forward import (
     apply_attention,
     initial_state,
     needed_positions,
+    query_groups,
     ticker,
 )
 from exactmem.model.spec import Affine, Attention, FeedForward, Linear, NetworkSpec
@@ -218,32 +219,58 @@ def attention_interval(att: Attention, st: IState, queries: list[int], precision
         mid = np.asarray(ex.cols).astype(object)
         return IState(mid, _zeros_like(mid), ex.den, ex.index)
     n = st.index.shape[1]
-    keys = list(att.keys) if att.keys is not None else list(range(n))
-    if (st.index[:, keys] < 0).any() or (st.index[:, queries] < 0).any():
+    groups = query_groups(att, n, queries)
+    needed = sorted({p for keys, _ in groups for p in keys})
+    if (st.index[:, needed] < 0).any() or (st.index[:, queries] < 0).any():
         raise SpecError("attention needs positions that an earlier stage dropped")
     total: tuple[np.ndarray, np.ndarray, int] | None = None
     N, P = st.index.shape[0], len(queries)
     for head in att.heads:
         ov = head.output.matmul(head.value)
         vm, vr, vden = affine_interval(Affine(ov), st.mid, st.rad, st.den)
-        V_m, V_r = vm[:, st.index[:, keys]], vr[:, st.index[:, keys]]  # (m, N, K)
-        if head.scores_are_zero() or att.kind == "uniform":
-            out_m = np.repeat(V_m.sum(axis=2)[:, :, None], P, axis=2)
-            out_r = np.repeat(V_r.sum(axis=2)[:, :, None], P, axis=2)
-            part = (out_m, out_r, vden * len(keys))
-            step()
-        else:
-            qm, qr, qden = affine_interval(Affine(head.query), st.mid, st.rad, st.den)
-            km, kr, kden = affine_interval(Affine(head.key), st.mid, st.rad, st.den)
+        scored = not (head.scores_are_zero() or att.kind == "uniform")
+        if scored:
+            qm, qr, qden = affine_interval(Affine(head.query, head.query_bias), st.mid, st.rad,
+                                           st.den)
+            km, kr, kden = affine_interval(Affine(head.key, head.key_bias), st.mid, st.rad,
+                                           st.den)
+        pieces = []
+        for keys, slots in groups:
+            qs = [queries[j] for j in slots]
+            V_m, V_r = vm[:, st.index[:, keys]], vr[:, st.index[:, keys]]  # (m, N, K)
+            if not scored:
+                out_m = np.repeat(V_m.sum(axis=2)[:, :, None], len(qs), axis=2)
+                out_r = np.repeat(V_r.sum(axis=2)[:, :, None], len(qs), axis=2)
+                pieces.append((slots, out_m, out_r, vden * len(keys)))
+                continue
             smid, srad = _scores(km[:, st.index[:, keys]], kr[:, st.index[:, keys]],
-                                 qm[:, st.index[:, queries]], qr[:, st.index[:, queries]])
-            wm, wr, wden = _attention_weights(att, smid, srad, qden * kden, precision, stats,
-                                              step)
+                                 qm[:, st.index[:, qs]], qr[:, st.index[:, qs]])
+            sden = qden * kden
+            if head.scale != 1:  # scores times the scale, exactly
+                smid, srad = smid * head.scale.numerator, srad * head.scale.numerator
+                sden *= head.scale.denominator
+            wm, wr, wden = _attention_weights(att, smid, srad, sden, precision, stats,
+                                              step if slots == groups[0][1] else None)
             # sum_j w_j v_j with w >= 0:  mid = sum wm vm;  rad = sum wm vr + wr |vm| + wr vr
             out_m = (V_m[:, :, :, None] * wm[None]).sum(axis=2)
             out_r = (V_r[:, :, :, None] * wm[None] + np.abs(V_m)[:, :, :, None] * wr[None]
                      + V_r[:, :, :, None] * wr[None]).sum(axis=2)
-            part = (out_m, out_r, vden * wden)
+            pieces.append((slots, out_m, out_r, vden * wden))
+        if not scored:
+            step()
+        pden = 1
+        for *_, d in pieces:
+            pden = _lcm(pden, d)
+        out_m = np.zeros((ov.shape[0], N, P), dtype=object)
+        out_r = np.zeros((ov.shape[0], N, P), dtype=object)
+        for slots, pm, pr, d in pieces:
+            out_m[:, :, slots] = pm * (pden // d)
+            out_r[:, :, slots] = pr * (pden // d)
+        part = (out_m, out_r, pden)
+        shift = head.constant()
+        if shift is not None:
+            sm = np.repeat(np.repeat(_obj(shift)[:, :, None], N, axis=1), P, axis=2)
+            part = _add(part, (sm, _zeros_like(sm), shift.den))
         total = part if total is None else _add(total, part)
     assert total is not None
     tm, tr, tden = total

@@ -1,7 +1,9 @@
 """Size accounting: the quantities the memorization theorems bound.
 
 * ``params_dense``: every entry of every weight matrix and bias, zeros included (query and
-  key matrices of uniform attention are counted although they are zero);
+  key matrices of uniform attention are counted although they are zero); positional
+  embeddings and attention biases when present; a head's score scale is a constant of the
+  architecture, not a parameter, and is not counted;
 * ``params_nonzero``: entries that are not zero;
 * ``depth``: affine maps on the longest path (an embedding or linear map counts 1, a
   feed-forward block counts its affine maps, an attention layer counts 1);
@@ -37,6 +39,8 @@ def matrices(spec: NetworkSpec) -> list[ScaledMatrix]:
     for layer in spec.layers:
         if isinstance(layer, Embedding):
             out.append(layer.table)
+            if layer.positions is not None:
+                out.append(layer.positions)
         elif isinstance(layer, Linear):
             out.append(layer.map.weight)
             if layer.map.bias is not None:
@@ -49,6 +53,8 @@ def matrices(spec: NetworkSpec) -> list[ScaledMatrix]:
         elif isinstance(layer, Attention):
             for h in layer.heads:
                 out.extend((h.query, h.key, h.value, h.output))
+                out.extend(b for b in (h.query_bias, h.key_bias, h.value_bias, h.output_bias)
+                           if b is not None)
     return out
 
 

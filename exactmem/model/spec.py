@@ -4,9 +4,13 @@ Semantics follow Kajitsuka & Sato (ICLR 2025) §3.2, eqs. (1)-(4):
 
 * a sequence is a ``d x n`` matrix whose columns are tokens; every layer acts on columns;
 * attention is column-wise (eq. 2): scores ``(W_K Z)^T (W_Q Z)`` have keys on rows and
-  queries on columns, no ``1/sqrt(s)`` scaling; hardmax (eq. 1) splits the weight
+  queries on columns, no ``1/sqrt(s)`` scaling by default; hardmax (eq. 1) splits the weight
   uniformly over *all* tied maximizers; ``uniform`` attention is attention whose scores
   are all zero (so every key gets weight ``1/#keys``, exactly rational);
+* what trained Transformers add, each optional with a default that changes nothing
+  (docs/architecture.md): learned absolute positional embeddings added to the token
+  embedding, biases of the query/key/value/output projections, a per-head rational score
+  scale (e.g. the float32 constant ``1/sqrt(d_h)``, a dyadic rational), causal masks;
 * feed-forward blocks are token-wise ReLU networks of any depth (no ReLU after the last
   affine map), with an optional residual;
 * the readout reads one output vector per read position: a scalar that must *equal* the
@@ -18,6 +22,7 @@ All weights are :class:`~exactmem.arith.ScaledMatrix` values: exact by construct
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 from exactmem.arith import ScaledMatrix
@@ -40,9 +45,17 @@ def _bias_ok(bias: ScaledMatrix | None, rows: int, what: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Embedding:
-    """Token ids to vectors: column ``t`` of ``table`` (``dim x vocab``) embeds token ``t``."""
+    """Token ids to vectors: column ``t`` of ``table`` (``dim x vocab``) embeds token ``t``;
+    ``positions`` (``dim x n``, optional) adds column ``k`` at position ``k`` (learned
+    absolute positional embeddings)."""
 
     table: ScaledMatrix
+    positions: ScaledMatrix | None = None
+
+    def __post_init__(self) -> None:
+        if self.positions is not None and self.positions.shape[0] != self.table.shape[0]:
+            raise SpecError(f"positional embeddings have {self.positions.shape[0]} rows, the "
+                            f"token table {self.table.shape[0]}")
 
     @property
     def in_dim(self) -> int:
@@ -116,12 +129,23 @@ class FeedForward:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """One attention head: ``W_Q, W_K, W_V`` are ``s x m``, ``W_O`` is ``m x s`` (eq. 2)."""
+    """One attention head: ``W_Q, W_K, W_V`` are ``s x m``, ``W_O`` is ``m x s`` (eq. 2).
+
+    Optional (defaults change nothing): biases ``b_Q, b_K, b_V`` (``s x 1``) and ``b_O``
+    (``m x 1``), and a positive rational ``scale``.  The head computes, at query ``j``,
+    ``W_O sum_i a_ij (W_V z_i + b_V) + b_O`` with ``a_.j = sigma(scale * (W_K z_i + b_K) .
+    (W_Q z_j + b_Q))``; the weights sum to 1, so this is ``W_O W_V Z a_.j + (W_O b_V + b_O)``.
+    """
 
     query: ScaledMatrix
     key: ScaledMatrix
     value: ScaledMatrix
     output: ScaledMatrix
+    query_bias: ScaledMatrix | None = None
+    key_bias: ScaledMatrix | None = None
+    value_bias: ScaledMatrix | None = None
+    output_bias: ScaledMatrix | None = None
+    scale: Fraction = Fraction(1)
 
     def __post_init__(self) -> None:
         s, m = self.value.shape
@@ -131,13 +155,39 @@ class Head:
             raise SpecError(f"query/key read {self.query.cols} dims, value reads {m}")
         if self.output.shape != (m, s):
             raise SpecError(f"output matrix has shape {self.output.shape}, expected ({m}, {s})")
+        _bias_ok(self.query_bias, self.query.shape[0], "query projection")
+        _bias_ok(self.key_bias, self.key.shape[0], "key projection")
+        _bias_ok(self.value_bias, s, "value projection")
+        _bias_ok(self.output_bias, m, "output projection")
+        if not isinstance(self.scale, Fraction) or self.scale <= 0:
+            raise SpecError(f"a head's score scale must be a positive Fraction, "
+                            f"found {self.scale!r}")
 
     @property
     def dim(self) -> int:
         return self.value.cols
 
     def scores_are_zero(self) -> bool:
-        return self.query.is_zero() or self.key.is_zero()
+        """True when the weights are uniform: ``W_K = 0`` (scores constant over keys) or
+        ``W_Q = 0`` without a query bias (scores zero)."""
+        return self.key.is_zero() or (self.query.is_zero() and
+                                      (self.query_bias is None or self.query_bias.is_zero()))
+
+    def extended(self) -> bool:
+        """True when a bias or a scale other than 1 is present."""
+        return self.scale != 1 or any(b is not None for b in (
+            self.query_bias, self.key_bias, self.value_bias, self.output_bias))
+
+    def constant(self) -> ScaledMatrix | None:
+        """``W_O b_V + b_O`` (``m x 1``), the head's output shift, or ``None``."""
+        c = self.output.matmul(self.value_bias) if self.value_bias is not None else None
+        if self.output_bias is None:
+            return c
+        if c is None:
+            return self.output_bias
+        return ScaledMatrix.from_rows(
+            [[x + y] for x, y in zip(c.column_values(), self.output_bias.column_values(),
+                                     strict=True)], cols=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +196,15 @@ class Attention:
 
     ``keys``: the key positions every query attends to (``None`` = all positions);
     e.g. Mahdavi et al.'s query at position 0 attends to positions ``1..n-1`` only.
-    ``residual`` adds the input ``Z``.
+    ``causal``: the query at position ``j`` attends only to keys ``i <= j`` (among ``keys``;
+    masked keys get weight exactly 0).  ``residual`` adds the input ``Z``.
     """
 
     heads: tuple[Head, ...]
     kind: AttentionKind = "hardmax"
     residual: bool = True
     keys: tuple[int, ...] | None = None
+    causal: bool = False
 
     def __post_init__(self) -> None:
         if not self.heads:
@@ -166,6 +218,18 @@ class Attention:
             raise SpecError("uniform attention needs zero query or key weights in every head")
         if self.keys is not None and (not self.keys or min(self.keys) < 0):
             raise SpecError(f"key positions must be a non-empty list of indices >= 0: {self.keys}")
+        if self.causal and self.keys is not None and self.keys[0] != 0:
+            raise SpecError("a causal layer with listed keys must include position 0, so "
+                            "every query has a key")
+
+    def keys_of(self, n: int, query: int) -> list[int]:
+        """The key positions the query at ``query`` attends to (sequence length ``n``)."""
+        keys = list(self.keys) if self.keys is not None else list(range(n))
+        return [p for p in keys if p <= query] if self.causal else keys
+
+    def extended(self) -> bool:
+        """True when the layer uses a causal mask, a bias or a scale."""
+        return self.causal or any(h.extended() for h in self.heads)
 
     @property
     def in_dim(self) -> int:
@@ -221,6 +285,9 @@ class NetworkSpec:
                 if i != 0 or self.input_kind != "token-ids":
                     raise SpecError(f"layer {i}: an embedding must be the first layer of a "
                                     f"token-ids network")
+                if layer.positions is not None and layer.positions.cols != self.seq_len:
+                    raise SpecError(f"layer {i}: {layer.positions.cols} positional embeddings "
+                                    f"for n = {self.seq_len}")
             elif i == 0 and self.input_kind == "token-ids":
                 raise SpecError("a token-ids network must start with an embedding layer")
             if isinstance(layer, Attention) and layer.keys is not None and \
@@ -236,6 +303,12 @@ class NetworkSpec:
     @property
     def out_dim(self) -> int:
         return self.layers[-1].out_dim if self.layers else self.input_dim
+
+    def extended(self) -> bool:
+        """True when the network uses positional embeddings, attention biases, score scales
+        or causal masks (the float-exact rule and the precision report do not cover them)."""
+        return any((isinstance(la, Embedding) and la.positions is not None) or
+                   (isinstance(la, Attention) and la.extended()) for la in self.layers)
 
     def read_positions(self) -> tuple[int, ...]:
         """Indices of the positions whose outputs carry labels."""
