@@ -11,6 +11,8 @@ from itertools import accumulate
 from math import gcd
 from operator import add, neg, sub
 
+from . import piecewise
+
 SWEEP_MIN_HIDDEN = 32
 
 
@@ -141,6 +143,14 @@ def feedforward(layer, cols, den, tick=no_tick):
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
         tick(len(maps[0][0][0][0]) + len(maps[1][0][0]))
+    elif len(maps) > 1 and (len(cols[0]) == 1 if cols else False):
+        out, out_den = piecewise.evaluate(maps, cols, den, tick=tick)
+        out, out_den = normalize(out, out_den)
+    elif len(maps) > 1 and len(maps[0][0][0]) == 1:  # one scalar after the first map
+        x, x_den = affine(maps[0][0], maps[0][1], cols, den)
+        tick(1)
+        out, out_den = piecewise.evaluate(maps[1:], x, x_den, relu_first=True, tick=tick)
+        out, out_den = normalize(out, out_den)
     else:
         out, out_den = _dense(maps, cols, den, tick)
     if layer["residual"]:
