@@ -92,10 +92,11 @@ def test_checker_piecewise_equals_dense(block: tuple[FeedForward, list]) -> None
 
 def test_relu_splits_at_the_exact_sign_change() -> None:
     xs = [-3, -1, 0, 2, 2, 5]
-    up = cpiece.relu(([0], [(2, -4)]), xs)  # 2x - 4: zero at x = 2, positive after
-    assert up == ([0, 5], [(0, 0), (2, -4)])
-    down = cpiece.relu(([0], [(-1, 0)]), xs)  # -x: positive for x < 0 only
-    assert down == ([0, 2], [(-1, 0), (0, 0)])
+    up = cpiece.relu(([0], [2], [-4]), xs)  # 2x - 4: zero at x = 2, positive after
+    assert up == ([0, 5], [0, 2], [0, -4])
+    down = cpiece.relu(([0], [-1], [0]), xs)  # -x: positive for x < 0 only
+    assert down == ([0, 2], [-1, 0], [0, 0])
+    assert cpiece.relu(([0, 3], None, [-5, 7]), xs) == ([0, 3], None, [0, 7])
     row = mpiece.relu(mpiece.Rows(np.array([0]), np.array([3], dtype=object),
                                   np.array([-6], dtype=object)), np.array(xs))
     assert row.starts.tolist() == [0, 5] and row.a.tolist() == [0, 3]

@@ -2,107 +2,126 @@
 
 Sort the scalar inputs ``x_0 <= ... <= x_{T-1}`` (integers over one denominator).  On a run of
 consecutive points every unit of a ReLU network of ``x`` is one affine function ``a x + b``
-until some ReLU switches, so a row is stored as *pieces*: ``starts[p]`` (first point of piece
-``p``) and ``coefs[p] = (a, b)``, the value at point ``i`` of the piece being
-``(a * x_i + b) / den`` with one denominator per layer.
+until some ReLU switches, so a row is stored as *pieces* ``(starts, a, b)``: ``starts[p]`` is
+the first point of piece ``p``, and the value at a point ``i`` of the piece is
+``(a[p] * x_i + b[p]) / den`` with one denominator per layer; ``a`` is ``None`` when every
+slope is 0 (a row constant on each piece).
 
-An affine map adds rows on the common refinement of their pieces; a ReLU splits a piece at
-the first point where ``a x + b`` changes sign (``a x + b`` is monotone in ``x``: one
-bisection, integer comparisons only) and zeroes one side.  The outputs are then evaluated
-at every point.  The arithmetic is the exact arithmetic of the row-major pass, done once
-per piece instead of once per point; a Lemma C.1 network's block rows are constant on each
-block, so its cost follows the number of blocks, not of points.
+An affine map adds rows on the common refinement of their pieces (rows on the same pieces
+share one ``starts`` list, and then the sum is elementwise); a ReLU splits a piece at the
+first point where ``a x + b`` changes sign (``a x + b`` is monotone in ``x``: one bisection,
+integer comparisons only) and zeroes one side.  The outputs are then evaluated at every
+point.  The arithmetic is that of the row-major pass, done once per piece instead of once
+per point; a Lemma C.1 network's block rows are constant on each block, so its cost follows
+the number of blocks, not of points.
 """
 
 from bisect import bisect_left, bisect_right
 from math import gcd
+from operator import add, sub
 
 
 def _lcm(a, b):
     return a * b // gcd(a, b)
 
 
-def _refine(starts, coefs, cuts):
-    """The coefficients of a row on the finer pieces ``cuts`` (each start of ``starts``
-    is a cut)."""
+def _refine(starts, values, cuts):
+    """A row's per-piece ``values`` on the finer pieces ``cuts`` (every start is a cut)."""
     if cuts is starts:
-        return coefs
-    out, k, last = [], 0, len(starts) - 1
-    for c in cuts:
-        while k < last and starts[k + 1] <= c:
-            k += 1
-        out.append(coefs[k])
-    return out
+        return values
+    return [values[bisect_right(starts, c) - 1] for c in cuts]
 
 
-def _compact(starts, coefs, size):
+def _compact(starts, a, b, size):
     """Drop empty pieces and join neighbours with equal coefficients."""
-    s2: list = []
-    c2: list = []
-    for i, (st, cf) in enumerate(zip(starts, coefs)):
-        end = starts[i + 1] if i + 1 < len(starts) else size
-        if st == end:
+    keep: list = []
+    last = len(starts) - 1
+    for p in range(len(starts)):
+        if (starts[p + 1] if p < last else size) == starts[p]:
             continue
-        if c2 and c2[-1] == cf:
+        if keep and b[keep[-1]] == b[p] and (a is None or a[keep[-1]] == a[p]):
             continue
-        s2.append(st)
-        c2.append(cf)
-    return s2, c2
+        keep.append(p)
+    if len(keep) == len(starts):
+        return starts, a, b
+    return ([starts[p] for p in keep], None if a is None else [a[p] for p in keep],
+            [b[p] for p in keep])
 
 
 def relu(row, xs):
     """``max(0, row)`` on the points ``xs`` (sorted numerators): each piece splits at most
     once, where ``a x + b`` changes sign."""
-    starts, coefs = row
+    starts, a, b = row
+    if a is None:
+        return starts, None, [v if v > 0 else 0 for v in b]
     size = len(xs)
-    s2, c2 = [], []
-    for i, (st, (a, b)) in enumerate(zip(starts, coefs)):
-        end = starts[i + 1] if i + 1 < len(starts) else size
-        if a == 0:
+    s2, a2, b2 = [], [], []
+    for p, st in enumerate(starts):
+        end = starts[p + 1] if p + 1 < len(starts) else size
+        ap, bp = a[p], b[p]
+        if ap == 0:
             s2.append(st)
-            c2.append((0, b) if b > 0 else (0, 0))
-        elif a > 0:  # a x + b > 0 exactly for x > floor(-b / a)
-            cut = bisect_right(xs, -b // a, st, end)
-            s2 += [st, cut]
-            c2 += [(0, 0), (a, b)]
+            a2.append(0)
+            b2.append(bp if bp > 0 else 0)
+            continue
+        if ap > 0:  # a x + b > 0 exactly for x > floor(-b / a)
+            cut = bisect_right(xs, -bp // ap, st, end)
+            a2 += [0, ap]
+            b2 += [0, bp]
         else:  # x < ceil(b / -a)
-            cut = bisect_left(xs, -(-b // -a), st, end)
-            s2 += [st, cut]
-            c2 += [(a, b), (0, 0)]
-    return _compact(s2, c2, size)
+            cut = bisect_left(xs, -(-bp // -ap), st, end)
+            a2 += [ap, 0]
+            b2 += [bp, 0]
+        s2 += [st, cut]
+    return _compact(s2, a2 if any(a2) else None, b2, size)
+
+
+def _scaled(values, w):
+    return values if w == 1 else [w * v for v in values]
 
 
 def _affine_row(rows, wrow, scale, bias, size):
     """``scale * sum(w * row) + bias`` over the common refinement of the rows read."""
     terms = [(x * scale, rows[j]) for j, x in enumerate(wrow) if x]
     if not terms:
-        return [0], [(0, bias)]
+        return [0], None, [bias]
     if len(terms) == 1:
-        w, (starts, coefs) = terms[0]
-        return starts, [(w * a, w * b + bias) for a, b in coefs]
-    first = terms[0][1][0]
-    if all(r[0] is first for _, r in terms):
-        cuts = first
-    else:
-        cuts = sorted(set().union(*(r[0] for _, r in terms)))
-    a_sum, b_sum = [0] * len(cuts), [bias] * len(cuts)
-    for w, (starts, coefs) in terms:
-        for p, (a, b) in enumerate(_refine(starts, coefs, cuts)):
-            if a:
-                a_sum[p] += w * a
-            if b:
-                b_sum[p] += w * b
-    return _compact(cuts, list(zip(a_sum, b_sum)), size)
+        w, (starts, a, b) = terms[0]
+        if w == 1 and not bias:  # a copy: share the row
+            return terms[0][1]
+        return (starts, None if a is None else _scaled(a, w),
+                [w * v + bias for v in b] if bias else _scaled(b, w))
+    cuts, merged = terms[0][1][0], False
+    if any(r[0] is not cuts and r[0] != cuts for _, r in terms):
+        cuts, merged = sorted(set().union(*(r[0] for _, r in terms))), True
+    a_sum: list | None = None
+    b_sum: list = []
+    for t, (w, (starts, a, b)) in enumerate(terms):
+        op = add
+        if w < 0:
+            w, op = -w, sub
+        part = _scaled(_refine(starts, b, cuts), w)
+        b_sum = part if t == 0 and op is add else list(
+            map(op, b_sum if t else [0] * len(cuts), part))
+        if a is not None:
+            part = _scaled(_refine(starts, a, cuts), w)
+            a_sum = list(map(op, a_sum if a_sum is not None else [0] * len(cuts), part))
+    if bias:
+        b_sum = [v + bias for v in b_sum]
+    if a_sum is not None and not any(a_sum):
+        a_sum = None
+    return _compact(cuts, a_sum, b_sum, size) if merged else (cuts, a_sum, b_sum)
 
 
 def _normalize(rows, den):
     g = den
-    for _, coefs in rows:
-        for a, b in coefs:
-            g = gcd(gcd(g, a), b)
+    for _, a, b in rows:
+        for v in b if a is None else (*a, *b):
+            g = gcd(g, v)
             if g == 1:
                 return rows, den
-    return [(s, [(a // g, b // g) for a, b in c]) for s, c in rows], den // g
+    return [(s, None if a is None else [v // g for v in a], [v // g for v in b])
+            for s, a, b in rows], den // g
 
 
 def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
@@ -114,7 +133,7 @@ def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
     size = len(xs)
     if not size:
         return [], den
-    rows = [([0], [(1, 0)])]
+    rows = [([0], [1], [0])]
     keep = [not relu_first]
     for i, ((w, wd), (b, bd)) in enumerate(maps):
         if i or relu_first:
@@ -130,12 +149,14 @@ def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
         if tick is not None:
             tick(len(w))
     values = []
-    for starts, coefs in rows:
-        vals = [0] * size
-        for p, (a, b) in enumerate(coefs):
+    for starts, a, b in rows:
+        vals: list = []
+        for p, st in enumerate(starts):
             end = starts[p + 1] if p + 1 < len(starts) else size
-            for i in range(starts[p], end):
-                vals[i] = a * xs[i] + b if a else b
+            if a is None or a[p] == 0:
+                vals += [b[p]] * (end - st)
+            else:
+                vals += [a[p] * x + b[p] for x in xs[st:end]]
         values.append(vals)
     out: list = [None] * size
     for i, pos in enumerate(order):

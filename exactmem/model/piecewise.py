@@ -24,11 +24,11 @@ _I64 = np.iinfo(np.int64)
 
 @dataclass(slots=True)
 class Rows:
-    """One row: ``starts`` (int64, increasing, first 0) and coefficients ``a``, ``b``
-    (object arrays of Python integers), one entry per piece."""
+    """One row: ``starts`` (int64, increasing, first 0), slopes ``a`` (``None`` when all are
+    0) and intercepts ``b`` (object arrays of Python integers), one entry per piece."""
 
     starts: np.ndarray
-    a: np.ndarray
+    a: np.ndarray | None
     b: np.ndarray
 
 
@@ -39,15 +39,21 @@ def _obj(values: list[int]) -> np.ndarray:
 
 
 def _compact(row: Rows, size: int) -> Rows:
-    """Drop empty pieces; join neighbours with equal coefficients."""
-    ends = np.append(row.starts[1:], size)
-    live = row.starts < ends
-    s, a, b = row.starts[live], row.a[live], row.b[live]
+    """Drop empty pieces; join neighbours with equal coefficients (the same row when
+    nothing changes)."""
+    s, a, b = row.starts, row.a, row.b
+    live = s < np.append(s[1:], size)
+    new = live.copy()
     if len(s) > 1:
-        new = np.ones(len(s), dtype=bool)
-        new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-        s, a, b = s[new], a[new], b[new]
-    return Rows(s, a, b)
+        idx = np.flatnonzero(live)
+        same = b[idx[1:]] == b[idx[:-1]]
+        if a is not None:
+            same &= a[idx[1:]] == a[idx[:-1]]
+        new[idx[1:][same.astype(bool)]] = False
+    if new.all():
+        return row
+    a2 = None if a is None else a[new]
+    return Rows(s[new], a2 if a2 is not None and a2.any() else None, b[new])
 
 
 def _searchable(t: np.ndarray, xs: np.ndarray) -> np.ndarray:
@@ -61,6 +67,8 @@ def _searchable(t: np.ndarray, xs: np.ndarray) -> np.ndarray:
 def relu(row: Rows, xs: np.ndarray) -> Rows:
     """``max(0, row)``: a piece with ``a > 0`` is positive exactly for ``x > floor(-b / a)``,
     one with ``a < 0`` for ``x < ceil(b / -a)``; ``a = 0`` pieces keep ``b`` if positive."""
+    if row.a is None:
+        return Rows(row.starts, None, np.where(row.b > 0, row.b, 0).astype(object))
     size = len(xs)
     ends = np.append(row.starts[1:], size)
     a, b = row.a, row.b
@@ -92,32 +100,43 @@ def relu(row: Rows, xs: np.ndarray) -> Rows:
 def _combine(rows: list[Rows], weights: list[tuple[int, int]], bias: int, size: int) -> Rows:
     """``sum(w * rows[j]) + bias`` on the common refinement of the rows read."""
     if not weights:
-        return Rows(np.zeros(1, dtype=np.int64), _obj([0]), _obj([bias]))
+        return Rows(np.zeros(1, dtype=np.int64), None, _obj([bias]))
     if len(weights) == 1:
         w, j = weights[0]
         r = rows[j]
-        return Rows(r.starts, r.a * w, r.b * w + bias)
+        if w == 1 and not bias:  # a copy: share the row
+            return r
+        return Rows(r.starts, None if r.a is None else r.a * w, r.b * w + bias)
     starts = rows[weights[0][1]].starts
-    if not all(rows[j].starts is starts for _, j in weights):
+    merged = not all(rows[j].starts is starts or np.array_equal(rows[j].starts, starts)
+                     for _, j in weights)
+    if merged:
         starts = np.unique(np.concatenate([rows[j].starts for _, j in weights]))
-    a = _obj([0] * len(starts))
-    b = _obj([bias] * len(starts))
+    a: np.ndarray | None = None
+    b: np.ndarray | None = None
     for w, j in weights:
         r = rows[j]
-        pick = np.searchsorted(r.starts, starts, side="right") - 1
-        a = a + r.a[pick] * w
-        b = b + r.b[pick] * w
-    return _compact(Rows(starts, a, b), size)
+        pick = np.searchsorted(r.starts, starts, side="right") - 1 if merged else None
+        rb = r.b if pick is None else r.b[pick]
+        b = rb * w if b is None else b + rb * w
+        if r.a is not None:
+            ra = (r.a if pick is None else r.a[pick]) * w
+            a = ra if a is None else a + ra
+    assert b is not None
+    if bias:
+        b = b + bias
+    row = Rows(starts, a if a is not None and a.any() else None, b)
+    return _compact(row, size) if merged else row
 
 
 def _reduce(rows: list[Rows], den: int) -> tuple[list[Rows], int]:
     g = den
     for r in rows:
-        for v in (*r.a, *r.b):
+        for v in (*r.b, *(r.a if r.a is not None else ())):
             g = math.gcd(g, int(v))
             if g == 1:
                 return rows, den
-    return [Rows(r.starts, r.a // g, r.b // g) for r in rows], den // g
+    return [Rows(r.starts, None if r.a is None else r.a // g, r.b // g) for r in rows], den // g
 
 
 def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool = False,
@@ -154,7 +173,6 @@ def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool
     out = np.empty((len(rows), size), dtype=object)
     for k, r in enumerate(rows):
         lengths = np.diff(np.append(r.starts, size))
-        a, b = np.repeat(r.a, lengths), np.repeat(r.b, lengths)
-        vals = np.where(a != 0, a * xo + b, b) if r.a.any() else b
-        out[k, order] = vals
+        b = np.repeat(r.b, lengths)
+        out[k, order] = b if r.a is None else np.repeat(r.a, lengths) * xo + b
     return out, den
