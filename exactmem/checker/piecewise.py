@@ -94,18 +94,26 @@ def _affine_row(rows, wrow, scale, bias, size):
     cuts, merged = terms[0][1][0], False
     if any(r[0] is not cuts and r[0] != cuts for _, r in terms):
         cuts, merged = sorted(set().union(*(r[0] for _, r in terms))), True
+    groups: dict = {}
+    for w, row in terms:  # equal |w|: sum the rows first, multiply once (small * big)
+        groups.setdefault(abs(w), []).append((w > 0, row))
     a_sum: list | None = None
     b_sum: list = []
-    for t, (w, (starts, a, b)) in enumerate(terms):
-        op = add
-        if w < 0:
-            w, op = -w, sub
-        part = _scaled(_refine(starts, b, cuts), w)
-        b_sum = part if t == 0 and op is add else list(
-            map(op, b_sum if t else [0] * len(cuts), part))
-        if a is not None:
-            part = _scaled(_refine(starts, a, cuts), w)
-            a_sum = list(map(op, a_sum if a_sum is not None else [0] * len(cuts), part))
+    for g, (mag, group) in enumerate(groups.items()):
+        ga = gb = None
+        for positive, (starts, a, b) in group:
+            op = add if positive else sub
+            part = _refine(starts, b, cuts)
+            gb = (part if positive else [-v for v in part]) if gb is None else list(
+                map(op, gb, part))
+            if a is not None:
+                part = _refine(starts, a, cuts)
+                ga = list(map(op, ga if ga is not None else [0] * len(cuts), part))
+        gb = _scaled(gb, mag)
+        b_sum = list(map(add, b_sum, gb)) if g else gb
+        if ga is not None:
+            ga = _scaled(ga, mag)
+            a_sum = ga if a_sum is None else list(map(add, a_sum, ga))
     if bias:
         b_sum = [v + bias for v in b_sum]
     if a_sum is not None and not any(a_sum):

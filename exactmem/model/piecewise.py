@@ -114,14 +114,27 @@ def _combine(rows: list[Rows], weights: list[tuple[int, int]], bias: int, size: 
         starts = np.unique(np.concatenate([rows[j].starts for _, j in weights]))
     a: np.ndarray | None = None
     b: np.ndarray | None = None
-    for w, j in weights:
-        r = rows[j]
-        pick = np.searchsorted(r.starts, starts, side="right") - 1 if merged else None
-        rb = r.b if pick is None else r.b[pick]
-        b = rb * w if b is None else b + rb * w
-        if r.a is not None:
-            ra = (r.a if pick is None else r.a[pick]) * w
-            a = ra if a is None else a + ra
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for w, j in weights:  # equal |w|: sum the rows first, multiply once (small * big)
+        groups.setdefault(abs(w), []).append((1 if w > 0 else -1, j))
+    for mag, terms in groups.items():
+        ga: np.ndarray | None = None
+        gb: np.ndarray | None = None
+        for sign, j in terms:
+            r = rows[j]
+            pick = np.searchsorted(r.starts, starts, side="right") - 1 if merged else None
+            rb = r.b if pick is None else r.b[pick]
+            gb = (rb if sign > 0 else -rb) if gb is None else gb + rb if sign > 0 else gb - rb
+            if r.a is not None:
+                ra = r.a if pick is None else r.a[pick]
+                ga = (ra if sign > 0 else -ra) if ga is None else ga + ra if sign > 0 else ga - ra
+        assert gb is not None
+        if mag != 1:
+            gb = gb * mag
+            ga = None if ga is None else ga * mag
+        b = gb if b is None else b + gb
+        if ga is not None:
+            a = ga if a is None else a + ga
     assert b is not None
     if bias:
         b = b + bias
