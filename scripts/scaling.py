@@ -14,7 +14,9 @@ construction first uses fewer nonzeros than lookup, and writes
 
 Rows are appended to the CSV as they finish (``--append`` keeps the rows already there), so
 an interrupted run keeps what it measured.  Floats appear only here, in the report.
-Progress goes to stderr; ``--quiet`` turns it off.
+``cpu_s`` is the row process's CPU time (user + system, the whole process: generation
+included): on a shared machine it says more than the wall times.  Progress goes to stderr;
+``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from exactmem.pipeline import certify
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ["task", "N", "n", "points", "params_dense", "params_nonzero", "depth", "width",
-          "max_bits", "build_s", "evaluate_s", "certificate_s", "check_s", "total_s",
+          "max_bits", "build_s", "evaluate_s", "certificate_s", "check_s", "total_s", "cpu_s",
           "check_over_evaluate", "peak_rss_mb", "verified", "lookup_nonzero", "lookup_max_bits",
           "lookup_total_s", "lookup_verified", "ratio_lookup_over_ours",
           "time_ours_over_lookup", "load_avg"]
@@ -48,9 +50,10 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    use = resource.getrusage(resource.RUSAGE_SELF)
     return {"sizes": outcome.certificate["sizes"], "timings": outcome.timings, "total": total,
-            "verified": outcome.report.verified, "peak_rss_mb": round(peak, 1)}
+            "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
+            "peak_rss_mb": round(use.ru_maxrss / 1024, 1)}
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
@@ -75,7 +78,7 @@ def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, objec
             "depth": sz["depth"], "width": sz["width"], "max_bits": sz["max_bits"],
             "build_s": round(t["build"], 2), "evaluate_s": round(t["evaluate"], 2),
             "certificate_s": round(t["certificate"], 2), "check_s": round(t["check"], 2),
-            "total_s": round(total, 2),
+            "total_s": round(total, 2), "cpu_s": ours["cpu"],
             "check_over_evaluate": round(t["check"] / max(t["evaluate"], 1e-9), 2),
             "peak_rss_mb": ours["peak_rss_mb"], "verified": ours["verified"],
             "lookup_nonzero": lsz["params_nonzero"], "lookup_max_bits": lsz["max_bits"],
@@ -96,7 +99,7 @@ def slope(rows: list[dict[str, object]], key: str) -> float:
 def report(task: str, rows: list[dict[str, object]]) -> None:
     print(f"\n{task}: " + " | ".join(f"{k}" for k in FIELDS[1:]))
     for r in rows:
-        print("  " + " | ".join(str(r[k]) for k in FIELDS[1:]))
+        print("  " + " | ".join(str(r.get(k, "")) for k in FIELDS[1:]))
     if len(rows) >= 2:
         print(f"  slope of log(nonzero params) vs log(points): {slope(rows, 'params_nonzero'):.3f}"
               f" (lookup: {slope(rows, 'lookup_nonzero'):.3f})")
