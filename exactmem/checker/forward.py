@@ -2,7 +2,8 @@
 
 State: a table of distinct columns (tuples of ints over one shared denominator) and, for
 each sequence, the table index of each position (``-1`` once a position is not needed).
-Token-wise layers run once per distinct column.
+Token-wise layers run once per distinct column; a feed-forward block that reads one scalar
+runs piece by piece (piecewise.py).
 """
 
 from bisect import bisect_left, bisect_right

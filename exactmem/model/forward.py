@@ -253,15 +253,14 @@ def _scalar_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick,
         cols, den = apply_affine(maps[0], cols, den)
         maps, relu_first = maps[1:], True
         tick()
-    out, out_den = piecewise.evaluate(maps, cols[0], int(den), relu_first)
-    for _ in maps:
-        tick()
+    out, out_den = piecewise.evaluate(maps, cols[0], int(den), relu_first, tick)
     return _normalize(out, out_den)
 
 
 def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = _no_tick,
                       ) -> tuple[np.ndarray, int]:
-    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep.
+    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep, a
+    deeper block that reads one scalar piece by piece.
     ``tick()`` is called once per affine map."""
     if len(ff.layers) == 2 and ff.in_dim == 1 and ff.layers[0].out_dim >= SWEEP_MIN_HIDDEN:
         rows, out_den = sweep_eval(ff.layers[0], ff.layers[1], [int(v) for v in cols[0]], den)

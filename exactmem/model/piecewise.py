@@ -13,6 +13,7 @@ the common refinement of their pieces; a ReLU splits each piece where ``a x + b`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,10 +154,10 @@ def _reduce(rows: list[Rows], den: int) -> tuple[list[Rows], int]:
 
 
 def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool = False,
-             ) -> tuple[np.ndarray, int]:
+             tick: Callable[[], None] | None = None) -> tuple[np.ndarray, int]:
     """``maps`` (ReLU between consecutive maps; also before the first with ``relu_first``)
     on the scalars ``x / den`` (one per column).  Returns the (rows, columns) numerators
-    (object array) and their denominator."""
+    (object array) and their denominator; ``tick()`` after each map."""
     x = np.asarray(x)
     order = np.argsort(x, kind="stable")
     xs = x[order]
@@ -182,6 +183,8 @@ def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool
         if out_den != den:
             rows, out_den = _reduce(rows, out_den)
         den = out_den
+        if tick is not None:
+            tick()
     xo = xs.astype(object)
     out = np.empty((len(rows), size), dtype=object)
     for k, r in enumerate(rows):
