@@ -19,10 +19,12 @@ from typing import Any
 from exactmem import constructions, progress
 from exactmem.certificate import build_certificate, claim_float_exact, write_certificate
 from exactmem.checker import CheckReport, check_certificate
+from exactmem.checker.verify import check_certificate_sharded
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
 from exactmem.model.interval import evaluate_certified
+from exactmem.model.shards import Submit, evaluate_sharded
 
 
 @dataclass(slots=True)
@@ -71,14 +73,17 @@ def float_format_for(max_bits: int) -> list[str]:
 def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = None,
             out: Path | None = None, log: Callable[[str], None] | None = None,
             dataset_file: Path | None = None,
-            float_exact: Sequence[str] | None = None) -> CertifyOutcome:
+            float_exact: Sequence[str] | None = None, shards: int = 1,
+            submit: Submit | None = None) -> CertifyOutcome:
     """Build ``construction`` for ``ds``, evaluate exactly, check, and write ``out`` if verified.
 
     With ``dataset_file`` (the file ``ds`` was read from) the certificate binds the dataset by
     SHA-256 and a path relative to ``out`` instead of embedding it.  ``float_exact``: IEEE
     formats to claim (docs/float-exact.md); ``None`` claims, for a ``max_bits = P`` build, the
     narrowest format with at least ``P`` significand bits.  A requested format that does not
-    hold is a failure of the certificate.
+    hold is a failure of the certificate.  With ``shards > 1`` evaluation and check run on that
+    many disjoint slices of the sequences, in local processes or through ``submit`` (a Dask
+    client's ``submit``), and are joined.
     """
     say = log or (lambda _msg: None)
     con = constructions.get(construction)
@@ -86,6 +91,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         raise ConstructionError(f"{construction} supports tasks {con.tasks} with inputs "
                                 f"{con.inputs}; the dataset is {ds.task} with {ds.inputs}")
     opts = {**con.defaults(), **(options or {})}
+    sharded = shards > 1 or submit is not None
     t: dict[str, float] = {}
     with _stage("validate", t):
         checked = validate(ds).lines()
@@ -95,7 +101,8 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         result = con.build(ds, opts)
     say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
     with _stage("evaluate", t, ticking=False), _hook("evaluate", "start") as tick:
-        evaluation = evaluate_certified(result.spec, ds, result.hints, tick)
+        evaluation = evaluate_certified(result.spec, ds, result.hints, tick) if not sharded \
+            else evaluate_sharded(result.spec, ds, result.hints, shards, submit, tick)
     if evaluation.failures:
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
     base = (out or Path("x")).resolve().parent
@@ -111,8 +118,12 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         missing = [f for f in formats if f not in held]
         say(f"float-exact claim: {', '.join(held) or 'none'}"
             + (f"; does not hold in {', '.join(missing)}" if missing else ""))
-    with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
-        report = check_certificate(cert, base, progress=tick)
+    if not sharded:
+        with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
+            report = check_certificate(cert, base, progress=tick)
+    else:
+        with _stage("check", t):
+            report = check_certificate_sharded(cert, base, shards, submit)
     if missing:
         report.failures.extend(f"claims.float_exact: the network is not float-exact in {f}"
                                for f in missing)

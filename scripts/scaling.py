@@ -2,58 +2,90 @@
 
 Certifies random consistent token-id datasets (build, exact evaluation, independent checker)
 for next-token with ``N = 2^a .. 2^b`` (n = 16) and seq2seq with ``N n`` up to ``2^b`` (n = 4),
-prints a table (N, dense / nonzero parameters, depth, max bits, build / evaluate / check
-seconds, nonzeros of the lookup baseline on the same data), the least-squares slope of
-log(nonzero parameters) against log N, where the construction first uses fewer nonzeros than
-lookup, and writes ``docs/results/scaling_<task>.csv`` and a log-log plot
-``docs/results/scaling.png``.
+and certifies the lookup baseline on the same data.  Each row runs in a fresh process (its
+peak memory is that row's alone).  Prints a table (N, dense / nonzero parameters, depth, max
+bits, seconds per stage, peak memory, verdicts, the lookup baseline's nonzeros and time, and
+the ratios), the least-squares slope of log(nonzero parameters) against log N, where the
+construction first uses fewer nonzeros than lookup, and writes
+``docs/results/scaling_<task>.csv`` and a log-log plot ``docs/results/scaling.png``.
 
-    .venv/bin/python scripts/scaling.py                 # N up to 2^14 (about 10 minutes)
-    .venv/bin/python scripts/scaling.py --max-exp 16    # up to 2^16 (long)
+    .venv/bin/python scripts/scaling.py                 # N up to 2^14 (a few minutes)
+    .venv/bin/python scripts/scaling.py --max-exp 20    # up to 2^20 (long)
 
-Rows are appended to the CSV as they finish, so an interrupted run keeps what it measured.
-Floats appear only here, in the report.  Progress (rows, and the certify stages of each row)
-goes to stderr; ``--quiet`` turns it off.
+Rows are appended to the CSV as they finish (``--append`` keeps the rows already there), so
+an interrupted run keeps what it measured.  Floats appear only here, in the report.
+``cpu_s`` is the row process's CPU time (user + system, the whole process: generation
+included): on a shared machine it says more than the wall times.  Progress goes to stderr;
+``--quiet`` turns it off.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
+import os
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from exactmem import progress
-from exactmem.constructions import get
 from exactmem.model.generate import generate
-from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ["task", "N", "n", "points", "params_dense", "params_nonzero", "depth", "width",
-          "max_bits", "build_s", "evaluate_s", "check_s", "total_s", "verified",
-          "lookup_nonzero", "ratio_lookup_over_ours"]
+          "max_bits", "build_s", "evaluate_s", "certificate_s", "check_s", "total_s", "cpu_s",
+          "check_over_evaluate", "peak_rss_mb", "verified", "lookup_nonzero", "lookup_max_bits",
+          "lookup_total_s", "lookup_verified", "ratio_lookup_over_ours",
+          "time_ours_over_lookup", "load_avg"]
 
 
-def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, object]:  # noqa: N803
+def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noqa: N803
+             ) -> dict[str, object]:
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
-    name = "kajitsuka2025-next-token" if task == "next-token" else "kajitsuka2025-seq2seq"
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
-    sz = outcome.certificate["sizes"]
-    with progress.stage(f"{task} N = {N}: lookup baseline"):
-        look = sizes(get("lookup").build(ds, {"seed": seed}).spec).params_nonzero
-    t = outcome.timings
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return {"sizes": outcome.certificate["sizes"], "timings": outcome.timings, "total": total,
+            "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
+            "peak_rss_mb": round(use.ru_maxrss / 1024, 1)}
+
+
+def _in_process(args: list[str]) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, __file__, "--row", *args], text=True,
+                          stdout=subprocess.PIPE, check=True)
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, object]:  # noqa: N803
+    name = "kajitsuka2025-next-token" if task == "next-token" else "kajitsuka2025-seq2seq"
+    common = [task, str(N), str(n), str(vocab), str(seed)]
+    ours = _in_process([*common, name])
+    look = _in_process([*common, "lookup"])
+    sz, t = ours["sizes"], ours["timings"]
+    assert isinstance(sz, dict) and isinstance(t, dict)
+    lsz = look["sizes"]
+    assert isinstance(lsz, dict)
+    total, ltotal = float(ours["total"]), float(look["total"])  # type: ignore[arg-type]
     return {"task": task, "N": N, "n": n, "points": N if task == "next-token" else N * n,
             "params_dense": sz["params_dense"], "params_nonzero": sz["params_nonzero"],
             "depth": sz["depth"], "width": sz["width"], "max_bits": sz["max_bits"],
             "build_s": round(t["build"], 2), "evaluate_s": round(t["evaluate"], 2),
-            "check_s": round(t["check"], 2), "total_s": round(total, 2),
-            "verified": outcome.report.verified, "lookup_nonzero": look,
-            "ratio_lookup_over_ours": round(look / sz["params_nonzero"], 3)}
+            "certificate_s": round(t["certificate"], 2), "check_s": round(t["check"], 2),
+            "total_s": round(total, 2), "cpu_s": ours["cpu"],
+            "check_over_evaluate": round(t["check"] / max(t["evaluate"], 1e-9), 2),
+            "peak_rss_mb": ours["peak_rss_mb"], "verified": ours["verified"],
+            "lookup_nonzero": lsz["params_nonzero"], "lookup_max_bits": lsz["max_bits"],
+            "lookup_total_s": round(ltotal, 2), "lookup_verified": look["verified"],
+            "ratio_lookup_over_ours": round(lsz["params_nonzero"] / sz["params_nonzero"], 3),
+            "time_ours_over_lookup": round(total / max(ltotal, 1e-9), 2),
+            "load_avg": round(os.getloadavg()[0], 2)}
 
 
 def slope(rows: list[dict[str, object]], key: str) -> float:
@@ -67,7 +99,7 @@ def slope(rows: list[dict[str, object]], key: str) -> float:
 def report(task: str, rows: list[dict[str, object]]) -> None:
     print(f"\n{task}: " + " | ".join(f"{k}" for k in FIELDS[1:]))
     for r in rows:
-        print("  " + " | ".join(str(r[k]) for k in FIELDS[1:]))
+        print("  " + " | ".join(str(r.get(k, "")) for k in FIELDS[1:]))
     if len(rows) >= 2:
         print(f"  slope of log(nonzero params) vs log(points): {slope(rows, 'params_nonzero'):.3f}"
               f" (lookup: {slope(rows, 'lookup_nonzero'):.3f})")
@@ -89,7 +121,7 @@ def plot(results: dict[str, list[dict[str, object]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.6))
     for task, rows in results.items():
         if not rows:
             continue
@@ -101,10 +133,20 @@ def plot(results: dict[str, list[dict[str, object]]], path: Path) -> None:
         y0 = float(rows[0]["params_nonzero"])  # type: ignore[arg-type]
         ax.loglog(xs, [y0 * math.sqrt(x / xs[0]) for x in xs], ":", color="gray",
                   label="sqrt(N) reference" if task == "next-token" else None)
+        bx.loglog(xs, [float(r["total_s"]) for r in rows], "o-",  # type: ignore[arg-type]
+                  label=f"Kajitsuka & Sato, {task}: certify")
+        bx.loglog(xs, [float(r["check_s"]) for r in rows], "^:",  # type: ignore[arg-type]
+                  label=f"Kajitsuka & Sato, {task}: check")
+        bx.loglog(xs, [float(r["lookup_total_s"]) for r in rows], "s--",  # type: ignore[arg-type]
+                  label=f"lookup baseline, {task}: certify")
     ax.set_xlabel("memorized points (N next-token, nN seq2seq)")
     ax.set_ylabel("nonzero parameters")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
+    bx.set_xlabel("memorized points")
+    bx.set_ylabel("seconds (2 shared cores, see load_avg)")
+    bx.grid(True, which="both", alpha=0.3)
+    bx.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"\nplot: {path}")
@@ -121,7 +163,16 @@ def main(argv: list[str]) -> int:
                     help="re-read the CSV files of an earlier (possibly interrupted) run, "
                          "print the summary and draw the plot")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows already in the CSV files and add the new ones")
+    ap.add_argument("--row", nargs=6, metavar=("TASK", "N", "n", "VOCAB", "SEED", "NAME"),
+                    help=argparse.SUPPRESS)  # one certification, in this process (JSON out)
     args = ap.parse_args(argv)
+    if args.row:
+        task, N, n, vocab, seed, name = args.row  # noqa: N806
+        progress.configure(quiet=True)
+        print(json.dumps(_certify(task, int(N), int(n), int(vocab), int(seed), name)))
+        return 0
     if args.quiet:
         progress.configure(quiet=True)
     out = Path(args.out)
@@ -141,9 +192,16 @@ def main(argv: list[str]) -> int:
         n = 16 if task == "next-token" else 4
         path = out / f"scaling_{task}.csv"
         rows: list[dict[str, object]] = []
+        if args.append and path.exists():
+            with path.open() as fh:
+                rows = [r for r in csv.DictReader(fh) if int(r["points"]).bit_length() - 1
+                        not in exps]
         with path.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=FIELDS)
             writer.writeheader()
+            for r in rows:
+                writer.writerow(r)
+            fh.flush()
             for e in exps:
                 N = 2 ** e if task == "next-token" else 2 ** e // n  # noqa: N806
                 bar.update(0, description=f"scaling {task} points = 2^{e}")
@@ -155,14 +213,17 @@ def main(argv: list[str]) -> int:
                 print(f"[{time.perf_counter() - clock:7.1f}s] {task} points=2^{e}: nonzero "
                       f"{row['params_nonzero']} (lookup {row['lookup_nonzero']}), depth "
                       f"{row['depth']}, bits {row['max_bits']}, verified {row['verified']}, "
-                      f"{row['total_s']}s", flush=True)
+                      f"{row['total_s']}s (lookup {row['lookup_total_s']}s), peak "
+                      f"{row['peak_rss_mb']} MB, load {row['load_avg']}", flush=True)
+        rows.sort(key=lambda r: int(r["points"]))  # type: ignore[call-overload]
         results[task] = rows
         report(task, rows)
         print(f"csv: {path}")
     bar.close()
     plot(results, out / "scaling.png")
     print(f"total time {time.perf_counter() - clock:.1f}s")
-    return 0 if all(r["verified"] for rows in results.values() for r in rows) else 1
+    return 0 if all(str(r["verified"]) == "True" and str(r["lookup_verified"]) == "True"
+                    for rows in results.values() for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 State: a table of distinct columns (tuples of ints over one shared denominator) and, for
 each sequence, the table index of each position (``-1`` once a position is not needed).
-Token-wise layers run once per distinct column.
+Token-wise layers run once per distinct column; a feed-forward block that reads one scalar
+runs piece by piece (piecewise.py).
 """
 
 from bisect import bisect_left, bisect_right
@@ -10,6 +11,8 @@ from fractions import Fraction
 from itertools import accumulate
 from math import gcd
 from operator import add, neg, sub
+
+from . import piecewise
 
 SWEEP_MIN_HIDDEN = 32
 
@@ -141,6 +144,14 @@ def feedforward(layer, cols, den, tick=no_tick):
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
         tick(len(maps[0][0][0][0]) + len(maps[1][0][0]))
+    elif len(maps) > 1 and (len(cols[0]) == 1 if cols else False):
+        out, out_den = piecewise.evaluate(maps, cols, den, tick=tick)
+        out, out_den = normalize(out, out_den)
+    elif len(maps) > 1 and len(maps[0][0][0]) == 1:  # one scalar after the first map
+        x, x_den = affine(maps[0][0], maps[0][1], cols, den)
+        tick(1)
+        out, out_den = piecewise.evaluate(maps[1:], x, x_den, relu_first=True, tick=tick)
+        out, out_den = normalize(out, out_den)
     else:
         out, out_den = _dense(maps, cols, den, tick)
     if layer["residual"]:

@@ -342,16 +342,30 @@ def check_file(path, progress=None, shard=(0, 1)):
     return check_certificate(cert, p.parent, progress, shard)
 
 
+def _in_shards(check, source, base, shards, submit):
+    if submit is not None:
+        futures = [submit(check, source, base, None, (k, shards)) for k in range(shards)]
+        return combine([f.result() for f in futures])
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=shards) as pool:
+        return combine(list(pool.map(check, [source] * shards, [base] * shards,
+                                     [None] * shards, [(k, shards) for k in range(shards)])))
+
+
+def _check_path(path, _base, progress, shard):
+    return check_file(path, progress, shard)
+
+
 def check_sharded(path, shards, submit=None):
     """Check ``path`` in ``shards`` slices in parallel and combine the reports.
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
     default a local process pool of the standard library runs the shards."""
-    if submit is not None:
-        futures = [submit(check_file, str(path), None, (k, shards)) for k in range(shards)]
-        return combine([f.result() for f in futures])
-    from concurrent.futures import ProcessPoolExecutor
+    return _in_shards(_check_path, str(path), None, shards, submit)
 
-    with ProcessPoolExecutor(max_workers=shards) as pool:
-        return combine(list(pool.map(check_file, [str(path)] * shards, [None] * shards,
-                                     [(k, shards) for k in range(shards)])))
+
+def check_certificate_sharded(cert, base, shards, submit=None):
+    """:func:`check_sharded` for a decoded certificate (``base``: where a dataset bound
+    by path is found)."""
+    return _in_shards(check_certificate, cert, base, shards, submit)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from exactmem import constructions
-from exactmem.errors import ExactmemError
+from exactmem.errors import ExactmemError, MissingDependencyError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="certificate file to write")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="print only the verdict (no notes, no progress)")
+    p.add_argument("--shards", type=int, default=1, metavar="K",
+                   help="evaluate and check K disjoint slices of the sequences in parallel "
+                        "(local processes) and join them")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --shards: run the slices on this Dask scheduler (needs "
+                        "exactmem[dask])")
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--float-exact", action="append", metavar="FORMAT",
@@ -43,6 +51,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                            metavar=opt.name.upper(),
                            help=f"[{con.name}...] {opt.help} (default {opt.default})")
     p.set_defaults(func=run)
+
+
+def _client(address: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
+            from exc
+    return Client(address, timeout=30)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,11 +82,18 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
+    if args.shards < 1:
+        raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
     out = check_writable(args.output)
     ds = load_dataset(args.data)
-    outcome = certify(ds, con.name, options, out=out, log=log,
-                      dataset_file=Path(args.data) if args.bind_dataset else None,
-                      float_exact=args.float_exact)
+    with ExitStack() as stack:
+        submit = None
+        if args.scheduler:
+            submit = stack.enter_context(_client(args.scheduler)).submit
+        outcome = certify(ds, con.name, options, out=out, log=log,
+                          dataset_file=Path(args.data) if args.bind_dataset else None,
+                          float_exact=args.float_exact, shards=args.shards,
+                          submit=submit)
     for note in outcome.notes:
         log(note)
     if not outcome.report.verified:

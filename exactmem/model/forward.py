@@ -20,6 +20,7 @@ import numpy as np
 
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import NeedsRigorousSoftmaxError, SpecError
+from exactmem.model import piecewise
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import (
     Affine,
@@ -251,9 +252,23 @@ def dense_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = 
     return _normalize(out, den)
 
 
+def _scalar_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick,
+                        ) -> tuple[np.ndarray, int]:
+    """A block that reads one scalar (its input, or the one output of its first map),
+    evaluated piece by piece (:mod:`exactmem.model.piecewise`)."""
+    maps, relu_first = ff.layers, False
+    if ff.in_dim != 1:
+        cols, den = apply_affine(maps[0], cols, den)
+        maps, relu_first = maps[1:], True
+        tick()
+    out, out_den = piecewise.evaluate(maps, cols[0], int(den), relu_first, tick)
+    return _normalize(out, out_den)
+
+
 def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = _no_tick,
                       ) -> tuple[np.ndarray, int]:
-    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep.
+    """Token-wise ReLU network (eq. 3); a wide scalar-input block is evaluated by sweep, a
+    deeper block that reads one scalar piece by piece.
     ``tick()`` is called once per affine map."""
     if len(ff.layers) == 2 and ff.in_dim == 1 and ff.layers[0].out_dim >= SWEEP_MIN_HIDDEN:
         rows, out_den = sweep_eval(ff.layers[0], ff.layers[1], [int(v) for v in cols[0]], den)
@@ -261,6 +276,8 @@ def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = 
         out, out_den = _normalize(out, out_den)
         tick()
         tick()
+    elif len(ff.layers) > 1 and (ff.in_dim == 1 or ff.layers[0].out_dim == 1):
+        out, out_den = _scalar_feedforward(ff, cols, den, tick)
     else:
         out, out_den = dense_feedforward(ff, cols, den, tick)
     if ff.residual:

@@ -1,0 +1,75 @@
+"""Exact evaluation in K disjoint slices of the sequences, in processes or on Dask.
+
+The forward pass treats every sequence on its own (attention mixes positions of one
+sequence only), so evaluating the K slices ``[k N / K, (k + 1) N / K)`` and concatenating
+their predictions gives the evaluation of the whole dataset; failures are renumbered to
+the sequence indices of the whole dataset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from exactmem.errors import ExactmemError
+from exactmem.model.dataset import Dataset
+from exactmem.model.evaluate import Evaluation, Failure
+from exactmem.model.forward import Progress
+from exactmem.model.interval import evaluate_certified
+from exactmem.model.spec import NetworkSpec
+
+Submit = Callable[..., Any]
+"""``submit(function, *args)`` returning a future (a Dask client's ``submit`` works)."""
+
+
+def bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """The K slices ``[lo, hi)`` of ``range(count)``: disjoint, in order, covering it."""
+    return [(k * count // shards, (k + 1) * count // shards) for k in range(shards)]
+
+
+def _slice(ds: Dataset, lo: int, hi: int) -> Dataset:
+    return dataclasses.replace(ds, sequences=ds.sequences[lo:hi], labels=ds.labels[lo:hi])
+
+
+def _evaluate_slice(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | None,
+                    ) -> Evaluation:
+    return evaluate_certified(spec, ds, hints)
+
+
+def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
+    """One evaluation from ``(offset, evaluation of the slice at offset)`` in order."""
+    preds: list[Any] = []
+    fails: list[Failure] = []
+    for lo, ev in parts:
+        preds += ev.predictions
+        fails += [dataclasses.replace(f, sequence=f.sequence + lo) for f in ev.failures]
+    return Evaluation(tuple(preds), tuple(fails))
+
+
+def evaluate_sharded(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | None,
+                     shards: int, submit: Submit | None = None,
+                     progress: Progress | None = None) -> Evaluation:
+    """:func:`~exactmem.model.interval.evaluate_certified` in ``shards`` slices, run by
+    ``submit`` (default: a local process pool); ``progress("shards", done, K)``."""
+    if shards < 1:
+        raise ExactmemError(f"shards: expected a positive number, found {shards}")
+    parts = [(lo, hi) for lo, hi in bounds(ds.N, shards) if hi > lo]
+    report = progress or (lambda _s, _d, _t: None)
+    report("shards", 0, len(parts))
+    pool = None
+    if submit is None:
+        pool = ProcessPoolExecutor(max_workers=len(parts))
+        submit = pool.submit
+    try:
+        futures: list[Future[Evaluation]] = [
+            submit(_evaluate_slice, spec, _slice(ds, lo, hi), hints) for lo, hi in parts]
+        done = []
+        for k, ((lo, _), fut) in enumerate(zip(parts, futures, strict=True)):
+            done.append((lo, fut.result()))
+            report("shards", k + 1, len(parts))
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return join(done)
