@@ -12,8 +12,10 @@ construction first uses fewer nonzeros than lookup, and writes
     .venv/bin/python scripts/scaling.py                 # N up to 2^14 (a few minutes)
     .venv/bin/python scripts/scaling.py --max-exp 20    # up to 2^20 (long)
 
-Rows are appended to the CSV as they finish (``--append`` keeps the rows already there), so
-an interrupted run keeps what it measured.  Floats appear only here, in the report.
+A row too long for one sweep can be run as two ``--row`` runs whose JSON outputs
+``--add-row TASK N n OURS.json LOOKUP.json`` puts into the table.  Rows are appended to
+the CSV as they finish (``--append`` keeps the rows already there), so an interrupted run
+keeps what it measured.  Floats appear only here, in the report.
 ``cpu_s`` is the row process's CPU time (user + system, the whole process: generation
 included): on a shared machine it says more than the wall times.  Progress goes to stderr;
 ``--quiet`` turns it off.
@@ -66,8 +68,12 @@ def _in_process(args: list[str]) -> dict[str, object]:
 def measure(task: str, N: int, n: int, vocab: int, seed: int) -> dict[str, object]:  # noqa: N803
     name = "kajitsuka2025-next-token" if task == "next-token" else "kajitsuka2025-seq2seq"
     common = [task, str(N), str(n), str(vocab), str(seed)]
-    ours = _in_process([*common, name])
-    look = _in_process([*common, "lookup"])
+    return combine(task, N, n, _in_process([*common, name]), _in_process([*common, "lookup"]))
+
+
+def combine(task: str, N: int, n: int, ours: dict[str, object],  # noqa: N803
+            look: dict[str, object]) -> dict[str, object]:
+    """One table row from the JSON results of our row and the lookup row."""
     sz, t = ours["sizes"], ours["timings"]
     assert isinstance(sz, dict) and isinstance(t, dict)
     lsz = look["sizes"]
@@ -167,7 +173,26 @@ def main(argv: list[str]) -> int:
                     help="keep the rows already in the CSV files and add the new ones")
     ap.add_argument("--row", nargs=6, metavar=("TASK", "N", "n", "VOCAB", "SEED", "NAME"),
                     help=argparse.SUPPRESS)  # one certification, in this process (JSON out)
+    ap.add_argument("--add-row", nargs=5, metavar=("TASK", "N", "n", "OURS_JSON", "LOOKUP_JSON"),
+                    help="add (or replace) one table row from the JSON of two --row runs "
+                         "(rows too long for one sweep run separately)")
     args = ap.parse_args(argv)
+    if args.add_row:
+        task, N, n, ours_json, look_json = args.add_row  # noqa: N806
+        row = combine(task, int(N), int(n), json.loads(Path(ours_json).read_text()),
+                      json.loads(Path(look_json).read_text()))
+        path = Path(args.out) / f"scaling_{task}.csv"
+        with path.open() as fh:
+            rows = [r for r in csv.DictReader(fh) if int(r["points"]) != int(row["points"])]
+        rows.append(row)
+        rows.sort(key=lambda r: int(r["points"]))  # type: ignore[call-overload]
+        with path.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"{path}: row for {row['points']} points, verified {row['verified']}, "
+              f"lookup verified {row['lookup_verified']}")
+        return 0
     if args.row:
         task, N, n, vocab, seed, name = args.row  # noqa: N806
         progress.configure(quiet=True)

@@ -326,8 +326,6 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
         steps: list[tuple[int, int, int]] = []  # (proof line, clause, trail length or -1)
         lemmas = deletions = 0
         for k, line in enumerate(proof_text.splitlines(), 1):
-            if ck.conflict >= 0:
-                break
             s = line.strip()
             if not s or s[0] == "c":
                 continue
@@ -335,6 +333,8 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
             lits = _ints(s[1:] if delete else s, f"proof line {k}")
             if not lits or lits[-1] != 0 or 0 in lits[:-1]:
                 raise Unusable(f"proof line {k}: a step is literals ended by one 0")
+            if ck.conflict >= 0:
+                continue  # the refutation is complete; later lines are only read
             lits = lits[:-1]
             ck.grow(lits)
             if delete:
