@@ -227,11 +227,9 @@ def lp_readout(g: list[list[Fraction]], labels: list[int], w_u: list[list[Fracti
     return [[Fraction(round(v * scale), scale) for v in row] for row in x.tolist()], stats
 
 
-def lp_network(ds: Dataset, options: Mapping[str, Any],
-               ) -> tuple[NetworkSpec, IntervalOutcome, dict[str, Any]]:
-    """The network with the LP readout (:func:`lp_readout`) for *all* sequences of ``ds``
-    (``T`` may exceed ``H d_h + d``), evaluated with rigorous softmax bounds; the outcome
-    says which sequences are certified (a subset when not all)."""
+def _settings(ds: Dataset, options: Mapping[str, Any],
+              ) -> tuple[int, int, int, int, Fraction, int]:
+    """``(H, d_h, d, seed, scale, V)`` from the options, after the dataset's assumptions."""
     check_assumptions(ds)
     H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
     d = int(options.get("dim", 2))
@@ -241,7 +239,15 @@ def lp_network(ds: Dataset, options: Mapping[str, Any],
         raise ConstructionError(f"dana2024-aot needs d >= 2, H >= 1 and 1 <= d_h <= d; found "
                                 f"d = {d}, H = {H}, d_h = {dh}")
     assert ds.vocab_size is not None
-    V = ds.vocab_size
+    return H, dh, d, seed, scale, ds.vocab_size
+
+
+def lp_network(ds: Dataset, options: Mapping[str, Any],
+               ) -> tuple[NetworkSpec, IntervalOutcome, dict[str, Any]]:
+    """The network with the LP readout (:func:`lp_readout`) for *all* sequences of ``ds``
+    (``T`` may exceed ``H d_h + d``), evaluated with rigorous softmax bounds; the outcome
+    says which sequences are certified (a subset when not all)."""
+    H, dh, d, seed, scale, V = _settings(ds, options)
     rng = random.Random(seed * 1000)
     emb = [[Fraction(rng.randint(-DENOM, DENOM), DENOM) for _ in range(V)] for _ in range(d)]
     wq = [_rand(rng, dh, d, scale) for _ in range(H)]
@@ -287,16 +293,7 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
                            hints={"softmax": softmax_hint(outcome)})
     if options.get("readout", "solve") != "solve":
         raise ConstructionError(f"readout: 'solve' or 'lp', found {options.get('readout')!r}")
-    check_assumptions(ds)
-    H, dh = int(options.get("heads", 2)), int(options.get("head_dim", 2))
-    d = int(options.get("dim", 2))
-    seed = int(options.get("seed", 0))
-    scale = to_rational(options.get("scale", "1/2"), "scale")
-    if d < 2 or H < 1 or not 1 <= dh <= d:
-        raise ConstructionError(f"dana2024-aot needs d >= 2, H >= 1 and 1 <= d_h <= d; found "
-                                f"d = {d}, H = {H}, d_h = {dh}")
-    assert ds.vocab_size is not None
-    V = ds.vocab_size
+    H, dh, d, seed, scale, V = _settings(ds, options)
     C = max(V, ds.num_classes)
     seqs = list(dict.fromkeys(ds.sequences))
     label = {s: y for s, y in zip(ds.sequences, ds.labels, strict=True)}
