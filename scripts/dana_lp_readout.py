@@ -11,7 +11,8 @@ LP readout (:func:`exactmem.constructions.dana2024_aot.lp_network`) lets HiGHS c
 bigrams, those the least-squares readout already ranks best, against every other class);
 the network is then evaluated with rigorous softmax bounds, the certificate claims the
 certified bigrams (``claims.sequences``) and the checker re-verifies it.  Writes
-``dana_lp_readout.csv``; rows are appended as each H finishes.
+``dana_lp_readout.csv``; rows are written as each H finishes, and the rows of the
+(H, subset) pairs not run again are kept.
 """
 
 from __future__ import annotations
@@ -63,9 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     ds = experiment1()
     square = square_counts(args.out / "capacity_dana_exp1.csv")
-    with (args.out / "dana_lp_readout.csv").open("w", newline="") as fh:
+    path = args.out / "dana_lp_readout.csv"
+    runs = {(h, k) for h in args.heads for k in args.subsets}
+    kept = []  # rows of other (H, subset) pairs stay in the table
+    if path.exists():
+        with path.open() as fh:
+            kept = [r for r in csv.DictReader(fh) if (int(r["H"]), int(r["lp_subset"])) not in runs]
+    with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, FIELDS)
         writer.writeheader()
+        writer.writerows(kept)
         for heads, k in ((h, k) for h in args.heads for k in args.subsets):
             clock = time.perf_counter()
             spec, outcome, params = lp_network(ds, {"heads": heads, "head_dim": D, "dim": D,
