@@ -118,13 +118,7 @@ def _affine_rows(mat, bias, xs, den, fmt, where):
         for j, c in terms:
             val = _axpy(val, c, xs[j], nz[j])
         out.append(val)
-    g = out_den
-    for r in out:
-        for x in r:
-            g = gcd(g, x)
-            if g == 1:
-                return out, out_den
-    return [[x // g for x in r] for r in out], out_den // g
+    return normalize(out, out_den)
 
 
 def _affine(mat, bias, cols, den, fmt, where):
