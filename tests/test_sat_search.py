@@ -8,20 +8,22 @@ import random
 import subprocess
 import sys
 from fractions import Fraction
-from itertools import product
+from itertools import permutations, product
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactmem.arith import ScaledMatrix
-from exactmem.checker.drup import check_proof_files
+from exactmem.checker.lrat import check_lrat_files
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.search.bitblast import Circuit
 from exactmem.search.encoding import output_dim
 from exactmem.search.query import run_bits_query, run_query
+from exactmem.search.sat_backend import lrat_to_drup as to_drup
 from exactmem.search.sat_encoding import encode_bits
 from exactmem.search.shape import Shape, spec_of
 
@@ -79,7 +81,7 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     vocab, n = 3, 3
     seqs = sorted({tuple(rng.randrange(vocab) for _ in range(n)) for _ in range(5)})
     probe = Dataset("next-token", "token-ids", tuple(seqs), (0,) * len(seqs), vocab_size=vocab)
-    problem = encode_bits(probe, shape, bits)
+    problem = encode_bits(probe, shape, bits, symmetry=False)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     values = {name: [[rng.randint(lo, hi) for _ in row] for row in rows]
               for name, rows in problem.weights.items()}
@@ -95,7 +97,7 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     labels = tuple(p for _, p in keep)
     ds = Dataset("next-token", "token-ids", tuple(s for s, _ in keep), labels,
                  vocab_size=vocab)
-    problem = encode_bits(ds, shape, bits)
+    problem = encode_bits(ds, shape, bits, symmetry=False)
     fix = [b if (values[name][i][j] >> k) & 1 else -b
            for name, rows in problem.weights.items() for i, row in enumerate(rows)
            for j, w in enumerate(row) for k, b in enumerate(w.bits)]
@@ -103,8 +105,47 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     wrong = list(labels)
     wrong[0] = (1 - wrong[0]) if shape.readout == "argmax" else wrong[0] + 1
     bad = Dataset("next-token", "token-ids", ds.sequences, tuple(wrong), vocab_size=vocab)
-    problem = encode_bits(bad, shape, bits)
+    problem = encode_bits(bad, shape, bits, symmetry=False)
     assert _solve(problem.clauses, fix) is None
+    # symmetry breaking keeps a permuted copy of the network: some reordering of units,
+    # head dimensions and heads satisfies the CNF with the lex-leader clauses
+    sym = encode_bits(ds, shape, bits)
+    assert any(_solve(sym.clauses, _fix(sym, p)) is not None for p in _permuted(values, shape))
+
+
+def _fix(problem: Any, values: dict[str, list[list[int]]]) -> list[int]:
+    return [b if (values[name][i][j] >> k) & 1 else -b
+            for name, rows in problem.weights.items() for i, row in enumerate(rows)
+            for j, w in enumerate(row) for k, b in enumerate(w.bits)]
+
+
+def _permuted(values: dict[str, list[list[int]]], shape: Shape
+              ) -> list[dict[str, list[list[int]]]]:
+    """Every copy of the weights with the units of each feed-forward layer, the dimensions
+    of each head and the heads of each layer permuted (the function is unchanged)."""
+    out = [values]
+    for layer in range(shape.layers):
+        nxt = []
+        for v in out:
+            for units in permutations(range(shape.ff_width)):
+                for dims in product(*(list(permutations(range(shape.head_dim)))
+                                      for _ in range(shape.heads))):
+                    for heads in permutations(range(shape.heads)):
+                        w = {k: [row[:] for row in rows] for k, rows in v.items()}
+                        if shape.ff_width:
+                            p = f"ff{layer}."
+                            w[p + "W1"] = [v[p + "W1"][j] for j in units]
+                            w[p + "b1"] = [v[p + "b1"][j] for j in units]
+                            w[p + "W2"] = [[row[j] for j in units] for row in v[p + "W2"]]
+                        for h, src in enumerate(heads):
+                            a, b = f"att{layer}.{h}.", f"att{layer}.{src}."
+                            perm = dims[src]
+                            for x in "QKV":
+                                w[a + x] = [v[b + x][r] for r in perm]
+                            w[a + "O"] = [[row[r] for r in perm] for row in v[b + "O"]]
+                        nxt.append(w)
+        out = nxt
+    return out
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -125,14 +166,17 @@ def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
     assert rep["minimal"]["ff_width"] == 2 and rep["bits"] == 2
     one = rep["sizes"][1]
     assert one["shape"]["ff_width"] == 1 and one["status"] == "infeasible"
-    assert one["proof_kind"] == "drup"
+    assert one["proof_kind"] == "lrat"
     cnf, proof = one["cnf"], one["proof"]
-    assert check_proof_files(cnf, proof).verdict == "s VERIFIED"
+    assert proof.endswith(".lrat")
+    assert check_lrat_files(cnf, proof).verdict == "s VERIFIED"
     verb = _cli("check-proof", cnf, proof)
     assert verb.returncode == 0 and verb.stdout.strip() == "s VERIFIED"
     dratify = pytest.importorskip("dratify")
-    assert dratify.check_proof(dratify.parse_dimacs(Path(cnf).read_text()),
-                               Path(proof).read_text()).ok
+    cnf_text = Path(cnf).read_text()
+    clauses = [[int(x) for x in line.split()[:-1]] for line in cnf_text.splitlines()[1:]]
+    drup = to_drup(clauses, Path(proof).read_text())
+    assert dratify.check_proof(dratify.parse_dimacs(cnf_text), drup).ok
     found = rep["sizes"][2]
     assert found["status"] == "found"
     check = _cli("check", found["certificate"])
@@ -169,7 +213,7 @@ def test_all_labelings_with_bits_stores_checkable_proofs(tmp_path: Path) -> None
     assert rep["bits"] == 1 and rep["status"] in ("found", "infeasible")
     recs = [json.loads(x) for x in results.read_text().splitlines()[1:]]
     refuted = [r for r in recs if r["status"] == "infeasible"]
-    assert refuted and all(r["proof_kind"] == "drup" for r in refuted)
+    assert refuted and all(r["proof_kind"] == "lrat" for r in refuted)
     for r in refuted:
-        assert check_proof_files(r["cnf"], r["proof"]).verdict == "s VERIFIED"
+        assert check_lrat_files(r["cnf"], r["proof"]).verdict == "s VERIFIED"
     assert not [r for r in recs if r["status"] == "unknown"]

@@ -1,4 +1,5 @@
-"""``exactmem check-proof CNF PROOF``: check a DRUP/DRAT refutation with the trusted checker."""
+"""``exactmem check-proof CNF PROOF``: check a refutation (LRAT, or DRUP/DRAT) with the
+trusted checker."""
 
 from __future__ import annotations
 
@@ -8,25 +9,37 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "check-proof", help="verify that a DRUP/DRAT proof refutes a DIMACS CNF",
-        description="Forward-checks every lemma of a textual DRUP/DRAT proof (RUP, else RAT) "
-                    "against a strict DIMACS CNF with the standard-library checker "
-                    "exactmem.checker.drup. Prints one line: 's VERIFIED' (exit 0: the CNF is "
-                    "unsatisfiable), 's REJECTED' (exit 1: a lemma fails or no empty clause "
-                    "is derived) or 's UNUSABLE' (exit 2: malformed input or a resource "
-                    "limit); reasons go to stderr.",
-        epilog="example: exactmem check-proof proofs/q1.cnf proofs/q1.drup")
+        "check-proof", help="verify that an LRAT or DRUP/DRAT proof refutes a DIMACS CNF",
+        description="Checks a textual refutation of a strict DIMACS CNF with the "
+                    "standard-library checkers: LRAT (exactmem.checker.lrat: every lemma by "
+                    "unit propagation along its hints) or DRUP/DRAT (exactmem.checker.drup: "
+                    "backward RUP, else RAT). Prints one line: 's VERIFIED' (exit 0: the CNF "
+                    "is unsatisfiable), 's REJECTED' (exit 1: a lemma fails or no empty "
+                    "clause is derived) or 's UNUSABLE' (exit 2: malformed input or a "
+                    "resource limit); reasons go to stderr.",
+        epilog="example: exactmem check-proof proofs/q1.cnf proofs/q1.lrat")
     p.add_argument("cnf", help="DIMACS CNF file")
-    p.add_argument("proof", help="textual DRUP/DRAT proof file")
+    p.add_argument("proof", help="textual LRAT or DRUP/DRAT proof file")
+    p.add_argument("--format", choices=("auto", "lrat", "drup"), default="auto",
+                   help="proof format (auto: lrat for a .lrat file, drup otherwise)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="limit on propagation steps (default: the checker's limit)")
     p.set_defaults(func=run)
 
 
+def proof_format(path: str, fmt: str = "auto") -> str:
+    if fmt != "auto":
+        return fmt
+    return "lrat" if path.endswith(".lrat") else "drup"
+
+
 def run(args: argparse.Namespace) -> int:
     from exactmem.checker.drup import MAX_STEPS, check_proof_files
+    from exactmem.checker.lrat import check_lrat_files
 
-    report = check_proof_files(args.cnf, args.proof, args.max_steps or MAX_STEPS)
+    check = check_lrat_files if proof_format(args.proof, args.format) == "lrat" \
+        else check_proof_files
+    report = check(args.cnf, args.proof, args.max_steps or MAX_STEPS)
     for line in report.reasons:
         print(f"c {line}", file=sys.stderr)
     if report.verdict == "s VERIFIED":

@@ -41,6 +41,7 @@ class Circuit:
         self.nvars = 1
         self.true = 1
         self.clauses: list[list[int]] = [[1]]
+        self._gates: dict[tuple[int, ...], int] = {}  # structural hashing
 
     def var(self) -> int:
         self.nvars += 1
@@ -61,7 +62,11 @@ class Circuit:
             return xs[0]
         if any(-x in xs for x in xs):
             return -t
-        g = self.var()
+        key = (0, *sorted(xs))
+        g = self._gates.get(key, 0)
+        if g:
+            return g
+        g = self._gates[key] = self.var()
         self.clauses.extend([-g, x] for x in xs)
         self.clauses.append([g] + [-x for x in xs])
         return g
@@ -79,9 +84,14 @@ class Circuit:
             return -t
         if a == -b:
             return t
-        g = self.var()
-        self.clauses += [[-g, a, b], [-g, -a, -b], [g, -a, b], [g, a, -b]]
-        return g
+        sign = 1 if (a > 0) == (b > 0) else -1  # xor(-a, b) = -xor(a, b)
+        key = (1, *sorted((abs(a), abs(b))))
+        g = self._gates.get(key, 0)
+        if not g:
+            g = self._gates[key] = self.var()
+            a, b = key[1], key[2]
+            self.clauses += [[-g, a, b], [-g, -a, -b], [g, -a, b], [g, a, -b]]
+        return sign * g
 
     def maj(self, a: int, b: int, c: int) -> int:
         t = self.true
@@ -90,7 +100,21 @@ class Circuit:
                 return self.or_([y, z])
             if x == -t:
                 return self.and_([y, z])
-        g = self.var()
+        if a == b or a == c:
+            return a
+        if b == c:
+            return b
+        if a == -b:
+            return c
+        if a == -c:
+            return b
+        if b == -c:
+            return a
+        key = (2, *sorted((a, b, c)))
+        g = self._gates.get(key, 0)
+        if g:
+            return g
+        g = self._gates[key] = self.var()
         self.clauses += [[-g, a, b], [-g, a, c], [-g, b, c], [g, -a, -b], [g, -a, -c],
                          [g, -b, -c]]
         return g
@@ -191,6 +215,14 @@ class Circuit:
     def less(self, x: Int, y: Int) -> int:
         """Literal: ``x < y``."""
         return self.negative(self.add(x, y, negate_y=True))
+
+    def lex_leq(self, a: Sequence[int], b: Sequence[int]) -> None:
+        """Clauses forcing the bit string ``a`` <= ``b`` (unsigned, first bit most
+        significant): while the strings agree, ``a_i`` true forces ``b_i`` true."""
+        same = self.true
+        for x, y in zip(a, b, strict=True):
+            self.clauses.append([-same, -x, y])
+            same = self.and_([same, -self.xor(x, y)])
 
     def relu(self, x: Int) -> Int:
         neg = self.negative(x)

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from exactmem.model.spec import NetworkSpec
 
-PROOF_KINDS = ("solver-only", "label-consistency", "drup")
+PROOF_KINDS = ("solver-only", "label-consistency", "drup", "lrat")
 
 
 @dataclass(frozen=True, slots=True)

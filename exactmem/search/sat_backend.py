@@ -1,13 +1,15 @@
 """The SAT backend (python-sat, imported lazily): the only module that runs a SAT solver.
 
-:func:`solve` runs CaDiCaL 1.5.3 (``Cadical153``) with DRUP proof logging under a
+:func:`solve` runs CaDiCaL 1.9.5 (``Cadical195``) with LRAT proof logging (the solver's own
+``lrat`` option: every lemma with the ids of the clauses that imply it) under a
 deterministic **conflict budget** (a rerun gets the same answer on any machine load).  An
-UNSAT answer is written as a DIMACS CNF and a textual DRUP proof, and is reported only
-after the standard-library checker :mod:`exactmem.checker.drup` verified the pair.
+UNSAT answer is written as a DIMACS CNF and a textual LRAT proof, and is reported only
+after the standard-library checker :mod:`exactmem.checker.lrat` verified the pair.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 from exactmem.errors import MissingDependencyError
 from exactmem.search.outcome import Infeasible, Unknown
 
-SOLVER = "cadical153"
+SOLVER = "cadical195"
 DEFAULT_CONFLICTS = 200_000
 
 
@@ -56,37 +58,81 @@ def dimacs(nvars: int, clauses: list[list[int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLICTS,
-          proof_stem: Path | None = None) -> SatAnswer:
-    """Solve; on UNSAT write ``<stem>.cnf`` / ``<stem>.drup`` (when given) and check them."""
-    from exactmem.checker.drup import check_proof
+def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
+    """The lemmas and deletions of an LRAT proof of ``clauses`` as a DRUP proof (ids and
+    hints dropped), for DRAT checkers such as drat-trim or dratify.  The clauses are named
+    as :mod:`exactmem.checker.lrat` names them: the ids no lemma uses, in order."""
+    used = {int(s.split()[0]) for s in lrat.splitlines() if s.split()[1:2] not in (["d"], [])}
+    free = (i for i in range(1, len(clauses) + len(used) + 1) if i not in used)
+    by_id = dict(zip(free, clauses, strict=False))
+    out = []
+    for line in lrat.splitlines():
+        s = line.split()
+        if not s or s[0] == "c":
+            continue
+        if s[1] == "d":
+            out.extend("d " + " ".join(map(str, by_id.pop(int(i)))) + " 0"
+                       for i in s[2:-1] if int(i) in by_id)
+            continue
+        nums = list(map(int, s))
+        lemma = nums[1:nums.index(0)]
+        by_id[nums[0]] = lemma
+        out.append(" ".join(map(str, [*lemma, 0])))
+    return "\n".join(out) + "\n"
+
+
+def _run(clauses: list[list[int]], conflicts: int) -> tuple[bool | None, int, frozenset[int],
+                                                             str]:
+    """``(answer, conflicts used, model, LRAT text)``: CaDiCaL with its ``lrat`` option set
+    before any clause is added (original clause ``i`` gets id ``i``)."""
+    import pysolvers
 
     solvers = _pysat()
-    with solvers.Solver(name=SOLVER, bootstrap_with=clauses, with_proof=True) as s:
+    s = solvers.Cadical195()
+    try:
+        s.configure({"lrat": 1, "binary": 0})
+        s.prfile = tempfile.TemporaryFile()
+        s.prfp = pysolvers.cadical195_tracepr(s.cadical, s.prfile)
+        for c in clauses:
+            s.add_clause(c)
         s.conf_budget(conflicts)
         res = s.solve_limited()
         used = int(s.accum_stats().get("conflicts", 0))
-        if res is None:
-            return SatAnswer(Unknown(f"conflict budget {conflicts} exhausted ({version()})"),
-                             used)
-        if res:
-            return SatAnswer(SatModel(frozenset(s.get_model()), used), used)
-        proof_lines = s.get_proof()
+        model = frozenset(s.get_model() or ()) if res else frozenset()
+        proof = ""
+        if res is False:
+            pysolvers.flushpr(s.prfp)
+            s.prfile.seek(0)
+            proof = s.prfile.read().decode("ascii")
+        return res, used, model, proof
+    finally:
+        s.delete()
+
+
+def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLICTS,
+          proof_stem: Path | None = None) -> SatAnswer:
+    """Solve; on UNSAT write ``<stem>.cnf`` / ``<stem>.lrat`` (when given) and check them."""
+    from exactmem.checker.lrat import check_lrat
+
+    res, used, model, proof_text = _run(clauses, conflicts)
+    if res is None:
+        return SatAnswer(Unknown(f"conflict budget {conflicts} exhausted ({version()})"), used)
+    if res:
+        return SatAnswer(SatModel(model, used), used)
     cnf_text = dimacs(nvars, clauses)
-    proof_text = "\n".join(proof_lines) + "\n"
     cnf_path = proof_path = None
     if proof_stem is not None:
         proof_stem.parent.mkdir(parents=True, exist_ok=True)
-        cnf_path, proof_path = str(proof_stem) + ".cnf", str(proof_stem) + ".drup"
+        cnf_path, proof_path = str(proof_stem) + ".cnf", str(proof_stem) + ".lrat"
         Path(cnf_path).write_text(cnf_text)
         Path(proof_path).write_text(proof_text)
     start = time.monotonic()
-    report = check_proof(cnf_text, proof_text)
+    report = check_lrat(cnf_text, proof_text)
     secs = time.monotonic() - start
     if report.verdict != "s VERIFIED":
         return SatAnswer(Unknown(f"{version()} said UNSAT but the proof checker answered "
                                  f"{report.verdict}: {'; '.join(report.reasons)}"),
                          used, cnf_path, proof_path, secs)
-    detail = (f"{version()}: UNSAT after {used} conflicts; DRUP proof of {report.lemmas} "
-              f"lemmas verified by exactmem.checker.drup")
-    return SatAnswer(Infeasible("drup", detail), used, cnf_path, proof_path, secs)
+    detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of {report.lemmas} "
+              f"lemmas verified by exactmem.checker.lrat")
+    return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs)

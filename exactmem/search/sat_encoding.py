@@ -44,6 +44,16 @@ from exactmem.search.shape import Shape, spec_of
 
 
 @dataclass(slots=True)
+class Mix:
+    """A stream vector at one query: ``base`` (the residual and feed-forward part) plus, per
+    head, the output of the selected tie set: options ``(selector, [(k, v)])`` meaning
+    ``sum k * v`` over the set's value vectors ``v``; exactly one selector holds."""
+
+    base: list[Int]
+    heads: list[list[tuple[int, list[tuple[int, list[Int]]]]]]
+
+
+@dataclass(slots=True)
 class BitProblem:
     circuit: Circuit
     bits: int
@@ -62,12 +72,13 @@ def _input_scale(ds: Dataset) -> int:
 
 class _BitEncoder:
     def __init__(self, ds: Dataset, shape: Shape, bits: int,
-                 fixed_embed: list[list[int]] | None = None) -> None:
+                 fixed_embed: list[list[int]] | None = None, symmetry: bool = True) -> None:
         if bits < 1:
             raise SpecError(f"--bits must be >= 1, found {bits}")
         self.ds, self.shape, self.c = ds, shape, Circuit()
         self.p = BitProblem(self.c, bits)
         self.fixed_embed = fixed_embed
+        self.symmetry = symmetry
         self.reads = reads_of(ds)
 
     def mat(self, name: str, rows: int, cols: int) -> list[list[Int]]:
@@ -98,65 +109,104 @@ class _BitEncoder:
         return out
 
     def tie_scale(self) -> int:
+        """lcm of the sizes of the tie sets with two or more key tokens: a set ``T`` weighs
+        key token ``g`` by ``c_g M / |T|``, an integer when ``|T|`` divides ``M``, and a
+        single winner by ``M``."""
         sizes = [sum(ms[g][1] for g in tset) for ms in self.reads.multisets
-                 for tset in _subsets(len(ms), "split")]
+                 for tset in _subsets(len(ms), "split") if len(tset) > 1]
         return lcm(*sizes) if sizes else 1
 
     def attention(self, layer: int, reps: dict[tuple[int, Token], list[Int]],
-                  queries: list[tuple[int, Token]], big_m: int) -> dict[tuple[int, Token],
-                                                                        list[Int]]:
+                  queries: list[tuple[int, Token]], big_m: int) -> dict[tuple[int, Token], Mix]:
+        """Each query's attention output (plus the residual) as a :class:`Mix`."""
         sh, c, m, s = self.shape, self.c, self.shape.d_model, self.shape.head_dim
-        total: dict[tuple[int, Token], list[list[Int]]] = {q: [] for q in queries}
+        out: dict[tuple[int, Token], Mix] = {
+            q: Mix([c.mul_const(x, big_m) for x in reps[q]] if sh.residual else
+                   [c.const(0)] * m, []) for q in queries}
         for h in range(sh.heads):
             p = f"att{layer}.{h}."
             wq, wk = self.mat(p + "Q", s, m), self.mat(p + "K", s, m)
             wv, wo = self.mat(p + "V", s, m), self.mat(p + "O", m, s)
             keys = {k: self.matvec(wk, x) for k, x in reps.items()}
-            outs = {k: self.matvec(wo, self.matvec(wv, x)) for k, x in reps.items()}
+            vals = {k: self.matvec(wo, self.matvec(wv, x)) for k, x in reps.items()}
             for key in queries:
                 i = key[0]
                 groups = self.reads.multisets[i]
                 ks = [(i, t) for t, _ in groups]
                 qv = self.matvec(wq, reps[key])
                 scores = [c.dot(keys[k], qv) for k in ks]
-                options = []
                 is_max = [c.and_([-c.less(scores[g], scores[o]) for o in range(len(ks))
                                   if o != g]) for g in range(len(ks))]
+                options = []
                 for tset in _subsets(len(ks), "split"):
                     sel = c.and_([is_max[g] if g in tset else -is_max[g]
                                   for g in range(len(ks))])
                     tot = sum(groups[g][1] for g in tset)
-                    mix = [c.sum([c.mul_const(outs[ks[g]][r], groups[g][1] * big_m // tot)
-                                  for g in tset]) for r in range(m)]
-                    options.append((sel, mix))
-                if len(options) == 1:
-                    head = options[0][1]
-                else:
-                    head = [c.select([(sel, mix[r]) for sel, mix in options])
-                            for r in range(m)]
-                total[key].append(head)
-        out = {}
-        for key in queries:
-            vec = [c.sum([hd[r] for hd in total[key]]) for r in range(m)]
-            if sh.residual:
-                vec = [c.add(v, c.mul_const(x, big_m)) for v, x in zip(vec, reps[key],
-                                                                      strict=True)]
-            out[key] = vec
+                    options.append((sel, [(groups[g][1] * big_m // tot, vals[ks[g]])
+                                          for g in tset]))
+                out[key].heads.append(options)
         return out
 
-    def feedforward(self, layer: int, reps: dict[tuple[int, Token], list[Int]],
-                    scale: int) -> dict[tuple[int, Token], list[Int]]:
+    def row_dot(self, row: list[Int], x: Mix) -> Int:
+        """``row . x`` with the row pushed through the attention mixtures: ``row . v`` is
+        formed once per value vector ``v`` (shared by every query), each query then only
+        adds constant multiples of it (exact: the map is linear)."""
+        c = self.c
+        parts = [c.dot(row, x.base)]
+        for options in x.heads:
+            sums = [(sel, c.sum([c.mul_const(c.dot(row, v), k) for k, v in terms]))
+                    for sel, terms in options]
+            parts.append(sums[0][1] if len(sums) == 1 else c.select(sums))
+        return c.sum(parts)
+
+    def materialize(self, x: Mix) -> list[Int]:
+        c, m = self.c, len(x.base)
+        unit = [[c.const(int(i == j)) for j in range(m)] for i in range(m)]
+        return [self.row_dot(unit[i], x) for i in range(m)]
+
+    def feedforward(self, layer: int, reps: dict[tuple[int, Token], Mix],
+                    scale: int) -> dict[tuple[int, Token], Mix]:
         sh, c, m, q = self.shape, self.c, self.shape.d_model, self.shape.ff_width
         p = f"ff{layer}."
         w1, b1 = self.mat(p + "W1", q, m), self.mat(p + "b1", q, 1)
         w2, b2 = self.mat(p + "W2", m, q), self.mat(p + "b2", m, 1)
         out = {}
         for key, x in reps.items():
-            act = [c.relu(c.add(c.dot(w1[j], x), c.mul_const(b1[j][0], scale)))
+            act = [c.relu(c.add(self.row_dot(w1[j], x), c.mul_const(b1[j][0], scale)))
                    for j in range(q)]
             y = [c.add(c.dot(w2[i], act), c.mul_const(b2[i][0], scale)) for i in range(m)]
-            out[key] = [c.add(a, b) for a, b in zip(y, x, strict=True)] if sh.residual else y
+            out[key] = Mix([c.add(a, b) for a, b in zip(y, x.base, strict=True)], x.heads) \
+                if sh.residual else Mix(y, [])
         return out
+
+    def break_symmetries(self) -> None:
+        """Lex-leader constraints for permutations that leave the network's function and
+        the grid unchanged, so a sorted copy of every network satisfies them: the hidden
+        units of a feed-forward layer (row ``j`` of ``W1``, ``b1_j``, column ``j`` of
+        ``W2``), the dimensions inside a head (row ``r`` of ``W_Q``, ``W_K``, ``W_V``,
+        column ``r`` of ``W_O``: scores and outputs are sums over ``r``), and the heads of a
+        layer (all their weights, after their dimensions are sorted)."""
+        w, sh, c = self.p.weights, self.shape, self.c
+
+        def bits(ints: list[Int]) -> list[int]:
+            return [b for x in ints for b in reversed(x.bits)]
+
+        def chain(keys: list[list[int]]) -> None:
+            for a, b in zip(keys, keys[1:], strict=False):
+                c.lex_leq(a, b)
+
+        for layer in range(sh.layers):
+            heads = []
+            for h in range(sh.heads):
+                q, k, v, o = (w[f"att{layer}.{h}.{x}"] for x in "QKVO")
+                chain([bits(q[r] + k[r] + v[r] + [row[r] for row in o])
+                       for r in range(sh.head_dim)])
+                heads.append(bits([x for m in (q, k, v, o) for row in m for x in row]))
+            chain(heads)
+            if sh.ff_width:
+                w1, b1, w2 = (w[f"ff{layer}.{x}"] for x in ("W1", "b1", "W2"))
+                chain([bits(w1[j] + b1[j] + [row[j] for row in w2])
+                       for j in range(sh.ff_width)])
 
     def encode(self) -> BitProblem:
         sh, c = self.shape, self.c
@@ -165,17 +215,21 @@ class _BitEncoder:
         reps = {(i, t): emb[t] for i, ms in enumerate(self.reads.multisets) for t, _ in ms}
         read_keys = list(dict.fromkeys((i, t) for i, t, _ in self.reads.targets))
         big_m = self.tie_scale()
+        mixes: dict[tuple[int, Token], Mix] = {}
         for layer in range(sh.layers):
+            if layer:
+                reps = {key: self.materialize(x) for key, x in mixes.items()}
             queries = read_keys if layer == sh.layers - 1 else list(reps)
-            reps = self.attention(layer, reps, queries, big_m)
+            mixes = self.attention(layer, reps, queries, big_m)
             scale *= big_m
             if sh.ff_width:
-                reps = self.feedforward(layer, reps, scale)
+                mixes = self.feedforward(layer, mixes, scale)
         k = output_dim(self.ds, sh)
         w, b = self.mat("out.W", k, sh.d_model), self.mat("out.b", k, 1)
         for i, t, y in self.reads.targets:
-            x = reps[(i, t)]
-            scores = [c.add(c.dot(w[r], x), c.mul_const(b[r][0], scale)) for r in range(k)]
+            x = mixes[(i, t)]
+            scores = [c.add(self.row_dot(w[r], x), c.mul_const(b[r][0], scale))
+                      for r in range(k)]
             if sh.readout == "scalar":
                 target = Fraction(y) * scale
                 if target.denominator != 1:
@@ -187,15 +241,21 @@ class _BitEncoder:
                 for r in range(k):
                     if r != y:
                         c.clauses.append([c.less(scores[r], scores[y])])
+        if self.symmetry:
+            self.break_symmetries()
         return self.p
 
 
 def encode_bits(ds: Dataset, shape: Shape, bits: int,
-                fixed_embed: list[list[int]] | None = None) -> BitProblem:
-    """The CNF whose models are exactly the b-bit integer networks of ``shape`` that
-    memorize ``ds`` (weights read off the weight literals).  ``fixed_embed``: for vector
-    inputs, a fixed integer ``d_model x dim`` input map (not searched, not counted)."""
-    return _BitEncoder(ds, shape, bits, fixed_embed).encode()
+                fixed_embed: list[list[int]] | None = None, symmetry: bool = True
+                ) -> BitProblem:
+    """The CNF whose models are the b-bit integer networks of ``shape`` that memorize
+    ``ds`` (weights read off the weight literals) -- all of them with ``symmetry=False``;
+    with it, those whose units, head dimensions and heads are in lexicographic order (every
+    network has such a permuted copy computing the same function, so satisfiability is
+    unchanged).  ``fixed_embed``: for vector inputs, a fixed integer ``d_model x dim``
+    input map (not searched, not counted)."""
+    return _BitEncoder(ds, shape, bits, fixed_embed, symmetry).encode()
 
 
 def witness_from_model(ds: Dataset, shape: Shape, problem: BitProblem,

@@ -1,0 +1,130 @@
+"""A small LRAT proof checker (standard library only): "this CNF is unsatisfiable".
+
+Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.drup.parse_cnf`) and a
+textual LRAT proof, one step per line:
+
+* ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` (lemma ids strictly increase) with the
+  hints ``h1 ... hm``: ids of live clauses;
+* ``id d c1 ... cm 0`` deletes the clauses ``c1 ... cm`` (the leading id is not used);
+* ``c ...`` is a comment.
+
+Clause ``k`` of the CNF file has the ``k``-th smallest positive id that no lemma uses
+(CaDiCaL numbers the clauses it derives while reading the CNF in between the original
+ones).  The naming cannot make a wrong proof pass: a hint naming the wrong clause fails.
+
+A lemma is checked by reverse unit propagation **along its hints only**: its literals are
+made false; each hint, in order, must then have every literal false but one, which is made
+true (a unit), or every literal false (a conflict: the lemma is implied by the hinted
+clauses).  A hint that is satisfied, has two open literals, or is not a live clause, and
+hints that end without a conflict, reject the proof.  Negative hints (RAT steps) are not
+accepted.  The check of a lemma costs the total length of its hints, so a proof is checked
+in time linear in its size; nothing is searched.  The proof is accepted when the empty
+lemma is checked; the lines after it must still be well formed.
+
+Verdicts as in :mod:`exactmem.checker.drup`: ``s VERIFIED`` (exit 0), ``s REJECTED``
+(exit 1), ``s UNUSABLE`` (exit 2: malformed input or a resource limit).
+"""
+
+from __future__ import annotations
+
+from exactmem.checker.drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, parse_cnf
+
+
+class _Rejected(Exception):
+    pass
+
+
+def _check_lemma(k: int, lemma: list[int], hints: list[int],
+                 clauses: dict[int, tuple[int, ...]]) -> int:
+    """Literal visits spent; raises :class:`_Rejected` when the hints do not refute the
+    lemma's negation."""
+    true = {-x for x in lemma}
+    if any(-x in true for x in true):
+        return 0  # a tautology: always implied
+    visits = 0
+    for h in hints:
+        c = clauses.get(h)
+        if c is None:
+            raise _Rejected(f"proof line {k}: hint {h} is not a live clause")
+        visits += len(c)
+        unit = 0
+        for x in c:
+            if x in true:
+                raise _Rejected(f"proof line {k}: hint {h} is satisfied")
+            if -x not in true:
+                if unit:
+                    raise _Rejected(f"proof line {k}: hint {h} has two open literals")
+                unit = x
+        if not unit:
+            return visits  # every literal of the hint is false: a conflict
+        true.add(unit)
+    raise _Rejected(f"proof line {k}: the hints of lemma {' '.join(map(str, lemma[:12]))} 0 "
+                    "end without a conflict")
+
+
+def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
+    """Check that the LRAT ``proof_text`` refutes ``cnf_text``; never raises on bad input."""
+    try:
+        nvars, cnf = parse_cnf(cnf_text)
+        used = set()
+        for line in proof_text.splitlines():
+            s = line.split(maxsplit=2)
+            if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
+                used.add(int(s[0]))
+        free = (i for i in range(1, len(cnf) + len(used) + 1) if i not in used)
+        clauses = {i: tuple(c) for i, c in zip(free, cnf, strict=False)}
+        last = 0
+        lemmas = deletions = steps = 0
+        refuted = False
+        for k, line in enumerate(proof_text.splitlines(), 1):
+            s = line.split()
+            if not s or s[0] == "c":
+                continue
+            if len(s) > 1 and s[1] == "d":
+                ids = _ints(" ".join(s[2:]), f"proof line {k}")
+                if not ids or ids[-1] != 0 or 0 in ids[:-1] or min(ids) < 0:
+                    raise Unusable(f"proof line {k}: a deletion is 'ID d IDS 0'")
+                if not refuted:
+                    for i in ids[:-1]:
+                        deletions += clauses.pop(i, None) is not None
+                continue
+            nums = _ints(line, f"proof line {k}")
+            if nums.count(0) != 2 or nums[-1] != 0 or len(nums) < 3:
+                raise Unusable(f"proof line {k}: a lemma is 'ID LITERALS 0 HINTS 0'")
+            cut = nums.index(0)
+            ident, lemma, hints = nums[0], nums[1:cut], nums[cut + 1:-1]
+            if any(abs(x) > nvars for x in lemma):
+                raise Unusable(f"proof line {k}: a literal beyond {nvars} variables")
+            if ident <= last:
+                raise Unusable(f"proof line {k}: lemma id {ident} does not exceed {last}")
+            if ident in clauses:
+                raise Unusable(f"proof line {k}: lemma id {ident} names a live clause")
+            if any(h < 0 for h in hints):
+                raise Unusable(f"proof line {k}: RAT hints (negative ids) are not supported")
+            last = ident
+            if refuted:
+                continue
+            lemmas += 1
+            steps += _check_lemma(k, lemma, hints, clauses)
+            if steps > max_steps:
+                raise Unusable(f"resource limit: more than {max_steps} literal visits")
+            clauses[ident] = tuple(lemma)
+            refuted = not lemma
+        if not refuted:
+            raise _Rejected("the proof does not derive the empty clause")
+        return ProofReport("s VERIFIED", (), lemmas, deletions, lemmas)
+    except _Rejected as exc:
+        return ProofReport("s REJECTED", (str(exc),))
+    except Unusable as exc:
+        return ProofReport("s UNUSABLE", (str(exc),))
+    except (MemoryError, RecursionError) as exc:
+        return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
+
+
+def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
+                     ) -> ProofReport:
+    try:
+        cnf, proof = _read(cnf_path), _read(proof_path)
+    except (OSError, Unusable) as exc:
+        return ProofReport("s UNUSABLE", (str(exc),))
+    return check_lrat(cnf, proof, max_steps)
