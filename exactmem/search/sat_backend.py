@@ -65,7 +65,7 @@ def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
     used = {int(s.split()[0]) for s in lrat.splitlines() if s.split()[1:2] not in (["d"], [])}
     free = (i for i in range(1, len(clauses) + len(used) + 1) if i not in used)
     by_id = dict(zip(free, clauses, strict=False))
-    out = []
+    out: list[str] = []
     for line in lrat.splitlines():
         s = line.split()
         if not s or s[0] == "c":
