@@ -8,9 +8,10 @@ each bit budget b the script sweeps shapes (1 block, residual, argmax readout, h
 1..--max-heads, head_dim 1..--max-head-dim, ff_width 0..--max-ff-width) by parameter
 count and records, per labeling, the smallest shape with a b-bit integer network that
 memorizes it.  Every ``found`` is a certificate
-the checker verified; every smaller shape is ``infeasible`` with a DRUP proof checked by
-exactmem.checker.drup (re-checked at the end with ``exactmem check-proof``'s code), or
-``unknown`` (conflict budget) -- then the row says "at most".
+the checker verified; every smaller shape is ``infeasible`` with an LRAT proof checked by
+exactmem.checker.lrat (re-checked at the end with ``exactmem check-proof``'s code),
+``implied`` (nested in a refuted shape), or ``unknown`` (conflict budget) -- then the row
+says "at most".
 
     python scripts/lower_bound_probe.py --minutes 12 --out docs/results/lower_bound
 """
@@ -66,15 +67,25 @@ def dataset(N: int, seed: int) -> Dataset:  # noqa: N803
 def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa: N803
           cert_dir: str, caps: tuple[int, int, int] = (1, 2, 8),
           rlimits: tuple[int, int] = (Z3_RLIMIT, CVC5_RLIMIT),
-          known: dict[str, Any] | None = None) -> dict[str, Any]:
+          known: dict[str, Any] | None = None, find_conflicts: int = 20_000
+          ) -> dict[str, Any]:
     """One point: the smallest shape memorizing labeling ``seed`` of N sequences with
-    ``bits``-bit integer weights (SAT, DRUP proofs) or, ``bits == 0``, real weights (Z3
+    ``bits``-bit integer weights (SAT, LRAT proofs) or, ``bits == 0``, real weights (Z3
     under a resource limit; every refutation re-asked to cvc5).
+
+    Shapes nest (zero weights pad a smaller shape into a larger one, on every grid), so a
+    refutation of a shape refutes every shape nested in it.  Bit budgets: an upward pass
+    with ``find_conflicts`` looks for a network cheaply; a downward pass from the network
+    found then decides, with ``conflicts``, every shape with fewer parameters that no
+    refuted shape contains, largest first.  Without a network, shapes are refuted upward
+    with ``conflicts`` until one is not: ``refuted_up_to`` is then a checked lower bound.
+    The real-valued search goes upward only (Z3 under its resource limit).
 
     ``known``: the row of a smaller bit budget that found a network.  Its integers lie in
     this budget's range too (the grids are nested), so its certificate answers this budget
     and only the smaller shapes are searched."""
     from exactmem.search.query import run_bits_query
+    from exactmem.search.shape import nests_in
 
     ds = dataset(N, seed)
     ident = [[int(i == j) for j in range(V)] for i in range(V)]
@@ -82,34 +93,74 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
                            "conflict_budget": conflicts if bits else "",
                            "rlimit": "" if bits else f"z3 {rlimits[0]}; cvc5 {rlimits[1]}",
                            "params": None, "shape": None, "claim": "none", "infeasible": 0,
-                           "unknown": 0, "proofs": [], "proof_kind": "", "certificate": None}
+                           "implied": 0, "unknown": 0, "proofs": [], "proof_kind": "",
+                           "certificate": None}
     kinds: list[str] = []
     start = time.monotonic()
-    for sh in shapes(*caps):
-        if known is not None and params(sh) >= known["params"]:
-            row.update(params=known["params"], shape=known["shape"],
-                       certificate=known["certificate"], from_bits=known["bits"],
-                       claim="minimal" if row["unknown"] == 0 else "at most")
-            break
+    family = shapes(*caps)
+    status: dict[Shape, str] = {}
+    best: tuple[Shape, Any] | None = None
+    if known is not None:
+        best = (next(sh for sh in family if sh.label() == known["shape"]), known)
+
+    def ask(sh: Shape, budget: int) -> str:
+        nonlocal best
         name = f"N{N}_k{seed}_b{bits}_{sh.label().replace(' ', '_')}"
         cert = f"{cert_dir}/{name}.cert.json"
         if bits:
-            res = run_bits_query(ds, sh, bits, conflicts, cert, Path(proof_dir) / name,
+            res = run_bits_query(ds, sh, bits, budget, cert, Path(proof_dir) / name,
                                  fixed_embed=ident)
-            kind = "drup"
+            kind = "lrat"
         else:
             res, kind = real_query(ds, sh, cert, rlimits)
+        status[sh] = res.status
         if res.status == "found":
-            row.update(params=params(sh), shape=sh.label(), certificate=res.certificate_path,
-                       claim="minimal" if row["unknown"] == 0 else "at most")
-            break
-        if res.status == "infeasible":
-            row["infeasible"] += 1
+            best = (sh, {"certificate": res.certificate_path})
+        elif res.status == "infeasible":
             kinds.append(kind)
             if res.proof is not None:
                 row["proofs"].append((res.cnf, res.proof))
-        else:
-            row["unknown"] += 1
+        return res.status
+
+    if best is None:
+        for sh in family:  # upward: the first network (cheap budget for bit grids)
+            if ask(sh, find_conflicts) == "found":
+                break
+    def implied(sh: Shape) -> bool:
+        if any(status.get(big) == "infeasible" and nests_in(sh, big) for big in family):
+            status[sh] = "implied"
+        return status.get(sh) == "implied"
+
+    if best is not None:  # downward from the network: every smaller shape, largest first
+        top = params(best[0])
+        for sh in sorted(family, key=lambda x: -params(x)):
+            if params(sh) >= top or status.get(sh) == "infeasible" or implied(sh):
+                continue
+            if bits or sh not in status:  # real-valued answers are final (resource limits)
+                if ask(sh, conflicts) == "found":
+                    top = params(sh)
+    elif bits:  # no network: refute upward while the answers come, for a checked bound
+        for sh in family:
+            if status.get(sh) == "infeasible" or implied(sh):
+                continue
+            if ask(sh, conflicts) != "infeasible":
+                break
+    top = params(best[0]) if best is not None else params(family[-1]) + 1
+    below = [sh for sh in family if params(sh) < top]
+    row["infeasible"] = sum(status.get(sh) == "infeasible" for sh in below)
+    row["implied"] = sum(status.get(sh) == "implied" for sh in below)
+    row["unknown"] = len(below) - row["infeasible"] - row["implied"]
+    refuted = [params(sh) for sh in family if status.get(sh) in ("infeasible", "implied")]
+    open_ = [params(sh) for sh in family if status.get(sh) not in ("infeasible", "implied")]
+    # a checked lower bound: every shape with at most this many parameters is refuted
+    row["refuted_up_to"] = max((p for p in refuted if not open_ or p < min(open_)),
+                               default="")
+    if best is not None:
+        row.update(params=params(best[0]), shape=best[0].label(),
+                   certificate=best[1]["certificate"],
+                   claim="minimal" if row["unknown"] == 0 else "at most")
+        if known is not None and best[1] is known:
+            row["from_bits"] = known["bits"]
     row["proof_kind"] = "; ".join(f"{k} x{kinds.count(k)}" for k in dict.fromkeys(kinds))
     row["seconds"] = round(time.monotonic() - start, 2)
     return row
@@ -146,7 +197,10 @@ def main() -> int:
     ap.add_argument("--z3-rlimit", type=int, default=Z3_RLIMIT)
     ap.add_argument("--cvc5-rlimit", type=int, default=CVC5_RLIMIT)
     ap.add_argument("--labelings", type=int, default=2, help="sampled labelings per N")
-    ap.add_argument("--conflicts", type=int, default=30_000)
+    ap.add_argument("--conflicts", type=int, default=1_000_000,
+                    help="conflict budget of a deciding query (downward pass)")
+    ap.add_argument("--find-conflicts", type=int, default=20_000,
+                    help="conflict budget of the upward pass that looks for a network")
     ap.add_argument("--minutes", type=float, default=12.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-heads", type=int, default=1)
@@ -171,7 +225,7 @@ def main() -> int:
 
     def submit(N: int, k: int, b: int, known: dict[str, Any] | None) -> Future[Any]:  # noqa: N803
         return pool.submit(probe, N, k, b, args.conflicts, str(args.proofs),
-                           str(args.proofs / "certs"), caps, rl, known)
+                           str(args.proofs / "certs"), caps, rl, known, args.find_conflicts)
 
     # budgets <= 2 first, then the unbounded points; a budget > 2 runs after the next
     # smaller one of its N (a network found there answers it)
@@ -210,10 +264,10 @@ def recheck(rows: list[dict[str, Any]], out: Path) -> None:
     """Every proof re-checked from its files by the code behind `exactmem check-proof`,
     every certificate by the code behind `exactmem check`."""
     from exactmem.checker import check_file
-    from exactmem.checker.drup import check_proof_files
+    from exactmem.checker.lrat import check_lrat_files
 
     for r in rows:
-        verdicts = [check_proof_files(c, p).verdict for c, p in r["proofs"]]
+        verdicts = [check_lrat_files(c, p).verdict for c, p in r["proofs"]]
         r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
         if r["certificate"]:
             r["certificate_rechecked"] = check_file(r["certificate"]).verified
@@ -226,19 +280,20 @@ def recheck_csv(out: Path, proofs: Path) -> None:
     with open(out.with_suffix(".csv")) as fh:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
     for r in rows:
-        for k in ("N", "n", "bits", "labeling", "infeasible", "unknown"):
+        for k in ("N", "n", "bits", "labeling", "infeasible", "implied", "unknown"):
             r[k] = int(r[k])
         r["params"] = int(r["params"]) if r["params"] else None
         r["seconds"] = float(r["seconds"])
         stems = sorted(proofs.glob(f"N{r['N']}_k{r['labeling']}_b{r['bits']}_*.cnf"))
-        r["proofs"] = [(str(c), str(c.with_suffix(".drup"))) for c in stems]
+        r["proofs"] = [(str(c), str(c.with_suffix(".lrat"))) for c in stems]
     recheck(rows, out)
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> None:
     rows.sort(key=lambda r: (r["bits"], r["N"], r["labeling"]))
     out.parent.mkdir(parents=True, exist_ok=True)
-    keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "infeasible", "unknown",
+    keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "refuted_up_to",
+            "infeasible", "implied", "unknown",
             "proof_kind", "proofs", "proofs_rechecked", "conflict_budget", "rlimit", "seconds",
             "from_bits", "certificate", "certificate_rechecked"]
     with open(out.with_suffix(".csv"), "w", newline="") as fh:

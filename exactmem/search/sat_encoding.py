@@ -45,12 +45,14 @@ from exactmem.search.shape import Shape, spec_of
 
 @dataclass(slots=True)
 class Mix:
-    """A stream vector at one query: ``base`` (the residual and feed-forward part) plus, per
-    head, the output of the selected tie set: options ``(selector, [(k, v)])`` meaning
-    ``sum k * v`` over the set's value vectors ``v``; exactly one selector holds."""
+    """A stream vector at one query, kept as a sum so that linear maps can be pushed into
+    it: ``base`` (residual and biases), per head the output of the selected tie set
+    (options ``(selector, [(k, v)])`` meaning ``sum k * v`` over the set's value vectors
+    ``v``; exactly one selector holds), and per feed-forward layer ``W2 act``."""
 
     base: list[Int]
     heads: list[list[tuple[int, list[tuple[int, list[Int]]]]]]
+    ff: list[tuple[list[list[Int]], list[Int]]] = field(default_factory=list)  # (W2, act)
 
 
 @dataclass(slots=True)
@@ -153,6 +155,9 @@ class _BitEncoder:
         adds constant multiples of it (exact: the map is linear)."""
         c = self.c
         parts = [c.dot(row, x.base)]
+        for w2, act in x.ff:  # row . (W2 act) = (row W2) . act, row W2 formed once
+            parts.append(c.dot([c.dot(row, [r[j] for r in w2]) for j in range(len(act))],
+                               act))
         for options in x.heads:
             sums = [(sel, c.sum([c.mul_const(c.dot(row, v), k) for k, v in terms]))
                     for sel, terms in options]
@@ -174,9 +179,9 @@ class _BitEncoder:
         for key, x in reps.items():
             act = [c.relu(c.add(self.row_dot(w1[j], x), c.mul_const(b1[j][0], scale)))
                    for j in range(q)]
-            y = [c.add(c.dot(w2[i], act), c.mul_const(b2[i][0], scale)) for i in range(m)]
-            out[key] = Mix([c.add(a, b) for a, b in zip(y, x.base, strict=True)], x.heads) \
-                if sh.residual else Mix(y, [])
+            bias = [c.mul_const(b2[i][0], scale) for i in range(m)]
+            out[key] = Mix([c.add(a, b) for a, b in zip(bias, x.base, strict=True)], x.heads,
+                           [*x.ff, (w2, act)]) if sh.residual else Mix(bias, [], [(w2, act)])
         return out
 
     def break_symmetries(self) -> None:
@@ -226,21 +231,30 @@ class _BitEncoder:
                 mixes = self.feedforward(layer, mixes, scale)
         k = output_dim(self.ds, sh)
         w, b = self.mat("out.W", k, sh.d_model), self.mat("out.b", k, 1)
+        diffs: dict[tuple[int, int], tuple[list[Int], Int]] = {}
         for i, t, y in self.reads.targets:
             x = mixes[(i, t)]
-            scores = [c.add(self.row_dot(w[r], x), c.mul_const(b[r][0], scale))
-                      for r in range(k)]
             if sh.readout == "scalar":
+                score = c.add(self.row_dot(w[0], x), c.mul_const(b[0][0], scale))
                 target = Fraction(y) * scale
                 if target.denominator != 1:
                     c.clauses.append([-c.true])  # cannot be hit by integers: unsatisfiable
                     continue
-                c.clauses.append([c.is_zero(c.add(scores[0], c.const(int(target)),
+                c.clauses.append([c.is_zero(c.add(score, c.const(int(target)),
                                                   negate_y=True))])
-            else:
-                for r in range(k):
-                    if r != y:
-                        c.clauses.append([c.less(scores[r], scores[y])])
+                continue
+            for r in range(k):
+                if r == y:
+                    continue
+                # score_y - score_r = (w_y - w_r) . x + (b_y - b_r) * scale: the difference
+                # row is formed once per pair of classes and shared by every sequence
+                if (y, r) not in diffs:
+                    diffs[(y, r)] = ([c.add(p, q, negate_y=True) for p, q in
+                                      zip(w[y], w[r], strict=True)],
+                                     c.add(b[y][0], b[r][0], negate_y=True))
+                row, bias = diffs[(y, r)]
+                margin = c.add(self.row_dot(row, x), c.mul_const(bias, scale))
+                c.clauses.append([c.less(c.const(0), margin)])
         if self.symmetry:
             self.break_symmetries()
         return self.p
