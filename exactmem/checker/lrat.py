@@ -27,7 +27,7 @@ Verdicts as in :mod:`exactmem.checker.drup`: ``s VERIFIED`` (exit 0), ``s REJECT
 
 from __future__ import annotations
 
-from exactmem.checker.drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, parse_cnf
+from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, parse_cnf
 
 
 class _Rejected(Exception):

@@ -19,7 +19,7 @@ from exactmem.errors import MissingDependencyError
 from exactmem.search.outcome import Infeasible, Unknown
 
 SOLVER = "cadical195"
-DEFAULT_CONFLICTS = 200_000
+DEFAULT_CONFLICTS = 1_000_000
 
 
 def _pysat() -> Any:
