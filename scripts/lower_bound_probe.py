@@ -267,6 +267,8 @@ def recheck(rows: list[dict[str, Any]], out: Path) -> None:
     from exactmem.checker.lrat import check_lrat_files
 
     for r in rows:
+        if r.get("kept"):  # a row of an earlier run whose files are not here: as recorded
+            continue
         verdicts = [check_lrat_files(c, p).verdict for c, p in r["proofs"]]
         r["proofs_rechecked"] = f"{verdicts.count('s VERIFIED')}/{len(verdicts)}"
         if r["certificate"]:
@@ -281,11 +283,17 @@ def recheck_csv(out: Path, proofs: Path) -> None:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
     for r in rows:
         for k in ("N", "n", "bits", "labeling", "infeasible", "implied", "unknown"):
-            r[k] = int(r[k])
+            r[k] = int(r.get(k) or 0)
         r["params"] = int(r["params"]) if r["params"] else None
         r["seconds"] = float(r["seconds"])
+        count = int(r.get("proofs") or 0)
         stems = sorted(proofs.glob(f"N{r['N']}_k{r['labeling']}_b{r['bits']}_*.cnf"))
         r["proofs"] = [(str(c), str(c.with_suffix(".lrat"))) for c in stems]
+        files = [p for c, p in r["proofs"]] + ([r["certificate"]] if r["certificate"] else [])
+        # rows whose files are not under --proofs keep what their run recorded
+        r["kept"] = count != len(stems) or not all(Path(f).exists() for f in files)
+        if r["kept"]:
+            r["proofs"] = [("", "")] * count
     recheck(rows, out)
 
 
@@ -295,7 +303,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
     keys = ["N", "n", "bits", "labeling", "params", "claim", "shape", "refuted_up_to",
             "infeasible", "implied", "unknown",
             "proof_kind", "proofs", "proofs_rechecked", "conflict_budget", "rlimit", "seconds",
-            "from_bits", "certificate", "certificate_rechecked"]
+            "from_bits", "certificate", "certificate_rechecked", "run"]
     with open(out.with_suffix(".csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
