@@ -34,7 +34,6 @@ from exactmem.search.labelings import consistency_classes
 from exactmem.search.shape import Shape
 
 V = 2
-CAPS = [1, 2, 8]  # heads, head_dim, ff_width of the family (set from the options)
 Z3_RLIMIT = 20_000_000  # Z3 resource units per query (deterministic)
 CVC5_RLIMIT = 2_000_000  # cvc5 resource units per cross-check (deterministic)
 REAL_WALL_S = 1800.0  # a wall-clock backstop only; the resource limits decide
@@ -67,7 +66,7 @@ def dataset(N: int, seed: int) -> Dataset:  # noqa: N803
 def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa: N803
           cert_dir: str, caps: tuple[int, int, int] = (1, 2, 8),
           rlimits: tuple[int, int] = (Z3_RLIMIT, CVC5_RLIMIT),
-          known: dict[str, Any] | None = None, find_conflicts: int = 20_000
+          known: dict[str, Any] | None = None, find_conflicts: int = 100_000
           ) -> dict[str, Any]:
     """One point: the smallest shape memorizing labeling ``seed`` of N sequences with
     ``bits``-bit integer weights (SAT, LRAT proofs) or, ``bits == 0``, real weights (Z3
@@ -75,11 +74,12 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
 
     Shapes nest (zero weights pad a smaller shape into a larger one, on every grid), so a
     refutation of a shape refutes every shape nested in it.  Bit budgets: an upward pass
-    with ``find_conflicts`` looks for a network cheaply; a downward pass from the network
-    found then decides, with ``conflicts``, every shape with fewer parameters that no
-    refuted shape contains, largest first.  Without a network, shapes are refuted upward
-    with ``conflicts`` until one is not: ``refuted_up_to`` is then a checked lower bound.
-    The real-valued search goes upward only (Z3 under its resource limit).
+    with ``find_conflicts`` looks for a network; a downward pass from it then asks, with
+    ``conflicts``, the shapes with fewer parameters that no refuted shape contains, largest
+    first, until one is unknown; an upward pass asks the smallest shapes until one is not
+    refuted: ``refuted_up_to`` is a checked lower bound, ``params`` (a certificate) an
+    upper bound, equal when every shape in between is refuted ("minimal").  The
+    real-valued search goes upward only (Z3 under its resource limit).
 
     ``known``: the row of a smaller bit budget that found a network.  Its integers lie in
     this budget's range too (the grids are nested), so its certificate answers this budget
@@ -103,8 +103,12 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
     if known is not None:
         best = (next(sh for sh in family if sh.label() == known["shape"]), known)
 
+    asked_full: set[Shape] = set()
+
     def ask(sh: Shape, budget: int) -> str:
         nonlocal best
+        if budget == conflicts:
+            asked_full.add(sh)
         name = f"N{N}_k{seed}_b{bits}_{sh.label().replace(' ', '_')}"
         cert = f"{cert_dir}/{name}.cert.json"
         if bits:
@@ -131,18 +135,26 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
             status[sh] = "implied"
         return status.get(sh) == "implied"
 
-    if best is not None:  # downward from the network: every smaller shape, largest first
+    if best is not None:  # downward from the network, largest first, to the first unknown
         top = params(best[0])
         for sh in sorted(family, key=lambda x: -params(x)):
             if params(sh) >= top or status.get(sh) == "infeasible" or implied(sh):
                 continue
-            if bits or sh not in status:  # real-valued answers are final (resource limits)
-                if ask(sh, conflicts) == "found":
-                    top = params(sh)
-    elif bits:  # no network: refute upward while the answers come, for a checked bound
+            if not bits:
+                continue  # the real-valued answers are final (resource limits)
+            answer = ask(sh, conflicts)
+            if answer == "found":
+                top = params(sh)
+            elif answer == "unknown":
+                break
+    if bits:  # upward from the smallest shape to the first unknown: a checked lower bound
         for sh in family:
-            if status.get(sh) == "infeasible" or implied(sh):
+            if best is not None and params(sh) >= params(best[0]):
+                break
+            if status.get(sh) in ("infeasible", "found") or implied(sh):
                 continue
+            if status.get(sh) == "unknown" and sh in asked_full:
+                break
             if ask(sh, conflicts) != "infeasible":
                 break
     top = params(best[0]) if best is not None else params(family[-1]) + 1
@@ -199,7 +211,7 @@ def main() -> int:
     ap.add_argument("--labelings", type=int, default=2, help="sampled labelings per N")
     ap.add_argument("--conflicts", type=int, default=1_000_000,
                     help="conflict budget of a deciding query (downward pass)")
-    ap.add_argument("--find-conflicts", type=int, default=20_000,
+    ap.add_argument("--find-conflicts", type=int, default=100_000,
                     help="conflict budget of the upward pass that looks for a network")
     ap.add_argument("--minutes", type=float, default=12.0)
     ap.add_argument("--workers", type=int, default=2)
@@ -220,7 +232,6 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     pool = ProcessPoolExecutor(args.workers)
     caps = (args.max_heads, args.max_head_dim, args.max_ff_width)
-    CAPS[:] = caps
     rl = (args.z3_rlimit, args.cvc5_rlimit)
 
     def submit(N: int, k: int, b: int, known: dict[str, Any] | None) -> Future[Any]:  # noqa: N803
@@ -287,6 +298,8 @@ def recheck_csv(out: Path, proofs: Path) -> None:
         r["params"] = int(r["params"]) if r["params"] else None
         r["seconds"] = float(r["seconds"])
         count = int(r.get("proofs") or 0)
+        if r["certificate"]:  # the CSV names the file; it lies under --proofs/certs
+            r["certificate"] = str(proofs / "certs" / Path(r["certificate"]).name)
         stems = sorted(proofs.glob(f"N{r['N']}_k{r['labeling']}_b{r['bits']}_*.cnf"))
         r["proofs"] = [(str(c), str(c.with_suffix(".lrat"))) for c in stems]
         files = [p for c, p in r["proofs"]] + ([r["certificate"]] if r["certificate"] else [])
@@ -308,6 +321,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
         w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows({**r, "proofs": len(r["proofs"]),
+                     "certificate": Path(r["certificate"]).name if r["certificate"] else "",
                      "proofs_rechecked": r.get("proofs_rechecked", "pending")} for r in rows)
 
 
@@ -320,20 +334,22 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     except ImportError:  # pragma: no cover
         print("matplotlib missing: no plot", file=sys.stderr)
         return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     for b in sorted({r["bits"] for r in rows}):
-        pts: dict[int, list[int]] = {}
-        for r in rows:
-            if r["bits"] == b and r["params"] is not None:
-                pts.setdefault(r["N"], []).append(r["params"])
-        xs = sorted(pts)
+        mine = [r for r in rows if r["bits"] == b]
         name = f"b = {b}" if b else "unbounded (solver's word)"
-        ax.plot(xs, [max(pts[x]) for x in xs], "o-", label=f"{name} (max over labelings)")
-        lower = sorted(r["N"] for r in rows if r["bits"] == b and r["claim"] == "none"
-                       and r["unknown"] == 0)
-        if lower:  # every shape of the family refuted: P exceeds the family's largest
-            ax.plot(lower, [params(shapes(CAPS[0], CAPS[1], CAPS[2])[-1]) + 1] * len(lower), "^",
-                    color=ax.lines[-1].get_color(), label=f"{name}: > family (all refuted)")
+        found = sorted((r["N"], r["params"], r["claim"]) for r in mine if r["params"])
+        line = ax.plot([x for x, _, _ in found], [p for _, p, _ in found], "-", alpha=0.6,
+                       label=f"{name}: smallest network found")[0]
+        color = line.get_color()
+        for x, p, claim in found:  # filled: minimal; hollow: an upper bound
+            ax.plot([x], [p], "o", color=color,
+                    markerfacecolor=color if claim == "minimal" else "none")
+        bounds = [(r["N"], int(r["refuted_up_to"])) for r in mine
+                  if str(r.get("refuted_up_to") or "") and r["claim"] != "minimal"]
+        if bounds:  # every shape with at most this many parameters refuted: P exceeds it
+            ax.plot([x for x, _ in bounds], [p for _, p in bounds], "^", color=color,
+                    label=f"{name}: checked lower bound (P above)")
     ns = sorted({r["N"] for r in rows})
     if ns:
         ax.plot(ns, [math.sqrt(x) for x in ns], "k:", label="sqrt(N)")
@@ -343,7 +359,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel("N (sequences)")
     ax.set_ylabel("parameters (embedding excluded)")
     ax.set_title("smallest b-bit hardmax Transformer found (V = 2, fixed one-hot)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
