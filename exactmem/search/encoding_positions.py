@@ -149,7 +149,7 @@ class _Positions:
     def attention(self, layer: int, seqs: list[dict[Any, Vec]], counts: list[dict[Any, int]],
                   queries: list[list[Any]]) -> list[dict[Any, Vec]]:
         sh, m = self.sh, self.sh.d_model
-        heads = []
+        heads: list[list[list[list[Poly]]]] = []
         for h in range(sh.heads):
             pre = f"att{layer}.{h}."
             if sh.head_dim >= m:  # W_K^T W_Q and W_O W_V are arbitrary m x m matrices
@@ -158,7 +158,7 @@ class _Positions:
                     for row in a:
                         for w in row:
                             self.p.add(_zero(w))
-                heads.append(("full", a, b))
+                heads.append([a, b])
             else:
                 s = sh.head_dim
                 wq, wk = self.weights(pre + "Q", s, m), self.weights(pre + "K", s, m)
@@ -167,23 +167,22 @@ class _Positions:
                     for row in wq:
                         for w in row:
                             self.p.add(_zero(w))
-                heads.append(("factored", (wq, wk), (wv, wo)))
+                heads.append([wq, wk, wv, wo])
         out: list[dict[Any, Vec]] = []
         for i, reps in enumerate(seqs):
             keys = sorted(reps, key=repr)
             new: dict[Any, Vec] = {}
             for qt in queries[i]:
                 total = [Poly() for _ in range(m)]
-                for h, (kind, sc, vo) in enumerate(heads):
+                for h, mats in enumerate(heads):
                     tag = f"L{layer}h{h}s{i}q{qt!r}"
-                    if kind == "full":
-                        qv = self.aux(tag + ".Aq", _lin(sc, reps[qt]))  # type: ignore[arg-type]
+                    if len(mats) == 2:  # full rank: A = W_K^T W_Q, B = W_O W_V
+                        qv = self.aux(tag + ".Aq", _lin(mats[0], reps[qt]))
                         scores = [sum((x * y for x, y in zip(reps[g], qv, strict=True)), Poly())
                                   for g in keys]
-                        vals = [_lin(vo, reps[g]) for g in keys]  # type: ignore[arg-type]
+                        vals = [_lin(mats[1], reps[g]) for g in keys]
                     else:
-                        wq, wk = sc  # type: ignore[misc]
-                        wv, wo = vo  # type: ignore[misc]
+                        wq, wk, wv, wo = mats
                         qv = self.aux(tag + ".q", _lin(wq, reps[qt]))
                         kvs = [self.aux(tag + f".k{g!r}", _lin(wk, reps[g])) for g in keys]
                         scores = [sum((x * y for x, y in zip(k, qv, strict=True)), Poly())
@@ -280,9 +279,9 @@ class _Positions:
             if sh.readout == "scalar":
                 self.p.add(_zero(scores[0] - y))
             else:
-                for c in range(out_dim):
-                    if c != y:
-                        self.p.add(self.beats(scores[y], scores[c]))
+                for other in range(out_dim):
+                    if other != y:
+                        self.p.add(self.beats(scores[y], scores[other]))
         return self.p
 
 
