@@ -50,10 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--rlimit", type=int, default=None, metavar="N",
                    help="real weights: Z3 resource limit per solver call (deterministic: a "
                         "rerun gets the same answers under any load; recorded in the JSON)")
-    e.add_argument("--encoding", choices=("multiset", "positions"), default="multiset",
+    e.add_argument("--encoding", choices=("positions", "multiset"), default="positions",
                    help="real weights: the encoding Z3 decides (the other one cross-checks "
                         "every refutation)")
-    e.add_argument("--cvc5-rlimit", type=int, default=2_000_000, metavar="N",
+    e.add_argument("--cvc5-rlimit", type=int, default=20_000, metavar="N",
                    help="real weights: cvc5 resource limit of the cross-check of every "
                         "refutation (0: no cvc5)")
     e.add_argument("--no-crosscheck", action="store_true",

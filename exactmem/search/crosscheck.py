@@ -31,8 +31,8 @@ from exactmem.search.shape import Shape
 
 EncodingName = Literal["multiset", "positions"]
 ENCODINGS: tuple[str, ...] = ("multiset", "positions")
-DEFAULT_ENCODING: EncodingName = "multiset"
-DEFAULT_CVC5_RLIMIT = 2_000_000
+DEFAULT_ENCODING: EncodingName = "positions"
+DEFAULT_CVC5_RLIMIT = 20_000
 
 
 def encode_with(name: str, ds: Dataset, shape: Shape, opts: EncodeOptions) -> Problem:

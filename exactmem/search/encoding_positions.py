@@ -105,7 +105,7 @@ class _Positions:
     def aux(self, name: str, exprs: Vec) -> Vec:
         out = []
         for k, e in enumerate(exprs):
-            if e.degree() <= 1 and len(e.terms) <= 1:
+            if e.degree() <= 1:  # affine expressions are kept as they are
                 out.append(e)
                 continue
             v = self.p.real(f"{name}[{k}]")
@@ -202,7 +202,7 @@ class _Positions:
         k, m = len(scores), len(vals[0])
         if k == 1:
             return vals[0]
-        s = [self.aux(f"{tag}.s{g}", [scores[g]])[0] for g in range(k)]
+        s = scores
         res = [self.p.real(f"{tag}.o[{r}]") for r in range(m)]
         branches: list[Formula] = []
         for size in range(1, k + 1):

@@ -189,7 +189,7 @@ class Question:
     proof_dir: str | None = None  # where CNF files and DRUP proofs are written
     rlimit: int | None = None  # Z3 resource limit per solver call (deterministic)
     cvc5_rlimit: int | None = None  # cvc5 resource limit of the cross-check (None: skipped)
-    encoding: str = "multiset"  # the first encoding; the other one cross-checks
+    encoding: str = "positions"  # the first encoding; the other one cross-checks
     crosscheck: bool = True  # re-ask every refutation (second encoding, cvc5)
 
     def header(self) -> dict[str, Any]:
