@@ -113,7 +113,7 @@ def test_a_disagreeing_second_encoding_makes_the_answer_unknown(
 
     monkeypatch.setattr(crosscheck, "encode_positions", tampered)
     res = run_query(XOR, Shape(1, 1, 2, 2, 0, False, "scalar"), timeout_s=60,
-                    cvc5_rlimit=None)
+                    encoding="multiset", cvc5_rlimit=None)
     assert isinstance(res.outcome, Unknown) and "disagreement" in res.outcome.reason
     assert "enc2 found it satisfiable" in res.outcome.reason
     assert res.as_dict()["crosscheck"] == {"enc2": "sat", "cvc5": "skipped"}
