@@ -153,7 +153,9 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
         else:
             budget = left if label is None else min(PORTFOLIO_STAGE_S, timeout_s / 4, left)
             limit = None
-        problem = encode_with(encoding, ds, shape, stage)
+        # the restricted stages use the multiset encoding: measured, it finds witnesses
+        # under the unique-winner restriction far faster (docs/search.md)
+        problem = encode_with(encoding if label is None else "multiset", ds, shape, stage)
         raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed, rlimit=limit)
         if isinstance(raw, Assignment):
             if label is not None:
