@@ -80,12 +80,16 @@ def second_opinions(ds: Dataset, shape: Shape, opts: EncodeOptions, encoding: st
                              max(timeout_s, 0.001), seed=seed, rlimit=rlimit, rationalise=False)
     enc2 = "unsat" if isinstance(other, Infeasible) else \
         "sat" if isinstance(other, Assignment) else "unknown"
-    cvc5 = "skipped"
-    if cvc5_rlimit is not None:
-        try:
-            from exactmem.search import cvc5_backend
+    return Verdicts(enc2, cvc5_opinion(problem, cvc5_rlimit))
 
-            cvc5 = cvc5_backend.refutes(problem, cvc5_rlimit)
-        except ImportError:
-            cvc5 = "skipped"
-    return Verdicts(enc2, cvc5)
+
+def cvc5_opinion(problem: Problem, cvc5_rlimit: int | None) -> str:
+    """cvc5's answer on ``problem``, or ``"skipped"`` (no limit given, or no cvc5)."""
+    if cvc5_rlimit is None:
+        return "skipped"
+    try:
+        from exactmem.search import cvc5_backend
+
+        return cvc5_backend.refutes(problem, cvc5_rlimit)
+    except ImportError:
+        return "skipped"

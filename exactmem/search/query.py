@@ -23,7 +23,10 @@ from exactmem.model.dataset_checks import find_conflicting_duplicate, find_incon
 from exactmem.search.crosscheck import (
     DEFAULT_CVC5_RLIMIT,
     DEFAULT_ENCODING,
+    Verdicts,
+    cvc5_opinion,
     encode_with,
+    other_encoding,
     second_opinions,
 )
 from exactmem.search.encoding import EncodeOptions, output_dim
@@ -119,7 +122,8 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               seed: int = 0, portfolio: bool = True,
               rlimit: int | None = None, encoding: str = DEFAULT_ENCODING,
               crosscheck: bool = True,
-              cvc5_rlimit: int | None = DEFAULT_CVC5_RLIMIT) -> QueryResult:
+              cvc5_rlimit: int | None = DEFAULT_CVC5_RLIMIT,
+              fallback: bool = True) -> QueryResult:
     """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified.
 
     ``encoding``: ``"positions"`` (:mod:`~exactmem.search.encoding_positions`) or
@@ -130,8 +134,10 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
     then uniform attention -- are tried first (a tenth of ``rlimit`` each, or a few
     seconds without one): Z3 often finds their witnesses much faster, and a witness of a
     restriction is a witness.  Their ``infeasible`` answers are ignored; only the full
-    problem can refute.  With ``crosscheck`` a refutation is asked again to Z3 on the
-    other encoding and to cvc5 (``cvc5_rlimit``; ``None`` skips it), see
+    problem can refute.  With ``fallback``, when Z3 gives no answer on the full problem,
+    the other encoding's full problem gets the same limit (``decided_by`` in the JSON
+    names the encoding that answered).  With ``crosscheck`` a refutation is asked again
+    to Z3 on the other encoding and to cvc5 (``cvc5_rlimit``; ``None`` skips it), see
     :mod:`~exactmem.search.crosscheck`.
     """
     from exactmem.search import z3_backend
@@ -161,10 +167,22 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
             if label is not None:
                 notes.append(f"found under the {label} restriction")
             break
+    decided_by = encoding
+    left = timeout_s - (time.monotonic() - start)
+    if isinstance(raw, Unknown) and fallback and left > 0:
+        other = other_encoding(encoding)
+        second = encode_with(other, ds, shape, opts)
+        alt = z3_backend.solve(second, left, seed=seed, rlimit=rlimit)
+        if not isinstance(alt, Unknown):
+            raw, problem, decided_by = alt, second, other
+    budgets += (("decided_by", decided_by),)
     if isinstance(raw, Infeasible) and crosscheck:
         left = timeout_s - (time.monotonic() - start)
-        verdicts = second_opinions(ds, shape, opts, encoding, problem, left, rlimit,
-                                   cvc5_rlimit, seed)
+        if decided_by == encoding:
+            verdicts = second_opinions(ds, shape, opts, encoding, problem, left, rlimit,
+                                       cvc5_rlimit, seed)
+        else:  # Z3 on the first encoding already gave no answer under the same limit
+            verdicts = Verdicts("unknown", cvc5_opinion(problem, cvc5_rlimit))
         budgets += (("cvc5_rlimit", cvc5_rlimit), ("crosscheck", verdicts.as_dict()))
         return QueryResult(shape, params, verdicts.outcome(raw), time.monotonic() - start,
                            extra=budgets)
