@@ -153,3 +153,30 @@ def test_cli_records_rlimit_encoding_and_proof_kind(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "exactmem", "search", str(data), "--rlimit",
                           "-1"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--rlimit" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_other_encoding_answers_when_the_first_gives_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Problem] = []
+    real_encode, real_solve = crosscheck.encode_positions, z3_backend.solve
+
+    def recording(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
+        made.append(real_encode(ds, shape, opts))
+        return made[-1]
+
+    def stubborn(problem: Problem, *args: object, **kwargs: object) -> object:
+        if any(problem is p for p in made):
+            return Unknown("z3: forced")
+        return real_solve(problem, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crosscheck, "encode_positions", recording)
+    monkeypatch.setattr(z3_backend, "solve", stubborn)
+    ds, shape = CASES[3]  # satisfiable
+    res = run_query(ds, shape, portfolio=False, timeout_s=60, rlimit=50_000_000)
+    assert res.status == "found" and dict(res.extra)["decided_by"] == "multiset"
+    refuted = run_query(XOR, Shape(1, 1, 2, 2, 0, False, "scalar"), portfolio=False,
+                        timeout_s=60, rlimit=50_000_000, cvc5_rlimit=None)
+    assert isinstance(refuted.outcome, Infeasible) and refuted.outcome.proof_kind == "z3"
+    assert dict(refuted.extra)["decided_by"] == "multiset"
+    none = run_query(ds, shape, portfolio=False, timeout_s=60, fallback=False)
+    assert isinstance(none.outcome, Unknown) and "forced" in none.outcome.reason
