@@ -63,7 +63,8 @@ def test_xor_needs_one_relu_with_residual_two_without(readout: SearchReadout) ->
     assert without["minimal"]["ff_width"] == 2
     one = without["sizes"][1]
     assert one["shape"]["ff_width"] == 1 and one["status"] == "infeasible"
-    assert one["proof_kind"] == "solver-only"
+    assert one["proof_kind"].startswith("z3") and "enc2" in one["proof_kind"]
+    assert one["crosscheck"]["enc2"] == "unsat"
 
 
 def test_found_xor_network_is_a_certificate_exactmem_check_verifies(tmp_path: Path) -> None:

@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "search", help="find (or refute) the smallest hardmax Transformer memorizing a dataset",
         description="Encode 'a hardmax Transformer of this shape memorizes the dataset' for Z3, "
                     "sweep shapes and report the smallest found one; every found network is "
-                    "certified by the checker. An infeasible answer is Z3's opinion "
-                    "('solver-only') unless it comes from label consistency.",
+                    "certified by the checker. An infeasible answer is Z3's opinion, "
+                    "cross-checked by a second encoding and cvc5 (proof_kind z3, z3+enc2, "
+                    "z3+cvc5, z3+enc2+cvc5), unless it comes from label consistency.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", nargs="?", help="dataset file (exactmem.dataset/1)")
     g = p.add_argument_group("shape")
@@ -46,6 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "exclude ties between different tokens (a restriction)")
     e.add_argument("--bound", default=None, help="bound |w| <= B on every weight (rational)")
     e.add_argument("--timeout", type=float, default=60.0, help="seconds per query")
+    e.add_argument("--rlimit", type=int, default=None, metavar="N",
+                   help="real weights: Z3 resource limit per solver call (deterministic: a "
+                        "rerun gets the same answers under any load; recorded in the JSON)")
+    e.add_argument("--encoding", choices=("positions", "multiset"), default="positions",
+                   help="real weights: the encoding Z3 decides (the other one cross-checks "
+                        "every refutation)")
+    e.add_argument("--cvc5-rlimit", type=int, default=20_000, metavar="N",
+                   help="real weights: cvc5 resource limit of the cross-check of every "
+                        "refutation (0: no cvc5)")
+    e.add_argument("--no-crosscheck", action="store_true",
+                   help="real weights: report Z3's refutations without second opinions")
     e.add_argument("--bits", type=int, default=None, metavar="B",
                    help="b-bit integer weights in [-2^(B-1), 2^(B-1)), decided by SAT; "
                         "refutations come with a checked DRUP proof")
@@ -116,9 +128,20 @@ def run(args: argparse.Namespace) -> int:
         if args.bound or args.ties != "split":
             raise DatasetError("--bits fixes the weights to a b-bit integer grid with exact "
                                "ties; it cannot be combined with --bound or --ties margin")
+        if args.rlimit is not None:
+            raise DatasetError("--rlimit is Z3's budget for real weights; with --bits the "
+                               "budget is --conflicts")
     elif args.proofs is not None or args.conflicts is not None:
         raise DatasetError("--proofs and --conflicts need --bits (real-valued refutations "
                            "are Z3's word, with no proof to write)")
+    for name in ("rlimit", "cvc5_rlimit"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise DatasetError(f"--{name.replace('_', '-')}: expected a non-negative count, "
+                               f"found {value}")
+    args.solver = {"rlimit": args.rlimit or None, "encoding": args.encoding,
+                   "crosscheck": not args.no_crosscheck,
+                   "cvc5_rlimit": args.cvc5_rlimit or None}
     base = _base_shape(args)
     bound: Fraction | None = to_rational(args.bound, "--bound") if args.bound else None
     opts = EncodeOptions(ties=args.ties, bound=bound)
@@ -134,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if args.minimize:
         report = minimize(ds, base, args.minimize, limits, opts, args.timeout,
                           args.certificates, None if args.quiet else _echo, args.budget,
-                          args.bits, args.conflicts, args.proofs)
+                          args.bits, args.conflicts, args.proofs, args.solver)
     else:
         report = _single(ds, base, opts, args)
     _print(report, args.json)
@@ -159,13 +182,15 @@ def _single(ds: Any, base: Any, opts: Any, args: argparse.Namespace) -> dict[str
         res = run_bits_query(ds, base, args.bits, args.conflicts, path,
                              None if args.proofs is None else args.proofs / name)
     else:
-        res = run_query(ds, base, opts, timeout, path)
+        res = run_query(ds, base, opts, timeout, path, **args.solver)
     minimal = {**base.as_dict(), "params": res.params} if res.status == "found" else None
     out = {"status": res.status, "minimize": None, "minimal": minimal, "proved_minimal": False,
            "claim": "at most" if minimal else None, "ties": opts.ties,
            "sizes": [res.as_dict()]}
     if args.bits is not None:
         out["bits"] = args.bits
+    else:
+        out.update(rlimit=args.solver["rlimit"], encoding=args.encoding)
     return out
 
 
@@ -219,7 +244,9 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
         seqs, vocab = generate_inputs(args.N, args.n, args.vocab, args.seed), args.vocab
     q = Question(seqs, vocab, args.classes, args.ties, args.timeout,
                  None if bound is None else str(bound), args.retry_unknown, args.bits,
-                 args.conflicts, None if args.proofs is None else str(args.proofs))
+                 args.conflicts, None if args.proofs is None else str(args.proofs),
+                 args.solver["rlimit"], args.solver["cvc5_rlimit"], args.encoding,
+                 args.solver["crosscheck"])
     probe = q.dataset([0] * len(seqs))
     shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
     def caps_ok(params: int) -> bool:
@@ -241,6 +268,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
     out = {"status": report["status"], "minimal": report["minimal"],
            "proved_minimal": report["proved_minimal"], "claim": report["claim"],
            "ties": q.ties, "bound": q.bound, "bits": q.bits, "sizes": sizes,
+           "rlimit": q.rlimit, "encoding": q.encoding, "proof_kinds": _kinds(store, sizes),
            "sequences": [list(x) for x in seqs], "vocab": vocab, "classes": args.classes,
            "results": str(args.results), "reused": report["reused"],
            "padded": report["padded"],
@@ -262,3 +290,20 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
         print(f"{out['reused']} answers reused from {args.results}, {out['padded']} from "
               f"padded smaller witnesses, {out['solved']} solved")
     return 0 if out["status"] == "found" else 1
+
+
+def _kinds(store: Any, sizes: list[dict[str, Any]]) -> dict[str, int]:
+    """How many infeasible answers of the swept shapes rest on which proof kind."""
+    from exactmem.search.labelings import record_key
+    from exactmem.search.shape import Shape
+
+    counts: dict[str, int] = {}
+    for rec in store.records.values():
+        if rec.get("status") != "infeasible":
+            continue
+        shape = Shape.from_dict(rec["shape"])
+        if any(Shape.from_dict(e["shape"]) == shape for e in sizes) and \
+                rec["key"] == record_key(shape, rec.get("labels", [])):
+            kind = str(rec.get("proof_kind"))
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts

@@ -187,6 +187,10 @@ class Question:
     bits: int | None = None  # b-bit integer weights, decided by SAT
     conflicts: int | None = None  # SAT conflict budget per query
     proof_dir: str | None = None  # where CNF files and DRUP proofs are written
+    rlimit: int | None = None  # Z3 resource limit per solver call (deterministic)
+    cvc5_rlimit: int | None = None  # cvc5 resource limit of the cross-check (None: skipped)
+    encoding: str = "positions"  # the first encoding; the other one cross-checks
+    crosscheck: bool = True  # re-ask every refutation (second encoding, cvc5)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"sequences": [list(s) for s in self.sequences],
@@ -200,8 +204,8 @@ class Question:
 
     def retry(self, record: dict[str, Any]) -> bool:
         """Is a stored answer to be solved again?  Only an ``unknown``, and only with
-        ``retry_unknown`` or a larger budget (timeout, or SAT conflicts with ``bits``) than
-        the one it ran under."""
+        ``retry_unknown`` or a larger budget (timeout, Z3 ``rlimit``, or SAT conflicts with
+        ``bits``) than the one it ran under (no ``rlimit`` counts as unlimited)."""
         if record.get("status") != "unknown":
             return False
         if self.bits is not None:
@@ -209,7 +213,10 @@ class Question:
 
             return self.retry_unknown or (self.conflicts or DEFAULT_CONFLICTS) > \
                 int(record.get("conflict_budget", 0))
-        return self.retry_unknown or self.timeout_s > float(record.get("timeout", 0.0))
+        if self.retry_unknown or self.timeout_s > float(record.get("timeout", 0.0)):
+            return True
+        before = record.get("rlimit")
+        return before is not None and (self.rlimit is None or self.rlimit > int(before))
 
     def dataset(self, labels: Sequence[int]) -> Dataset:
         return Dataset("next-token", "token-ids", self.sequences, tuple(labels),
@@ -242,6 +249,9 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                                    "timeout": q.timeout_s, "key": key}
         if q.bound is not None:
             payload["bound"] = q.bound
+        if q.bits is None:
+            payload.update(rlimit=q.rlimit, cvc5_rlimit=q.cvc5_rlimit, encoding=q.encoding,
+                           crosscheck=q.crosscheck)
         if q.bits is not None:
             payload["bits"], payload["conflicts"] = q.bits, q.conflicts
             if q.proof_dir is not None:

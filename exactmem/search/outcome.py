@@ -2,10 +2,13 @@
 
 * :class:`Found` -- a witness network with exact rational weights;
 * :class:`Infeasible` -- no network of the shape exists; ``proof_kind`` says why we believe
-  it: ``"solver-only"`` (an SMT solver said UNSAT; an opinion, not a certificate) or
+  it: ``"z3"`` (Z3 said UNSAT; an opinion, not a certificate), ``"z3+enc2"``,
+  ``"z3+cvc5"``, ``"z3+enc2+cvc5"`` (the refutation was confirmed by Z3 on the second,
+  independently written encoding and/or by cvc5: :mod:`exactmem.search.crosscheck`) or
   ``"label-consistency"`` (two sequences no permutation-equivariant network can tell apart
-  carry different labels: checkable from the dataset alone) or ``"drup"`` (bit-bounded
-  weights: a SAT solver's DRUP refutation of the CNF, verified by the stdlib checker
+  carry different labels: checkable from the dataset alone) or ``"lrat"`` (bit-bounded
+  weights: a SAT solver's LRAT refutation of the CNF, verified by the stdlib checker
+  :mod:`exactmem.checker.lrat`; ``"drup"`` for DRUP refutations checked by
   :mod:`exactmem.checker.drup`);
 * :class:`Unknown` -- timeout, resource limit, or a model that could not be made rational.
 
@@ -20,7 +23,8 @@ from fractions import Fraction
 
 from exactmem.model.spec import NetworkSpec
 
-PROOF_KINDS = ("solver-only", "label-consistency", "drup", "lrat")
+PROOF_KINDS = ("z3", "z3+enc2", "z3+cvc5", "z3+enc2+cvc5", "label-consistency", "drup",
+               "lrat")
 
 
 @dataclass(frozen=True, slots=True)

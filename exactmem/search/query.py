@@ -20,7 +20,16 @@ from typing import Any
 
 from exactmem.model.dataset import Dataset, dataset_from_json
 from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
-from exactmem.search.encoding import EncodeOptions, encode, output_dim
+from exactmem.search.crosscheck import (
+    DEFAULT_CVC5_RLIMIT,
+    DEFAULT_ENCODING,
+    Verdicts,
+    cvc5_opinion,
+    encode_with,
+    other_encoding,
+    second_opinions,
+)
+from exactmem.search.encoding import EncodeOptions, output_dim
 from exactmem.search.outcome import (
     Assignment,
     BackendOutcome,
@@ -111,37 +120,74 @@ def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions,
 def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               timeout_s: float = 60.0, certificate_path: str | Path | None = None,
               seed: int = 0, portfolio: bool = True,
-              rlimit: int | None = None) -> QueryResult:
+              rlimit: int | None = None, encoding: str = DEFAULT_ENCODING,
+              crosscheck: bool = True,
+              cvc5_rlimit: int | None = DEFAULT_CVC5_RLIMIT,
+              fallback: bool = True) -> QueryResult:
     """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified.
 
+    ``encoding``: ``"positions"`` (:mod:`~exactmem.search.encoding_positions`) or
+    ``"multiset"`` (:mod:`~exactmem.search.encoding`).  ``rlimit``: Z3's deterministic
+    resource limit per solver call (``timeout_s`` stays as a wall-clock safety net).
+
     With ``portfolio`` (and exact ties) two restricted problems -- unique winners only,
-    then uniform attention -- get a few seconds each first: Z3 often finds their
-    witnesses much faster, and a witness of a restriction is a witness.  Their
-    ``infeasible`` answers are ignored; only the full problem can refute.
+    then uniform attention -- are tried first (a tenth of ``rlimit`` each, or a few
+    seconds without one): Z3 often finds their witnesses much faster, and a witness of a
+    restriction is a witness.  Their ``infeasible`` answers are ignored; only the full
+    problem can refute.  With ``fallback``, when Z3 gives no answer on the full problem,
+    the other encoding's full problem gets the same limit (``decided_by`` in the JSON
+    names the encoding that answered).  With ``crosscheck`` a refutation is asked again
+    to Z3 on the other encoding and to cvc5 (``cvc5_rlimit``; ``None`` skips it), see
+    :mod:`~exactmem.search.crosscheck`.
     """
     from exactmem.search import z3_backend
 
     opts = opts or EncodeOptions()
     start = time.monotonic()
     params = shape_params(ds, shape)
+    budgets: tuple[tuple[str, Any], ...] = (("encoding", encoding), ("rlimit", rlimit))
     conflict = consistency_conflict(ds)
     if conflict is not None:
         return QueryResult(shape, params, Infeasible("label-consistency", conflict),
-                           time.monotonic() - start)
+                           time.monotonic() - start, extra=budgets)
     notes: list[str] = []
     raw: BackendOutcome = Unknown("no stage ran")
     for stage, label in _stages(opts, portfolio):
         left = timeout_s - (time.monotonic() - start)
-        budget = left if label is None else min(PORTFOLIO_STAGE_S, timeout_s / 4, left)
-        problem = encode(ds, shape, stage)
-        raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed,
-                               rlimit=rlimit if label is None else None)
+        if rlimit is not None:  # deterministic: stages are bounded by resource counts
+            budget, limit = left, rlimit if label is None else max(1, rlimit // 10)
+        else:
+            budget = left if label is None else min(PORTFOLIO_STAGE_S, timeout_s / 4, left)
+            limit = None
+        # the restricted stages use the multiset encoding: measured, it finds witnesses
+        # under the unique-winner restriction far faster (docs/search.md)
+        problem = encode_with(encoding if label is None else "multiset", ds, shape, stage)
+        raw = z3_backend.solve(problem, max(budget, 0.001), seed=seed, rlimit=limit)
         if isinstance(raw, Assignment):
             if label is not None:
                 notes.append(f"found under the {label} restriction")
             break
+    decided_by = encoding
+    left = timeout_s - (time.monotonic() - start)
+    if isinstance(raw, Unknown) and fallback and left > 0:
+        other = other_encoding(encoding)
+        second = encode_with(other, ds, shape, opts)
+        alt = z3_backend.solve(second, left, seed=seed, rlimit=rlimit)
+        if not isinstance(alt, Unknown):
+            raw, problem, decided_by = alt, second, other
+    budgets += (("decided_by", decided_by),)
+    if isinstance(raw, Infeasible) and crosscheck:
+        left = timeout_s - (time.monotonic() - start)
+        if decided_by == encoding:
+            verdicts = second_opinions(ds, shape, opts, encoding, problem, left, rlimit,
+                                       cvc5_rlimit, seed)
+        else:  # Z3 on the first encoding already gave no answer under the same limit
+            verdicts = Verdicts("unknown", cvc5_opinion(problem, cvc5_rlimit))
+        budgets += (("cvc5_rlimit", cvc5_rlimit), ("crosscheck", verdicts.as_dict()))
+        return QueryResult(shape, params, verdicts.outcome(raw), time.monotonic() - start,
+                           extra=budgets)
     if not isinstance(raw, Assignment):
-        return QueryResult(shape, params, raw, time.monotonic() - start)
+        return QueryResult(shape, params, raw, time.monotonic() - start, extra=budgets)
     spec = witness_spec(ds, shape, problem, raw.values, opts.fixed_embed)
     cert, failures = certify_witness(ds, shape, spec, opts)
     seconds = time.monotonic() - start
@@ -149,14 +195,16 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
         notes.append("z3 gave an algebraic model; re-solved with rational weights")
     if failures:
         return QueryResult(shape, params, Unknown("the checker rejected the solver's witness: "
-                                                  + "; ".join(failures[:3])), seconds)
+                                                  + "; ".join(failures[:3])), seconds,
+                           extra=budgets)
     path = None
     if certificate_path is not None:
         from exactmem.certificate import write_certificate
 
         write_certificate(cert, certificate_path)
         path = str(certificate_path)
-    return QueryResult(shape, params, Found(spec), seconds, cert, path, tuple(notes))
+    return QueryResult(shape, params, Found(spec), seconds, cert, path, tuple(notes),
+                       extra=budgets)
 
 
 def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None = None,
@@ -230,9 +278,10 @@ def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape
 
 
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "key"?,
-    "certificate"?}``; the answer records the ``timeout`` it ran under (a stored
-    ``unknown`` is retried under a larger one)."""
+    """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "rlimit"?,
+    "cvc5_rlimit"?, "encoding"?, "crosscheck"?, "key"?, "certificate"?}``; the answer
+    records the ``timeout`` and ``rlimit`` it ran under (a stored ``unknown`` is retried
+    under a larger one)."""
     from fractions import Fraction
 
     ds = dataset_from_json(payload["dataset"])
@@ -246,7 +295,11 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
         res = run_bits_query(ds, shape, int(payload["bits"]), payload.get("conflicts"),
                              payload.get("certificate"), None if stem is None else Path(stem))
     else:
-        res = run_query(ds, shape, opts, timeout, payload.get("certificate"))
+        res = run_query(ds, shape, opts, timeout, payload.get("certificate"),
+                        rlimit=payload.get("rlimit"),
+                        encoding=payload.get("encoding", DEFAULT_ENCODING),
+                        crosscheck=bool(payload.get("crosscheck", True)),
+                        cvc5_rlimit=payload.get("cvc5_rlimit", DEFAULT_CVC5_RLIMIT))
     out = res.as_dict()
     out["timeout"] = timeout
     if isinstance(res.outcome, Found):

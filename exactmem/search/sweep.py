@@ -79,7 +79,8 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
              certificate_dir: Path | None = None,
              on_result: Callable[[QueryResult], None] | None = None,
              budget_s: float | None = None, bits: int | None = None,
-             conflicts: int | None = None, proof_dir: Path | None = None) -> dict[str, Any]:
+             conflicts: int | None = None, proof_dir: Path | None = None,
+             solver: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sweep shapes; return the JSON report (``status``, ``minimal``, ``proved_minimal``,
     ``sizes``).
 
@@ -90,6 +91,9 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
     ``bits``: b-bit integer weights decided by SAT (:func:`run_bits_query`) under a
     deterministic ``conflicts`` budget per query; refutations are DRUP proofs written to
     ``proof_dir`` (``<shape>.cnf`` / ``.drup``) and checked before they are reported.
+
+    ``solver``: keyword settings of :func:`run_query` for real weights (``rlimit``,
+    ``encoding``, ``crosscheck``, ``cvc5_rlimit``).
     """
     from exactmem import progress
 
@@ -136,7 +140,7 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
                 res = run_bits_query(ds, shape, bits, conflicts, path, stem)
             else:
                 res = run_query(ds, shape, opts, timeout_s if left is None else
-                                min(timeout_s, left), path)
+                                min(timeout_s, left), path, **(solver or {}))
             bar.update()
             if on_result is not None:
                 on_result(res)
@@ -152,7 +156,8 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
                     break  # no shape of the family can memorize this dataset
             else:
                 all_smaller_infeasible = False
-    extra = {} if bits is None else {"bits": bits, "conflict_budget": conflicts}
+    extra: dict[str, Any] = {"bits": bits, "conflict_budget": conflicts} if bits is not None \
+        else {k: v for k, v in (solver or {}).items() if k in ("rlimit", "encoding")}
     return report(ds, base, mode, limits, opts.ties, sizes, minimal, all_smaller_infeasible,
                   extra)
 

@@ -2,7 +2,7 @@
 
 :func:`solve` translates a :class:`~exactmem.search.formula.Problem` to Z3 (nonlinear real
 arithmetic with Boolean structure), runs it under a per-query timeout and returns an
-exact :class:`Assignment`, ``Infeasible("solver-only")`` or ``Unknown(reason)``.
+exact :class:`Assignment`, ``Infeasible("z3")`` or ``Unknown(reason)``.
 
 Z3 may return algebraic (irrational) values for nonlinear problems.  Then the model is
 made rational by re-solving: the Boolean case split of the model is fixed, and each
@@ -116,10 +116,12 @@ def _check(z3: Any, ctx: Any, assertions: list[Any], deadline: float,
 
 
 def solve(problem: Problem, timeout_s: float = 60.0, seed: int = 0,
-          rlimit: int | None = None) -> BackendOutcome:
+          rlimit: int | None = None, rationalise: bool = True) -> BackendOutcome:
     """Decide ``problem`` with Z3 within ``timeout_s`` seconds (wall clock) and, when
     given, Z3's resource count ``rlimit`` (deterministic: the same answer under any load
-    while the wall-clock limit is not reached)."""
+    while the wall-clock limit is not reached; the re-solves that make an algebraic model
+    rational get the same limit each).  ``rationalise=False``: a satisfiable problem
+    answers ``Assignment(())`` (only the verdict is wanted)."""
     z3 = _z3()
     deadline = time.monotonic() + timeout_s
     ctx = z3.Context()
@@ -128,13 +130,16 @@ def solve(problem: Problem, timeout_s: float = 60.0, seed: int = 0,
     assertions = [tr.formula(f) for f in problem.constraints]
     status, model = _check(z3, ctx, assertions, deadline, rlimit)
     if status == "unsat":
-        return Infeasible("solver-only", f"z3 {version()}: unsat")
+        return Infeasible("z3", f"z3 {version()}: unsat" + (f" (rlimit {rlimit})"
+                                                                 if rlimit else ""))
     if status == "unknown":
         return Unknown(f"z3: {model}" + (f" (rlimit {rlimit})" if rlimit else ""))
+    if not rationalise:
+        return Assignment(())
     values = [_rational(z3, model.eval(v, model_completion=True)) for v in tr.reals]
     if all(values[i] is not None for i in problem.param_vars):
         return Assignment(_complete(values))
-    return _rationalise(z3, ctx, tr, problem, assertions, model, deadline)
+    return _rationalise(z3, ctx, tr, problem, assertions, model, deadline, rlimit)
 
 
 def _complete(values: list[Fraction | None]) -> tuple[Fraction, ...]:
@@ -142,7 +147,7 @@ def _complete(values: list[Fraction | None]) -> tuple[Fraction, ...]:
 
 
 def _rationalise(z3: Any, ctx: Any, tr: _Translator, problem: Problem, assertions: list[Any],
-                 model: Any, deadline: float) -> BackendOutcome:
+                 model: Any, deadline: float, rlimit: int | None = None) -> BackendOutcome:
     """Fix the case split, then every weight to a rational, keeping satisfiability."""
     fixed = list(assertions)
     for b in tr.bools:
@@ -154,13 +159,13 @@ def _rationalise(z3: Any, ctx: Any, tr: _Translator, problem: Problem, assertion
         exact = _rational(z3, val)
         candidates = [exact] if exact is not None else _approximations(z3, val)
         for cand in candidates:
-            status, new_model = _check(z3, ctx, fixed + [v == tr.num(cand)], deadline)
+            status, new_model = _check(z3, ctx, fixed + [v == tr.num(cand)], deadline, rlimit)
             if status == "sat":
                 fixed.append(v == tr.num(cand))
                 model = new_model
                 break
-            if status == "unknown" and new_model == "timeout":
-                return Unknown("timeout while making the model rational")
+            if status == "unknown" and (new_model == "timeout" or "resource" in str(new_model)):
+                return Unknown(f"{new_model} while making the model rational")
         else:
             return Unknown(f"z3 returned an algebraic model and no rational value of "
                            f"{problem.reals[i]} keeps it satisfiable")
