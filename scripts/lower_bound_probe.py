@@ -180,24 +180,20 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
 
 def real_query(ds: Dataset, sh: Shape, cert: str, rlimits: tuple[int, int]) -> tuple[Any, str]:
     """Real weights, the same fixed input map: Z3 decides under its resource limit (no
-    wall-clock stages, so reruns agree); an UNSAT is re-asked to cvc5.  ``proof_kind``:
-    ``z3+cvc5`` (both refute), ``z3`` (cvc5 gave no answer within its limit); a cvc5
-    ``sat`` against Z3's ``unsat`` makes the point unknown."""
-    from exactmem.search import cvc5_backend
-    from exactmem.search.encoding import EncodeOptions, encode
-    from exactmem.search.outcome import Unknown
-    from exactmem.search.query import QueryResult, run_query
+    wall-clock stages, so reruns agree); ``run_query`` re-asks every refutation to Z3 on
+    the second encoding and to cvc5, and ``proof_kind`` says who agreed (``z3``,
+    ``z3+enc2``, ``z3+cvc5``, ``z3+enc2+cvc5``); a second opinion's ``sat`` makes the
+    point unknown."""
+    from exactmem.search.encoding import EncodeOptions
+    from exactmem.search.outcome import Infeasible
+    from exactmem.search.query import run_query
 
     opts = EncodeOptions(fixed_embed=tuple(tuple(Fraction(int(i == j)) for j in range(V))
                                            for i in range(V)))
     res = run_query(ds, sh, opts, timeout_s=REAL_WALL_S, certificate_path=cert,
-                    portfolio=False, rlimit=rlimits[0])
-    if res.status != "infeasible":
-        return res, ""
-    second = cvc5_backend.refutes(encode(ds, sh, opts), rlimits[1])
-    if second == "sat":
-        return QueryResult(sh, res.params, Unknown("z3 unsat, cvc5 sat"), res.seconds), ""
-    return res, "z3+cvc5" if second == "unsat" else "z3"
+                    portfolio=False, rlimit=rlimits[0], cvc5_rlimit=rlimits[1])
+    kind = res.outcome.proof_kind if isinstance(res.outcome, Infeasible) else ""
+    return res, kind
 
 
 def main() -> int:

@@ -60,12 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="real weights: report Z3's refutations without second opinions")
     e.add_argument("--bits", type=int, default=None, metavar="B",
                    help="b-bit integer weights in [-2^(B-1), 2^(B-1)), decided by SAT; "
-                        "refutations come with a checked DRUP proof")
+                        "refutations come with a checked LRAT proof")
     e.add_argument("--conflicts", type=int, default=None, metavar="N",
                    help="with --bits: SAT conflict budget per query (deterministic; default "
-                        "200000)")
+                        "1000000)")
     e.add_argument("--proofs", type=Path, default=None, metavar="DIR",
-                   help="with --bits: write the DIMACS CNF and DRUP proof of every "
+                   help="with --bits: write the DIMACS CNF and LRAT proof of every "
                         "infeasible answer into this folder")
     e.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="seconds for the whole run; queries get at most what is left, shapes "

@@ -186,7 +186,7 @@ class Question:
     retry_unknown: bool = False  # re-solve stored unknowns even under the same budget
     bits: int | None = None  # b-bit integer weights, decided by SAT
     conflicts: int | None = None  # SAT conflict budget per query
-    proof_dir: str | None = None  # where CNF files and DRUP proofs are written
+    proof_dir: str | None = None  # where CNF files and LRAT proofs are written
     rlimit: int | None = None  # Z3 resource limit per solver call (deterministic)
     cvc5_rlimit: int | None = None  # cvc5 resource limit of the cross-check (None: skipped)
     encoding: str = "positions"  # the first encoding; the other one cross-checks

@@ -56,7 +56,7 @@ class QueryResult:
     certificate: dict[str, Any] | None = None
     certificate_path: str | None = None
     notes: tuple[str, ...] = field(default=())
-    cnf: str | None = None  # bit-bounded infeasible: the DIMACS file and its DRUP proof
+    cnf: str | None = None  # bit-bounded infeasible: the DIMACS file and its LRAT proof
     proof: str | None = None
     extra: tuple[tuple[str, Any], ...] = field(default=())  # e.g. bits, conflicts
 
@@ -214,8 +214,8 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
     """Decide whether ``shape`` with ``bits``-bit integer weights memorizes ``ds`` (SAT).
 
     ``found``: the model's network, certified and verified by the checker.  ``infeasible``:
-    label consistency, or a DRUP refutation verified by :mod:`exactmem.checker.drup`
-    (written to ``<proof_stem>.cnf`` / ``.drup`` when ``proof_stem`` is given).
+    label consistency, or an LRAT refutation verified by :mod:`exactmem.checker.lrat`
+    (written to ``<proof_stem>.cnf`` / ``.lrat`` when ``proof_stem`` is given).
     """
     from exactmem.search import sat_backend
     from exactmem.search.sat_encoding import encode_bits, witness_from_model

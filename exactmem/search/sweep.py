@@ -89,8 +89,8 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
     line per shape) goes to stderr through :mod:`exactmem.progress`.
 
     ``bits``: b-bit integer weights decided by SAT (:func:`run_bits_query`) under a
-    deterministic ``conflicts`` budget per query; refutations are DRUP proofs written to
-    ``proof_dir`` (``<shape>.cnf`` / ``.drup``) and checked before they are reported.
+    deterministic ``conflicts`` budget per query; refutations are LRAT proofs written to
+    ``proof_dir`` (``<shape>.cnf`` / ``.lrat``) and checked before they are reported.
 
     ``solver``: keyword settings of :func:`run_query` for real weights (``rlimit``,
     ``encoding``, ``crosscheck``, ``cvc5_rlimit``).
