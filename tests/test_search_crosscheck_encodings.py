@@ -43,7 +43,7 @@ CASES = [
      Shape(1, 1, 1, 1, 1, True, "scalar")),
     (XOR, Shape(1, 1, 2, 2, 0, False, "scalar")),
     (XOR, Shape(1, 1, 2, 2, 2, False, "scalar")),
-    (XOR, Shape(1, 1, 2, 1, 1, True, "argmax")),
+    (XOR, Shape(1, 1, 2, 1, 0, True, "argmax")),
 ]
 
 
