@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_BYTES = 1 << 30  # per file
@@ -364,12 +365,18 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
                 raise _Rejected(f"proof line {k}: lemma {' '.join(map(str, lits[:12]))}"
                                 f"{' ...' if len(lits) > 12 else ''} 0 is neither RUP nor RAT")
         return ProofReport("s VERIFIED", (), lemmas, deletions, checked)
-    except _Rejected as exc:
+    except (_Rejected, Unusable, MemoryError, RecursionError) as exc:
+        return failure(exc)
+
+
+def failure(exc: BaseException) -> ProofReport:
+    """The verdict of a check stopped by ``exc``: a rejected step, unusable input, or a
+    resource limit."""
+    if isinstance(exc, _Rejected):
         return ProofReport("s REJECTED", (str(exc),))
-    except Unusable as exc:
+    if isinstance(exc, Unusable):
         return ProofReport("s UNUSABLE", (str(exc),))
-    except (MemoryError, RecursionError) as exc:
-        return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
+    return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
 
 
 def _read(path: str) -> str:
@@ -387,10 +394,16 @@ def _read(path: str) -> str:
     return text
 
 
-def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
-                      ) -> ProofReport:
+def check_files(check: Callable[[str, str, int], ProofReport], cnf_path: str,
+                proof_path: str, max_steps: int = MAX_STEPS) -> ProofReport:
+    """``check`` on the texts of two files (regular ASCII files under the size limit)."""
     try:
         cnf, proof = _read(cnf_path), _read(proof_path)
     except (OSError, Unusable) as exc:
         return ProofReport("s UNUSABLE", (str(exc),))
-    return check_proof(cnf, proof, max_steps)
+    return check(cnf, proof, max_steps)
+
+
+def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
+                      ) -> ProofReport:
+    return check_files(check_proof, cnf_path, proof_path, max_steps)

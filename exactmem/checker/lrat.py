@@ -27,11 +27,16 @@ Verdicts as in :mod:`exactmem.checker.drup`: ``s VERIFIED`` (exit 0), ``s REJECT
 
 from __future__ import annotations
 
-from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, parse_cnf
-
-
-class _Rejected(Exception):
-    pass
+from .drup import (
+    MAX_STEPS,
+    ProofReport,
+    Unusable,
+    _ints,
+    _Rejected,
+    check_files,
+    failure,
+    parse_cnf,
+)
 
 
 def _check_lemma(k: int, lemma: list[int], hints: list[int],
@@ -113,18 +118,10 @@ def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> Pr
         if not refuted:
             raise _Rejected("the proof does not derive the empty clause")
         return ProofReport("s VERIFIED", (), lemmas, deletions, lemmas)
-    except _Rejected as exc:
-        return ProofReport("s REJECTED", (str(exc),))
-    except Unusable as exc:
-        return ProofReport("s UNUSABLE", (str(exc),))
-    except (MemoryError, RecursionError) as exc:
-        return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
+    except (_Rejected, Unusable, MemoryError, RecursionError) as exc:
+        return failure(exc)
 
 
 def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
                      ) -> ProofReport:
-    try:
-        cnf, proof = _read(cnf_path), _read(proof_path)
-    except (OSError, Unusable) as exc:
-        return ProofReport("s UNUSABLE", (str(exc),))
-    return check_lrat(cnf, proof, max_steps)
+    return check_files(check_lrat, cnf_path, proof_path, max_steps)
