@@ -140,3 +140,21 @@ def test_check_proof_verb_reads_lrat_by_suffix(tmp_path: Path) -> None:
                            str(tmp_path / "f.cnf"), str(tmp_path / "good.lrat")],
                           capture_output=True, text=True, timeout=120)
     assert drup.returncode != 0  # the same text read as DRUP is not a refutation
+
+
+def test_proof_files_are_streamed_and_bad_bytes_unusable(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from exactmem.checker import lrat
+
+    (tmp_path / "f.cnf").write_text(CNF)
+    good, bad = tmp_path / "good.lrat", tmp_path / "bad.lrat"
+    good.write_text(GOOD)
+    assert lrat.check_lrat_files(str(tmp_path / "f.cnf"), str(good)).verdict == "s VERIFIED"
+    bad.write_bytes(GOOD.encode() + "7 \u00e9 0\n".encode())
+    rep = lrat.check_lrat_files(str(tmp_path / "f.cnf"), str(bad))
+    assert rep.verdict == "s UNUSABLE" and "not ASCII" in rep.reasons[0]
+    monkeypatch.setattr(lrat, "MAX_LINE", 8)
+    rep = lrat.check_lrat_files(str(tmp_path / "f.cnf"), str(good))
+    assert rep.verdict == "s UNUSABLE" and "longer than 8 bytes" in rep.reasons[0]
+    rep = lrat.check_lrat_files(str(tmp_path / "f.cnf"), str(tmp_path))
+    assert rep.verdict == "s UNUSABLE" and "not a regular file" in rep.reasons[0]

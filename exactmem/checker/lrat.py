@@ -27,16 +27,14 @@ Verdicts as in :mod:`exactmem.checker.drup`: ``s VERIFIED`` (exit 0), ``s REJECT
 
 from __future__ import annotations
 
-from .drup import (
-    MAX_STEPS,
-    ProofReport,
-    Unusable,
-    _ints,
-    _Rejected,
-    check_files,
-    failure,
-    parse_cnf,
-)
+import os
+import stat
+from collections.abc import Callable, Iterator
+
+from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, _Rejected, failure, parse_cnf
+
+MAX_PROOF_BYTES = 1 << 36  # a proof file is streamed line by line, never held whole
+MAX_LINE = 1 << 26
 
 
 def _check_lemma(k: int, lemma: list[int], hints: list[int],
@@ -69,10 +67,15 @@ def _check_lemma(k: int, lemma: list[int], hints: list[int],
 
 def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
     """Check that the LRAT ``proof_text`` refutes ``cnf_text``; never raises on bad input."""
+    return _check(cnf_text, lambda: iter(proof_text.splitlines()), max_steps)
+
+
+def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) -> ProofReport:
+    """The check over the proof's lines, read twice (``lines()`` starts them again)."""
     try:
         nvars, cnf = parse_cnf(cnf_text)
         used = set()
-        for line in proof_text.splitlines():
+        for line in lines():
             s = line.split(maxsplit=2)
             if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
                 used.add(int(s[0]))
@@ -81,7 +84,7 @@ def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> Pr
         last = 0
         lemmas = deletions = steps = 0
         refuted = False
-        for k, line in enumerate(proof_text.splitlines(), 1):
+        for k, line in enumerate(lines(), 1):
             s = line.split()
             if not s or s[0] == "c":
                 continue
@@ -122,6 +125,32 @@ def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> Pr
         return failure(exc)
 
 
+def _file_lines(path: str) -> Iterator[str]:
+    """The lines of an ASCII file, read one at a time (a proof may exceed memory)."""
+    try:
+        with open(path, "rb") as fh:
+            k = 0
+            while line := fh.readline(MAX_LINE + 1):
+                k += 1
+                if len(line) > MAX_LINE:
+                    raise Unusable(f"{path}: line {k} is longer than {MAX_LINE} bytes")
+                if not line.isascii():
+                    raise Unusable(f"{path}: line {k} is not ASCII text")
+                yield line.decode("ascii")
+    except OSError as exc:
+        raise Unusable(f"{path}: {exc}") from None
+
+
 def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
                      ) -> ProofReport:
-    return check_files(check_lrat, cnf_path, proof_path, max_steps)
+    """Like :func:`check_lrat`; the proof file is streamed (at most ``MAX_PROOF_BYTES``),
+    so proofs larger than the DRUP checker's file limit can be checked."""
+    try:
+        if not stat.S_ISREG(os.stat(proof_path).st_mode):
+            raise Unusable(f"{proof_path}: not a regular file")
+        if os.path.getsize(proof_path) > MAX_PROOF_BYTES:
+            raise Unusable(f"{proof_path}: larger than {MAX_PROOF_BYTES} bytes")
+        cnf = _read(cnf_path)
+    except (OSError, Unusable) as exc:
+        return ProofReport("s UNUSABLE", (str(exc),))
+    return _check(cnf, lambda: _file_lines(proof_path), max_steps)
