@@ -130,6 +130,7 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
         for sh in family:  # upward: the first network (cheap budget for bit grids)
             if ask(sh, find_conflicts) == "found":
                 break
+
     def implied(sh: Shape) -> bool:
         if any(status.get(big) == "infeasible" and nests_in(sh, big) for big in family):
             status[sh] = "implied"

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_BYTES = 1 << 30  # per file
@@ -394,16 +393,10 @@ def _read(path: str) -> str:
     return text
 
 
-def check_files(check: Callable[[str, str, int], ProofReport], cnf_path: str,
-                proof_path: str, max_steps: int = MAX_STEPS) -> ProofReport:
-    """``check`` on the texts of two files (regular ASCII files under the size limit)."""
+def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
+                      ) -> ProofReport:
     try:
         cnf, proof = _read(cnf_path), _read(proof_path)
     except (OSError, Unusable) as exc:
         return ProofReport("s UNUSABLE", (str(exc),))
-    return check(cnf, proof, max_steps)
-
-
-def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
-                      ) -> ProofReport:
-    return check_files(check_proof, cnf_path, proof_path, max_steps)
+    return check_proof(cnf, proof, max_steps)

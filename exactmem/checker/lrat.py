@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, _Rejected, failure, parse_cnf
 
@@ -65,6 +65,18 @@ def _check_lemma(k: int, lemma: list[int], hints: list[int],
                     "end without a conflict")
 
 
+def original_ids(count: int, lines: Iterable[str]) -> dict[int, int]:
+    """``{id: k}``: clause ``k`` (0-based) of the CNF has the ``k``-th smallest positive id
+    that no lemma line of the proof uses."""
+    used = set()
+    for line in lines:
+        s = line.split(maxsplit=2)
+        if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
+            used.add(int(s[0]))
+    free = (i for i in range(1, count + len(used) + 1) if i not in used)
+    return dict(zip(free, range(count), strict=False))
+
+
 def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
     """Check that the LRAT ``proof_text`` refutes ``cnf_text``; never raises on bad input."""
     return _check(cnf_text, lambda: iter(proof_text.splitlines()), max_steps)
@@ -74,13 +86,7 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
     """The check over the proof's lines, read twice (``lines()`` starts them again)."""
     try:
         nvars, cnf = parse_cnf(cnf_text)
-        used = set()
-        for line in lines():
-            s = line.split(maxsplit=2)
-            if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
-                used.add(int(s[0]))
-        free = (i for i in range(1, len(cnf) + len(used) + 1) if i not in used)
-        clauses = {i: tuple(c) for i, c in zip(free, cnf, strict=False)}
+        clauses = {i: tuple(cnf[k]) for i, k in original_ids(len(cnf), lines()).items()}
         last = 0
         lemmas = deletions = steps = 0
         refuted = False

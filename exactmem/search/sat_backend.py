@@ -62,9 +62,9 @@ def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
     """The lemmas and deletions of an LRAT proof of ``clauses`` as a DRUP proof (ids and
     hints dropped), for DRAT checkers such as drat-trim or dratify.  The clauses are named
     as :mod:`exactmem.checker.lrat` names them: the ids no lemma uses, in order."""
-    used = {int(s.split()[0]) for s in lrat.splitlines() if s.split()[1:2] not in (["d"], [])}
-    free = (i for i in range(1, len(clauses) + len(used) + 1) if i not in used)
-    by_id = dict(zip(free, clauses, strict=False))
+    from exactmem.checker.lrat import original_ids
+
+    by_id = {i: clauses[k] for i, k in original_ids(len(clauses), lrat.splitlines()).items()}
     out: list[str] = []
     for line in lrat.splitlines():
         s = line.split()
@@ -84,7 +84,8 @@ def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
 def _run(clauses: list[list[int]], conflicts: int) -> tuple[bool | None, int, frozenset[int],
                                                              str]:
     """``(answer, conflicts used, model, LRAT text)``: CaDiCaL with its ``lrat`` option set
-    before any clause is added (original clause ``i`` gets id ``i``)."""
+    before any clause is added (the ids of the clauses it derives while reading are
+    interleaved with the original ones: :func:`exactmem.checker.lrat.original_ids`)."""
     import pysolvers
 
     solvers = _pysat()
