@@ -140,3 +140,18 @@ def test_dask_executor_on_a_local_cluster(tmp_path: Path) -> None:
             ex.close()
     assert summary["solved"] == sum(summary["classes"].values()) > 0
     assert summary["classes"]["unknown"] == 0
+
+
+@pytest.mark.parametrize(("N", "n", "vocab", "classes", "symmetric"),
+                         [(6, 2, 3, 2, True), (7, 2, 3, 2, False), (5, 3, 3, 3, True),
+                          (8, 2, 4, 2, True), (6, 2, 4, 3, False)])
+def test_labelling_classes_by_permutations_match_graph_isomorphism(
+        N: int, n: int, vocab: int, classes: int, symmetric: bool) -> None:  # noqa: N803
+    from exactmem.search.labelings import _classes_by_graphs, _classes_by_permutations
+
+    for seed in range(2):
+        seqs = generate_inputs(N, n, vocab, seed)
+        graphs = _classes_by_graphs(seqs, classes, symmetric)
+        perms = _classes_by_permutations(seqs, classes, symmetric)
+        assert [(c.labels, c.size) for c in perms] == [(c.labels, c.size) for c in graphs]
+        assert sum(c.size for c in perms) == classes ** N

@@ -92,6 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--retry-unknown", action="store_true",
                    help="solve stored unknown answers again (they are retried anyway when "
                         "--timeout is larger than the one they ran under)")
+    a.add_argument("--no-transfer", action="store_true",
+                   help="do not re-fit the tails of earlier witnesses before a full query "
+                        "(real weights; docs/search.md, 'Witness transfer')")
+    a.add_argument("--random-fronts", type=int, default=None, metavar="COUNT",
+                   help="random fronts tried on the labellings left unknown after the "
+                        "first pass (default 20000; 0: none)")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")
@@ -229,6 +235,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
         shattering_search,
     )
     from exactmem.search.sweep import candidates, caps_hide_nothing
+    from exactmem.search.transfer import DEFAULT_POOL
 
     if args.data:
         from exactmem.model.dataset import load_dataset
@@ -246,7 +253,8 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
                  None if bound is None else str(bound), args.retry_unknown, args.bits,
                  args.conflicts, None if args.proofs is None else str(args.proofs),
                  args.solver["rlimit"], args.solver["cvc5_rlimit"], args.encoding,
-                 args.solver["crosscheck"])
+                 args.solver["crosscheck"], not args.no_transfer,
+                 DEFAULT_POOL if args.random_fronts is None else args.random_fronts)
     probe = q.dataset([0] * len(seqs))
     shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
     def caps_ok(params: int) -> bool:

@@ -56,12 +56,12 @@ class Verdicts:
     enc2: str
     cvc5: str
 
-    def outcome(self, first: Infeasible) -> Outcome:
+    def outcome(self, first: Infeasible, first_name: str = "z3") -> Outcome:
         disagree = [who for who, v in (("enc2", self.enc2), ("cvc5", self.cvc5)) if v == "sat"]
         if disagree:
-            return Unknown("disagreement: z3 refuted the first encoding but "
+            return Unknown(f"disagreement: {first_name} refuted the first encoding but "
                            + " and ".join(f"{w} found it satisfiable" for w in disagree))
-        kind = "z3" + "".join(f"+{w}" for w, v in (("enc2", self.enc2), ("cvc5", self.cvc5))
+        kind = first_name + "".join(f"+{w}" for w, v in (("enc2", self.enc2), ("cvc5", self.cvc5))
                               if v == "unsat")
         return Infeasible(kind, first.detail)
 

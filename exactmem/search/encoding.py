@@ -62,13 +62,16 @@ class EncodeOptions:
     to zero scores (uniform attention, eq. (39)) -- a restriction used to find witnesses
     fast, never to refute; ``fixed_embed``: for vector inputs, a fixed rational
     ``d_model x dim`` input map (not searched; the change-of-basis normalisation is then
-    off)."""
+    off); ``fixed``: parameters held at given rational values, ``(name, rows)`` pairs
+    (witness transfer, :mod:`exactmem.search.transfer`; only the positions encoding reads
+    it)."""
 
     ties: TieMode = "split"
     bound: Fraction | None = None
     symmetry: bool = True
     uniform: bool = False
     fixed_embed: tuple[tuple[Fraction, ...], ...] | None = None
+    fixed: tuple[tuple[str, tuple[tuple[Fraction, ...], ...]], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.ties not in ("split", "margin"):
@@ -295,6 +298,9 @@ class _Encoder:
 def encode(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
     """The problem whose solutions are exactly the weights of ``shape`` memorizing ``ds``
     (up to the normalisations listed in the module docstring)."""
+    if opts is not None and opts.fixed:
+        raise SpecError("the multiset encoding does not hold parameters fixed; "
+                        "use the positions encoding")
     return _Encoder(ds, shape, opts or EncodeOptions()).encode()
 
 

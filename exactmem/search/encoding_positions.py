@@ -91,8 +91,17 @@ class _Positions:
         # scale and basis normalisations hold for real weights, not inside a weight box
         self.normalise = opts.bound is None and opts.symmetry
         self.gap: int = 1 if self.normalise else 0  # 0: strict comparisons
+        # parameters held at given values (witness transfer): constants, not normalised
+        self.fixed = {name: [[Poly.const(c) for c in row] for row in rows]
+                      for name, rows in (opts.fixed or ())}
 
     def weights(self, name: str, rows: int, cols: int) -> list[list[Poly]]:
+        if name in self.fixed:
+            const = self.fixed[name]
+            if len(const) != rows or any(len(r) != cols for r in const):
+                raise SpecError(f"fixed parameter {name}: expected {rows} x {cols}")
+            self.p.params[name] = const
+            return const
         mat = self.p.matrix(name, rows, cols)
         if self.opts.bound is not None:
             b = self.opts.bound
@@ -114,7 +123,10 @@ class _Positions:
         return out
 
     def beats(self, hi: Poly, lo: Poly) -> Formula:
-        """``hi`` above ``lo`` by the normalised gap (or strictly)."""
+        """``hi`` above ``lo`` by the normalised gap (or strictly; exactly when both are
+        fixed numbers)."""
+        if (hi - lo).is_const():
+            return _pos(hi - lo)
         return _nonneg(hi - lo - self.gap) if self.gap else _pos(hi - lo)
 
     # the input map ---------------------------------------------------------------
@@ -139,7 +151,7 @@ class _Positions:
         map (``E -> M E``, ``A -> M^-T A M^-1``, ``B -> M B M^-1``, ``W1 -> W1 M^-1``,
         ``W2 -> M W2``, ``E_out -> E_out M^-1``), so one column of the input map is zero or
         the first unit vector."""
-        if not self.normalise:
+        if not self.normalise or "embed" in self.fixed:
             return
         column = [table[r][col] for r in range(len(table))]
         self.p.add(Or((And(tuple(_zero(x) for x in column)),
@@ -225,7 +237,8 @@ class _Positions:
         sh, m, q = self.sh, self.sh.d_model, self.sh.ff_width
         w1, b1 = self.weights(f"ff{layer}.W1", q, m), self.weights(f"ff{layer}.b1", q, 1)
         w2, b2 = self.weights(f"ff{layer}.W2", m, q), self.weights(f"ff{layer}.b2", m, 1)
-        if self.normalise:  # ReLU(c z) = c ReLU(z), c > 0: each hidden bias is -1, 0 or 1
+        if self.normalise and f"ff{layer}.b1" not in self.fixed:
+            # ReLU(c z) = c ReLU(z), c > 0: each hidden bias is -1, 0 or 1
             for j in range(q):
                 self.p.add(Or(tuple(_zero(b1[j][0] - v) for v in (-1, 0, 1))))
         out: list[dict[Any, Vec]] = []
@@ -250,24 +263,7 @@ class _Positions:
     # the network and the labels -----------------------------------------------------
     def encode(self) -> Problem:
         sh, ds = self.sh, self.ds
-        first = self.inputs()
-        seqs_in = list(dict.fromkeys(zip(ds.sequences, ds.labels, strict=True)))
-        counts: list[dict[Any, int]] = []
-        for seq, _ in seqs_in:
-            c: dict[Any, int] = {}
-            for t in seq:
-                c[t] = c.get(t, 0) + 1
-            counts.append(c)
-        seqs = [{t: first[t] for t in c} for c in counts]
-        for layer in range(sh.layers):
-            last = layer == sh.layers - 1
-            queries = [[seq[-1]] if last else sorted(c, key=repr)
-                       for (seq, _), c in zip(seqs_in, counts, strict=True)]
-            att = self.attention(layer, seqs, counts, queries)
-            if sh.ff_width:
-                att = self.feedforward(layer, att)
-            # keys of the next layer: every token of the sequence (queries were all of them)
-            seqs = att
+        seqs_in, seqs = self.streams(last_ff=True)
         out_dim = 1 if sh.readout == "scalar" else max(2, ds.num_classes)
         w, b = self.weights("out.W", out_dim, sh.d_model), self.weights("out.b", out_dim, 1)
         if sh.readout == "argmax" and self.normalise:
@@ -284,6 +280,55 @@ class _Positions:
                         self.p.add(self.beats(scores[y], scores[other]))
         return self.p
 
+    def encode_thresholds(self) -> Problem:
+        """The front as in :meth:`encode`; the tail (last feed-forward layer and readout)
+        replaced by its exact description for a one-dimensional stream and two labels
+        (:func:`~exactmem.search.transfer.tail_separates`): ``K = ff_width + 1`` ordered
+        thresholds ``t_1 <= ... <= t_K`` and a first label ``s``, and the label of a
+        sequence is ``s`` plus the number of thresholds below its stream, mod 2."""
+        seqs_in, seqs = self.streams(last_ff=False)
+        k = self.sh.ff_width + 1
+        t = [self.p.real(f"tail.t{j}") for j in range(k)]
+        for lo, hi in zip(t, t[1:], strict=False):
+            self.p.add(_nonneg(hi - lo))
+        first = self.p.boolean("tail.first_label")
+        for (seq, y), reps in zip(seqs_in, seqs, strict=True):
+            v = reps[seq[-1]][0]
+            cases: list[Formula] = []
+            for j in range(k + 1):  # j thresholds lie below the stream
+                conds: list[Formula] = []
+                if j > 0:
+                    conds.append(_pos(v - t[j - 1]))
+                if j < k:
+                    conds.append(_nonneg(t[j] - v))
+                conds.append(first if (y - j) % 2 else Not(first))
+                cases.append(And(tuple(conds)))
+            self.p.add(Or(tuple(cases)))
+        return self.p
+
+    def streams(self, last_ff: bool) -> tuple[list[tuple[Any, int]], list[dict[Any, Vec]]]:
+        """The distinct (sequence, label) pairs and, for each, the vector of every token
+        after the last block (``last_ff=False``: before the last feed-forward layer)."""
+        sh, ds = self.sh, self.ds
+        first = self.inputs()
+        seqs_in = list(dict.fromkeys(zip(ds.sequences, ds.labels, strict=True)))
+        counts: list[dict[Any, int]] = []
+        for seq, _ in seqs_in:
+            c: dict[Any, int] = {}
+            for t in seq:
+                c[t] = c.get(t, 0) + 1
+            counts.append(c)
+        seqs = [{t: first[t] for t in c} for c in counts]
+        for layer in range(sh.layers):
+            last = layer == sh.layers - 1
+            queries = [[seq[-1]] if last else sorted(c, key=repr)
+                       for (seq, _), c in zip(seqs_in, counts, strict=True)]
+            att = self.attention(layer, seqs, counts, queries)
+            if sh.ff_width and (last_ff or not last):
+                att = self.feedforward(layer, att)
+            # keys of the next layer: every token of the sequence (queries were all of them)
+            seqs = att
+        return seqs_in, seqs
 
 def encode_positions(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
     """The problem whose solutions are the weights of ``shape`` memorizing ``ds`` (up to
@@ -292,3 +337,22 @@ def encode_positions(ds: Dataset, shape: Shape, opts: EncodeOptions | None = Non
     reads a model back."""
     return _Positions(ds, shape, opts or EncodeOptions()).encode()
 
+
+def thresholds_apply(ds: Dataset, shape: Shape, opts: EncodeOptions) -> bool:
+    """Is the threshold description of the tail exact here?  A one-dimensional stream,
+    residual connections (the readout sees the stream itself), two labels, an argmax
+    readout, no weight bound (the tail's weights are free)."""
+    return (shape.d_model == 1 and shape.residual and shape.readout == "argmax"
+            and opts.bound is None and all(y in (0, 1) for y in ds.labels))
+
+
+def encode_thresholds(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
+    """The front of :func:`encode_positions` with the tail described by thresholds: its
+    models give the front's weights only (the tail is then fitted, see
+    :mod:`exactmem.search.transfer`), and it is unsatisfiable exactly when
+    :func:`encode_positions` is (where :func:`thresholds_apply`)."""
+    opts = opts or EncodeOptions()
+    if not thresholds_apply(ds, shape, opts):
+        raise SpecError("the threshold tail needs d_model 1, residual, an argmax readout, "
+                        "two labels and no weight bound")
+    return _Positions(ds, shape, opts).encode_thresholds()

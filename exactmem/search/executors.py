@@ -74,12 +74,24 @@ class ProcessExecutor:
                                            initargs=(os.getpid(),))
 
     def run(self, fn: Worker, payloads: Iterable[Payload]) -> Iterator[Payload]:
-        futures = [self.pool.submit(fn, p) for p in payloads]
+        """Payloads are drawn lazily, one per free worker, so a payload built by a
+        generator sees every result yielded before it (witness transfer uses this)."""
+        it = iter(payloads)
+        running: set[cf.Future[Payload]] = set()
         try:
-            for fut in cf.as_completed(futures):
-                yield fut.result()
+            while True:
+                while len(running) < self.workers:
+                    p = next(it, None)
+                    if p is None:
+                        break
+                    running.add(self.pool.submit(fn, p))
+                if not running:
+                    return
+                done, running = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    yield fut.result()
         finally:
-            for fut in futures:
+            for fut in running:
                 fut.cancel()
 
     def close(self, cancel: bool = False) -> None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import combinations_with_replacement, product
+from itertools import combinations_with_replacement, permutations, product
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from exactmem.search.executors import Executor
 from exactmem.search.outcome import Found
 from exactmem.search.query import query_worker
 from exactmem.search.shape import Shape, nests_in
+from exactmem.search.transfer import DEFAULT_POOL, cheap_test_applies
+from exactmem.search.transfer import DEFAULT_TRANSFER_RLIMIT as TRANSFER_RLIMIT
 
 RESULTS_FORMAT = "exactmem.search-results/1"
 
@@ -97,7 +100,57 @@ class LabellingClass:
 
 def labelling_classes(seqs: Sequence[tuple[int, ...]], classes: int,
                       symmetric: bool) -> list[LabellingClass]:
-    """Every labelling in ``[classes]^N`` up to isomorphism, in enumeration order."""
+    """Every labelling in ``[classes]^N`` up to isomorphism, in enumeration order.
+
+    Each class is represented by its first labelling in ``itertools.product`` order, i.e.
+    the lexicographically smallest of its orbit.  Small cases go through the token and
+    label permutations directly (:func:`_classes_by_permutations`), the others through
+    graph isomorphism (:func:`_classes_by_graphs`); the tests check that both agree."""
+    tokens = sorted({t for seq in seqs for t in seq})
+    perms = math.factorial(len(tokens)) * (math.factorial(classes) if symmetric else 1)
+    if perms <= 5040 and classes ** len(seqs) <= 1 << 22:
+        return _classes_by_permutations(seqs, classes, symmetric)
+    return _classes_by_graphs(seqs, classes, symmetric)
+
+
+def _classes_by_permutations(seqs: Sequence[tuple[int, ...]], classes: int,
+                             symmetric: bool) -> list[LabellingClass]:
+    """Two labelled datasets are isomorphic (:func:`labelled_graph`) exactly when a
+    permutation of the tokens maps the set of sequences (multiset, last token) onto
+    itself and, with it and (``symmetric``) a permutation of the labels, one labelling
+    onto the other: a sequence node is determined by its token edges.  So the orbit of
+    each labelling under those permutations is its class (numpy, all labellings at once)."""
+    import numpy as np
+
+    def key(seq: Sequence[int]) -> tuple[tuple[int, ...], int]:
+        return tuple(sorted(seq[:-1])), seq[-1]
+
+    index = {key(seq): i for i, seq in enumerate(seqs)}
+    tokens = sorted({t for seq in seqs for t in seq})
+    maps: list[list[int]] = []  # sequence permutations of the token permutations keeping it
+    for perm in permutations(tokens):
+        pi = dict(zip(tokens, perm, strict=True))
+        image = [index.get(key([pi[t] for t in seq]), -1) for seq in seqs]
+        if -1 not in image:
+            maps.append(image)
+    relabels = list(permutations(range(classes))) if symmetric else [tuple(range(classes))]
+    n = len(seqs)
+    codes = np.arange(classes ** n, dtype=np.int64)
+    digits = (codes[:, None] // classes ** np.arange(n - 1, -1, -1)) % classes  # product order
+    weights = classes ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    best = codes.copy()
+    for image in maps:
+        moved = np.empty_like(digits)
+        moved[:, image] = digits  # the label of sequence i moves to sequence image[i]
+        for sigma in relabels:
+            best = np.minimum(best, np.asarray(sigma, dtype=np.int64)[moved] @ weights)
+    reps, sizes = np.unique(best, return_counts=True)
+    return [LabellingClass(tuple(int(x) for x in digits[r]), int(c))
+            for r, c in zip(reps, sizes, strict=True)]
+
+
+def _classes_by_graphs(seqs: Sequence[tuple[int, ...]], classes: int,
+                       symmetric: bool) -> list[LabellingClass]:
     import networkx as nx
     from networkx.algorithms.isomorphism import categorical_edge_match, categorical_node_match
 
@@ -191,6 +244,8 @@ class Question:
     cvc5_rlimit: int | None = None  # cvc5 resource limit of the cross-check (None: skipped)
     encoding: str = "positions"  # the first encoding; the other one cross-checks
     crosscheck: bool = True  # re-ask every refutation (second encoding, cvc5)
+    transfer: bool = True  # try the fronts of earlier witnesses first (real weights)
+    pool: int = DEFAULT_POOL  # random fronts tried on the labellings left unknown (0: none)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"sequences": [list(s) for s in self.sequences],
@@ -267,25 +322,73 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
                                    "infeasible" for c in classes
                                    if record_key(shape, c.labels) in store.records)
+    transfer = q.transfer and q.bits is None
+    donors = Donors(shape, store) if transfer else None
+    # where the cheap test picks the random fronts, they are tried before every query
+    cheap = cheap_test_applies(shape, q.classes)
     solved = 0
     bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query")
     if not show_progress:
         bar.close()  # closing first silences it
-    if pending and not failed:
-        if deadline is not None:
-            left = max(0.001, deadline - time.monotonic())
-            for p in pending:
-                p["timeout"] = min(float(p["timeout"]), left)
-        try:
-            for res in executor.run(query_worker, pending):
-                res["labels"] = [int(x) for x in res["key"].split("|")[1].split(",")]
-                store.add(res)
+
+    def with_donors(payloads: list[dict[str, Any]], only: bool = False,
+                    pool: bool = False) -> Iterator[dict[str, Any]]:
+        """Each payload as it is sent, with the donors known by then (lazy executors)."""
+        for p in payloads:
+            if deadline is not None:
+                p["timeout"] = min(float(p["timeout"]),
+                                   max(0.001, deadline - time.monotonic()))
+            if donors is not None:
+                p["donors"] = donors.current()
+                p["transfer_only"] = only
+                p["pool"] = [q.pool, 0] if q.pool and (pool or cheap) else None
+            yield p
+
+    answered: set[str] = set()
+
+    def drain(payloads: Iterator[dict[str, Any]]) -> bool:
+        """Store the answers as they come; ``True`` when the shape failed or time is up."""
+        nonlocal solved
+        for res in executor.run(query_worker, payloads):
+            if res.get("status") == "not transferred":
+                continue  # a transfer-only pass that found nothing keeps the stored answer
+            res["labels"] = [int(x) for x in res["key"].split("|")[1].split(",")]
+            store.add(res)
+            if donors is not None:
+                donors.add(res)
+            if res["key"] not in answered:
+                answered.add(res["key"])
                 solved += 1
                 bar.update()
-                if first_failure and res["status"] == "infeasible":
+            if first_failure and res["status"] == "infeasible":
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return True
+        return False
+
+    def unknown(p: dict[str, Any]) -> bool:
+        return bool(store.records.get(p["key"], {}).get("status") == "unknown")
+
+    if pending and not failed:
+        try:
+            todo = pending
+            budgets = _budgets(q, donors is not None)
+            for k, budget in enumerate(budgets):
+                # an earlier pass is skipped where a stored unknown already ran under it
+                batch = todo if k == len(budgets) - 1 else \
+                    [p for p in todo if int(store.records.get(p["key"], {}).get("rlimit")
+                                            or 0) < int(budget or 0)]
+                for p in batch:
+                    p["rlimit"] = budget
+                if drain(with_donors(batch)) or donors is None:
                     break
-                if deadline is not None and time.monotonic() > deadline:
+                # a cheap pass: the unknown answers against every front found since, and
+                # against random fronts whose streams some tail can label (first time only)
+                again = [p for p in todo
+                         if unknown(p) and (k == 0 or donors.grew_since(p.get("donors", [])))]
+                if drain(with_donors(again, only=True, pool=k == 0)):
                     break
+                todo = [p for p in todo if unknown(p)]
         except KeyboardInterrupt:
             executor.close(cancel=True)
             raise
@@ -293,6 +396,44 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
     return summary
+
+
+def _budgets(q: Question, transfer: bool) -> list[int | None]:
+    """Z3 resource limits of the full queries, pass by pass.  With transfer and a
+    resource limit: a tenth of it first (most witnesses come cheap, and each new front
+    answers other labellings by transfer), then the whole limit for what is left."""
+    if not transfer or q.rlimit is None or q.rlimit < 10 * TRANSFER_RLIMIT:
+        return [q.rlimit]
+    return [q.rlimit // 10, q.rlimit]
+
+
+class Donors:
+    """Witnesses of ``shape`` (or of shapes nested in it) found so far, one per distinct
+    front, newest first: what :mod:`exactmem.search.transfer` re-fits."""
+
+    def __init__(self, shape: Shape, store: ResultsFile, limit: int = 64) -> None:
+        self.shape, self.limit = shape, limit
+        self.fronts: dict[str, list[Any]] = {}
+        for rec in store.records.values():
+            self.add(rec)
+
+    def add(self, rec: dict[str, Any]) -> None:
+        if rec.get("status") != "found" or "network" not in rec:
+            return
+        small = Shape.from_dict(rec["shape"])
+        if small != self.shape and not nests_in(small, self.shape):
+            return
+        layers = rec["network"]["layers"]
+        tail = 2 if small.ff_width else 1  # the last feed-forward layer and the readout
+        key = json.dumps([rec["shape"], layers[:-tail]], sort_keys=True)
+        self.fronts.pop(key, None)
+        self.fronts[key] = [rec["shape"], rec["network"]]
+
+    def current(self) -> list[list[Any]]:
+        return list(reversed(list(self.fronts.values())))[:self.limit]
+
+    def grew_since(self, before: list[list[Any]]) -> bool:
+        return len(self.current()) > len(before) or self.current() != before
 
 
 def _cert_path(certificate_dir: Path | None, key: str) -> Path | None:

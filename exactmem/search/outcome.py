@@ -23,8 +23,9 @@ from fractions import Fraction
 
 from exactmem.model.spec import NetworkSpec
 
-PROOF_KINDS = ("z3", "z3+enc2", "z3+cvc5", "z3+enc2+cvc5", "label-consistency", "drup",
-               "lrat")
+PROOF_KINDS = ("z3", "z3+enc2", "z3+cvc5", "z3+enc2+cvc5", "z3-thresholds",
+               "z3-thresholds+enc2", "z3-thresholds+cvc5", "z3-thresholds+enc2+cvc5",
+               "label-consistency", "drup", "lrat")
 
 
 @dataclass(frozen=True, slots=True)

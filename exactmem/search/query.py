@@ -123,7 +123,7 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               rlimit: int | None = None, encoding: str = DEFAULT_ENCODING,
               crosscheck: bool = True,
               cvc5_rlimit: int | None = DEFAULT_CVC5_RLIMIT,
-              fallback: bool = True) -> QueryResult:
+              fallback: bool = True, thresholds: bool = True) -> QueryResult:
     """Decide whether ``shape`` memorizes ``ds``; every ``found`` is checker-verified.
 
     ``encoding``: ``"positions"`` (:mod:`~exactmem.search.encoding_positions`) or
@@ -139,6 +139,12 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
     names the encoding that answered).  With ``crosscheck`` a refutation is asked again
     to Z3 on the other encoding and to cvc5 (``cvc5_rlimit``; ``None`` skips it), see
     :mod:`~exactmem.search.crosscheck`.
+
+    With ``thresholds``, where the tail has an exact threshold description
+    (:func:`~exactmem.search.encoding_positions.thresholds_apply`), that smaller problem is
+    asked first: a model's front gets its tail fitted (:mod:`~exactmem.search.transfer`)
+    and checked; a refutation is cross-checked like any other (``proof_kind``
+    ``z3-thresholds+...``, ``enc2`` being the positions encoding of the whole network).
     """
     from exactmem.search import z3_backend
 
@@ -151,6 +157,11 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
         return QueryResult(shape, params, Infeasible("label-consistency", conflict),
                            time.monotonic() - start, extra=budgets)
     notes: list[str] = []
+    if thresholds:
+        early = _threshold_stage(ds, shape, opts, timeout_s, rlimit, crosscheck, cvc5_rlimit,
+                                 certificate_path, start, params, budgets)
+        if early is not None:
+            return early
     raw: BackendOutcome = Unknown("no stage ran")
     for stage, label in _stages(opts, portfolio):
         left = timeout_s - (time.monotonic() - start)
@@ -253,6 +264,45 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
     return QueryResult(shape, params, Found(spec), seconds, cert, path, extra=extra)
 
 
+def _threshold_stage(ds: Dataset, shape: Shape, opts: EncodeOptions, timeout_s: float,
+                     rlimit: int | None, crosscheck: bool, cvc5_rlimit: int | None,
+                     certificate_path: str | Path | None, start: float, params: int,
+                     budgets: tuple[tuple[str, Any], ...]) -> QueryResult | None:
+    """The threshold-tail problem: a certified witness, a cross-checked refutation, or
+    ``None`` (not applicable, no answer, or a front whose tail fit failed)."""
+    from exactmem.search import z3_backend
+    from exactmem.search.encoding_positions import encode_thresholds, thresholds_apply
+    from exactmem.search.transfer import transfer
+
+    if not thresholds_apply(ds, shape, opts):
+        return None
+    problem = encode_thresholds(ds, shape, opts)
+    raw = z3_backend.solve(problem, max(0.001, timeout_s - (time.monotonic() - start)),
+                           rlimit=rlimit)
+    budgets += (("decided_by", "thresholds"),)
+    if isinstance(raw, Infeasible):
+        if not crosscheck:
+            return QueryResult(shape, params, Infeasible("z3-thresholds", raw.detail),
+                               time.monotonic() - start, extra=budgets)
+        left = timeout_s - (time.monotonic() - start)
+        verdicts = second_opinions(ds, shape, opts, "multiset", problem, left, rlimit,
+                                   cvc5_rlimit)
+        return QueryResult(shape, params, verdicts.outcome(raw, "z3-thresholds"),
+                           time.monotonic() - start,
+                           extra=budgets + (("cvc5_rlimit", cvc5_rlimit),
+                                            ("crosscheck", verdicts.as_dict())))
+    if not isinstance(raw, Assignment):
+        return None
+    front = witness_spec(ds, shape, problem, raw.values, opts.fixed_embed)
+    left = max(0.001, timeout_s - (time.monotonic() - start))
+    moved = transfer(ds, shape, [front], opts, timeout_s=left,
+                     certificate_path=certificate_path)
+    if moved is None:
+        return None
+    return dataclasses.replace(moved, seconds=time.monotonic() - start, extra=budgets,
+                               notes=("front from the threshold-tail problem, tail fitted",))
+
+
 def _stages(opts: EncodeOptions, portfolio: bool) -> list[tuple[EncodeOptions, str | None]]:
     """Restricted problems first (each can only find, never refute), the full one last."""
     if not portfolio or opts.ties == "margin" or opts.uniform:
@@ -279,9 +329,13 @@ def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape
 
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "rlimit"?,
-    "cvc5_rlimit"?, "encoding"?, "crosscheck"?, "key"?, "certificate"?}``; the answer
-    records the ``timeout`` and ``rlimit`` it ran under (a stored ``unknown`` is retried
-    under a larger one)."""
+    "cvc5_rlimit"?, "encoding"?, "crosscheck"?, "key"?, "certificate"?, "donors"?,
+    "transfer_only"?, "pool"?}``.  ``donors`` (``[shape, network]`` pairs, real weights
+    only) are re-fitted first (:mod:`~exactmem.search.transfer`), after the random fronts
+    of ``pool`` (``[count, seed]``) whose streams pass the cheap test; with
+    ``transfer_only`` a failed re-fit answers ``{"status": "not transferred"}`` instead of
+    running the query.  The answer records the ``timeout`` and ``rlimit`` it ran under (a
+    stored ``unknown`` is retried under a larger one)."""
     from fractions import Fraction
 
     ds = dataset_from_json(payload["dataset"])
@@ -290,7 +344,23 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     opts = EncodeOptions(ties=payload.get("ties", "split"),
                          bound=None if bound is None else Fraction(bound))
     timeout = float(payload.get("timeout", 60.0))
-    if payload.get("bits") is not None:
+    res: QueryResult | None = None
+    donors = payload.get("donors")
+    if (donors or payload.get("pool")) and payload.get("bits") is None:
+        from exactmem.search.transfer import donor_specs, transfer
+
+        specs = donor_specs(shape, donors or [])
+        if payload.get("pool"):
+            from exactmem.search.transfer import pool_candidates
+
+            specs = pool_candidates(ds, shape, *payload["pool"]) + specs
+        res = transfer(ds, shape, specs, opts, timeout_s=timeout,
+                       certificate_path=payload.get("certificate"))
+        if res is None and payload.get("transfer_only"):
+            return {"key": payload.get("key"), "status": "not transferred"}
+    if res is not None:
+        pass
+    elif payload.get("bits") is not None:
         stem = payload.get("proof_stem")
         res = run_bits_query(ds, shape, int(payload["bits"]), payload.get("conflicts"),
                              payload.get("certificate"), None if stem is None else Path(stem))
