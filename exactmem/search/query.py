@@ -351,9 +351,16 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
         specs = donor_specs(shape, donors or [])
         if payload.get("pool"):
-            from exactmem.search.transfer import pool_candidates
+            from exactmem.search.transfer import (
+                DEFAULT_MAX_FRONTS,
+                cheap_test_applies,
+                pool_candidates,
+            )
 
-            specs = pool_candidates(ds, shape, *payload["pool"]) + specs
+            count, seed = payload["pool"]
+            # a front that passes the exact test always gets its tail: a few suffice
+            limit = 4 if cheap_test_applies(shape, 2) else DEFAULT_MAX_FRONTS
+            specs = pool_candidates(ds, shape, int(count), int(seed), limit=limit) + specs
         res = transfer(ds, shape, specs, opts, timeout_s=timeout,
                        certificate_path=payload.get("certificate"))
         if res is None and payload.get("transfer_only"):

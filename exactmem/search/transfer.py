@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -117,11 +118,20 @@ def tail_separates(ys: Sequence[tuple[Fraction, ...]], labels: Sequence[int],
     return changes <= shape.ff_width + 1
 
 
+Fronted = tuple[NetworkSpec, list[tuple[Fraction, ...]]]
+
+
 def random_fronts(shape: Shape, ds: Dataset, count: int, seed: int,
-                  span: int = 4) -> list[tuple[NetworkSpec, list[tuple[Fraction, ...]]]]:
+                  span: int = 4) -> list[Fronted]:
     """``count`` networks of ``shape`` with random small rational fronts (integers in
     ``[-span, span]``, value maps also halves and quarters) and zero tails, each with its
     streams: fronts nobody searched for, for labellings whose queries found nothing."""
+    return list(itertools.islice(iter_random_fronts(shape, ds, seed, span), count))
+
+
+def iter_random_fronts(shape: Shape, ds: Dataset, seed: int, span: int = 4
+                       ) -> Iterator[Fronted]:
+    """The endless sequence that :func:`random_fronts` takes its first ``count`` from."""
     import random
 
     from exactmem.arith import ScaledMatrix
@@ -137,8 +147,7 @@ def random_fronts(shape: Shape, ds: Dataset, count: int, seed: int,
         return ScaledMatrix.from_rows([[Fraction(rng.randint(-span, span), rng.choice(dens))
                                         for _ in range(cols)] for _ in range(rows)], cols=cols)
 
-    out = []
-    for _ in range(count):
+    while True:
         mats = {"embed": mat(m, dim)}
         for layer in range(shape.layers):
             for h in range(shape.heads):
@@ -149,19 +158,31 @@ def random_fronts(shape: Shape, ds: Dataset, count: int, seed: int,
                 mats |= {f"ff{layer}.W1": mat(q, m), f"ff{layer}.b1": mat(q, 1),
                          f"ff{layer}.W2": mat(m, q), f"ff{layer}.b2": mat(m, 1)}
         spec = spec_of(shape, ds.inputs, dim, ds.n, output_dim(ds, shape), mats)
-        out.append((spec, streams(spec, shape, ds)))
-    return out
+        yield spec, streams(spec, shape, ds)
 
 
 DEFAULT_POOL = 20_000  # random fronts per shape for the labellings left unknown
 
 
+class _Pool:
+    """Random fronts drawn as far as some caller has needed them, kept for the next."""
+
+    def __init__(self, ds: Dataset, shape: Shape, seed: int) -> None:
+        self.items: list[Fronted] = []
+        self.source = iter_random_fronts(shape, ds, seed)
+
+    def upto(self, count: int) -> Iterator[Fronted]:
+        for i in range(count):
+            if i == len(self.items):
+                self.items.append(next(self.source))
+            yield self.items[i]
+
+
 @functools.lru_cache(maxsize=4)
-def _pool(ds_key: str, shape: Shape, count: int, seed: int
-          ) -> list[tuple[NetworkSpec, list[tuple[Fraction, ...]]]]:
+def _pool(ds_key: str, shape: Shape, seed: int) -> _Pool:
     from exactmem.model.dataset import dataset_from_json
 
-    return random_fronts(shape, dataset_from_json(json.loads(ds_key)), count, seed)
+    return _Pool(dataset_from_json(json.loads(ds_key)), shape, seed)
 
 
 def pool_candidates(ds: Dataset, shape: Shape, count: int = DEFAULT_POOL, seed: int = 0,
@@ -176,7 +197,7 @@ def pool_candidates(ds: Dataset, shape: Shape, count: int = DEFAULT_POOL, seed: 
     unlabelled = dc.replace(ds, labels=tuple(0 for _ in ds.labels))
     key = json.dumps(unlabelled.to_json(), sort_keys=True)
     out = []
-    for spec, ys in _pool(key, shape, count, seed):
+    for spec, ys in _pool(key, shape, seed).upto(count):
         if tail_separates(ys, ds.labels, shape) is not False:
             out.append(spec)
             if len(out) >= limit:
@@ -228,6 +249,9 @@ def transfer(ds: Dataset, shape: Shape, donors: Sequence[NetworkSpec],
         if front in seen:
             continue
         seen.add(front)
+        if opts.bound is not None and any(abs(v) > opts.bound for _, rows in front
+                                          for row in rows for v in row):
+            continue  # a front outside the weight box cannot be part of an answer
         if cheap_test and tail_separates(streams(spec, shape, ds), ds.labels, shape) is False:
             continue  # no tail can: no solver call
         problem = encode_positions(ds, shape, dataclasses.replace(opts, fixed=front))
