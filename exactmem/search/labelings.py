@@ -433,7 +433,7 @@ class Donors:
         return list(reversed(list(self.fronts.values())))[:self.limit]
 
     def grew_since(self, before: list[list[Any]]) -> bool:
-        return len(self.current()) > len(before) or self.current() != before
+        return self.current() != before
 
 
 def _cert_path(certificate_dir: Path | None, key: str) -> Path | None:
