@@ -38,15 +38,6 @@ def _rows(m: Any) -> Rows:
     return tuple(tuple(r) for r in m.to_fractions())
 
 
-def _matmul(a: Rows, b: Rows) -> Rows:
-    return tuple(tuple(sum((a[i][k] * b[k][j] for k in range(len(b))), Fraction(0))
-                       for j in range(len(b[0]))) for i in range(len(a)))
-
-
-def _transpose(a: Rows) -> Rows:
-    return tuple(zip(*a, strict=True))
-
-
 def front_of(spec: NetworkSpec, shape: Shape) -> tuple[tuple[str, Rows], ...]:
     """The fixed parameters of ``spec``'s front, named as the encoders name them (a
     full-rank head as ``A = W_K^T W_Q`` and ``B = W_O W_V``)."""
@@ -63,8 +54,8 @@ def front_of(spec: NetworkSpec, shape: Shape) -> tuple[tuple[str, Rows], ...]:
         for h, head in enumerate(att.heads):
             p = f"att{layer}.{h}."
             if shape.full_rank_heads:
-                out.append((p + "A", _matmul(_transpose(_rows(head.key)), _rows(head.query))))
-                out.append((p + "B", _matmul(_rows(head.output), _rows(head.value))))
+                out.append((p + "A", _rows(head.key.transpose().matmul(head.query))))
+                out.append((p + "B", _rows(head.output.matmul(head.value))))
             else:
                 out += [(p + "Q", _rows(head.query)), (p + "K", _rows(head.key)),
                         (p + "V", _rows(head.value)), (p + "O", _rows(head.output))]
@@ -252,7 +243,8 @@ def transfer(ds: Dataset, shape: Shape, donors: Sequence[NetworkSpec],
         if opts.bound is not None and any(abs(v) > opts.bound for _, rows in front
                                           for row in rows for v in row):
             continue  # a front outside the weight box cannot be part of an answer
-        if cheap_test and tail_separates(streams(spec, shape, ds), ds.labels, shape) is False:
+        if cheap_test and cheap_test_applies(shape, 2) and \
+                tail_separates(streams(spec, shape, ds), ds.labels, shape) is False:
             continue  # no tail can: no solver call
         problem = encode_positions(ds, shape, dataclasses.replace(opts, fixed=front))
         left = max(0.001, timeout_s - (time.monotonic() - start))
