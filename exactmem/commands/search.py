@@ -96,8 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="do not re-fit the tails of earlier witnesses before a full query "
                         "(real weights; docs/search.md, 'Witness transfer')")
     a.add_argument("--random-fronts", type=int, default=None, metavar="COUNT",
-                   help="random fronts tried on the labellings left unknown after the "
-                        "first pass (default 20000; 0: none)")
+                   help="random fronts tried on the labellings no earlier witness "
+                        "answered (default 4000000; 0: none)")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")

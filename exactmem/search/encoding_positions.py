@@ -90,10 +90,12 @@ class _Positions:
         self.p = Problem()
         # scale and basis normalisations hold for real weights, not inside a weight box
         self.normalise = opts.bound is None and opts.symmetry
-        self.gap: int = 1 if self.normalise else 0  # 0: strict comparisons
         # parameters held at given values (witness transfer): constants, not normalised
         self.fixed = {name: [[Poly.const(c) for c in row] for row in rows]
                       for name, rows in (opts.fixed or ())}
+        # a gap of 1 between compared values is a choice of scale: with a fixed front the
+        # scale is fixed too (its score differences may be below 1), so comparisons are strict
+        self.gap: int = 1 if self.normalise and not self.fixed else 0  # 0: strict
 
     def weights(self, name: str, rows: int, cols: int) -> list[list[Poly]]:
         if name in self.fixed:

@@ -326,6 +326,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     donors = Donors(shape, store) if transfer else None
     # where the cheap test picks the random fronts, they are tried before every query
     cheap = cheap_test_applies(shape, q.classes)
+    suspects = _suspects(q, shape, pending) if transfer and cheap and not failed else []
     solved = 0
     bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query")
     if not show_progress:
@@ -371,7 +372,13 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
 
     if pending and not failed:
         try:
-            todo = pending
+            # labellings that no random front can serve are the likely refutations: they
+            # are asked first, under the whole resource limit
+            for p in suspects:
+                p["rlimit"] = q.rlimit
+            if suspects and drain(with_donors(suspects)):
+                raise _Stop
+            todo = [p for p in pending if p not in suspects]
             budgets = _budgets(q, donors is not None)
             for k, budget in enumerate(budgets):
                 # an earlier pass is skipped where a stored unknown already ran under it
@@ -389,6 +396,8 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 if drain(with_donors(again, only=True, pool=k == 0)):
                     break
                 todo = [p for p in todo if unknown(p)]
+        except _Stop:
+            pass
         except KeyboardInterrupt:
             executor.close(cancel=True)
             raise
@@ -396,6 +405,28 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
     return summary
+
+
+class _Stop(Exception):
+    """The shape failed (or time is up) before the budget passes."""
+
+
+def _suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """The pending queries whose labelling no front of the array pool
+    (:mod:`~exactmem.search.front_pool`) can serve, in order."""
+    from exactmem.search import front_pool
+
+    if not q.pool or not pending:
+        return []
+    def labels(p: dict[str, Any]) -> list[int]:
+        return [int(x) for x in p["key"].split("|")[1].split(",")]
+
+    first = q.dataset(labels(pending[0]))
+    if not front_pool.applies(first, shape):
+        return []
+    pool = front_pool.pool_for(first, shape, 0)
+    return [p for p in pending if not pool.candidates(labels(p), q.pool, 1)]
 
 
 def _budgets(q: Question, transfer: bool) -> list[int | None]:

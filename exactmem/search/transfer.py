@@ -152,7 +152,8 @@ def iter_random_fronts(shape: Shape, ds: Dataset, seed: int, span: int = 4
         yield spec, streams(spec, shape, ds)
 
 
-DEFAULT_POOL = 20_000  # random fronts per shape for the labellings left unknown
+DEFAULT_POOL = 4_000_000  # random fronts per shape (where the array pool serves; else the
+# first ``limit`` of the exact ones)
 
 
 class _Pool:
@@ -183,6 +184,11 @@ def pool_candidates(ds: Dataset, shape: Shape, count: int = DEFAULT_POOL, seed: 
     known, the first ``limit`` of them."""
     import dataclasses as dc
 
+    from exactmem.search import front_pool
+
+    if front_pool.applies(ds, shape):  # the fronts run as arrays, a million at a time
+        pool = front_pool.pool_for(ds, shape, seed)
+        return [pool.spec(i, ds) for i in pool.candidates(ds.labels, count, limit)]
     if not cheap_test_applies(shape, 2) or any(y not in (0, 1) for y in ds.labels):
         count = min(count, limit)  # no cheap test: only the first ``limit`` are asked
     unlabelled = dc.replace(ds, labels=tuple(0 for _ in ds.labels))
