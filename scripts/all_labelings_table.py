@@ -35,6 +35,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--minutes", type=float, default=30.0, help="budget of the whole run")
+    ap.add_argument("--bits", type=int, default=None,
+                    help="b-bit integer weights, decided by SAT with LRAT proofs (then "
+                         "--conflicts is the budget and --rlimit is not used)")
+    ap.add_argument("--conflicts", type=int, default=1_000_000)
+    ap.add_argument("--proofs", type=Path, default=None,
+                    help="with --bits: where the CNF files and LRAT proofs are written")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                     help="further options for exactmem search (shape family)")
     ap.add_argument("--results", type=Path, required=True)
@@ -42,10 +48,15 @@ def main() -> int:
     args = ap.parse_args()
     cmd = [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", str(args.N),
            "--n", str(args.n), "--vocab", str(args.vocab), "--seed", str(args.seed),
-           "--minimize", "params", "--first-failure", "--rlimit", str(args.rlimit),
-           "--cvc5-rlimit", str(args.cvc5_rlimit), "--timeout", str(args.timeout),
+           "--minimize", "params", "--first-failure", "--timeout", str(args.timeout),
            "--workers", str(args.workers), "--budget", str(args.minutes * 60),
            "--results", str(args.results), "--json", *args.extra]
+    if args.bits is None:
+        cmd += ["--rlimit", str(args.rlimit), "--cvc5-rlimit", str(args.cvc5_rlimit)]
+    else:
+        cmd += ["--bits", str(args.bits), "--conflicts", str(args.conflicts)]
+        if args.proofs is not None:
+            cmd += ["--proofs", str(args.proofs)]
     start = time.monotonic()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     wall = time.monotonic() - start
@@ -60,13 +71,15 @@ def main() -> int:
         if rec.get("status") == "infeasible":
             label = rec["key"].split("|")[0]
             kinds.setdefault(label, Counter())[str(rec.get("proof_kind"))] += 1
+    budget = f"rlimit {args.rlimit}" if args.bits is None else \
+        f"{args.bits} bits, conflicts {args.conflicts}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["N", "n", "vocab", "shape", "params", "status", "classes_found",
                     "classes_infeasible", "classes_unknown", "classes_unanswered",
                     "labelings_found", "labelings_infeasible", "labelings_unknown",
-                    "proof_kinds", "query_seconds", "rlimit", "run_status", "claim",
+                    "proof_kinds", "query_seconds", "budget", "run_status", "claim",
                     "run_wall_s", "load_avg_1_5_15"])
         for e in report["sizes"]:
             sh = e["shape"]
@@ -78,7 +91,7 @@ def main() -> int:
                         c["infeasible"], c["unknown"], c["unanswered"], lab["found"],
                         lab["infeasible"], lab["unknown"],
                         "; ".join(f"{k} x{v}" for k, v in sorted(pk.items())), e["seconds"],
-                        args.rlimit, report["status"], report["claim"], round(wall, 1),
+                        budget, report["status"], report["claim"], round(wall, 1),
                         " ".join(f"{x:.2f}" for x in load)])
     print(f"{report['status']}: {report['minimal']} ({report['claim']}); wall {wall:.0f} s, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; table {args.out}")

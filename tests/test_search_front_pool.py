@@ -109,3 +109,17 @@ def test_pool_candidates_use_the_array_pool_where_it_applies() -> None:
     assert res is not None and check_certificate(res.certificate).verified
     assert not applies(ds, Shape(1, 1, 2, 1, 0, True, "argmax"))
     assert not applies(q.dataset((0, 1, 2) + (0,) * 7), shape)
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3], ids=lambda s: s.label())
+def test_distance_is_zero_exactly_for_labellings_some_front_serves(shape: Shape) -> None:
+    seqs = generate_inputs(8, 2, 4)
+    pool = pool_for(Question(seqs, 4).dataset((0,) * 8), shape, seed=3)
+    rng = random.Random(shape.heads * 7 + shape.ff_width)
+    for _ in range(40):
+        labels = tuple(rng.randrange(2) for _ in seqs)
+        d = pool.distance(labels, 2000)
+        assert d >= 0
+        assert (d == 0) is bool(pool.candidates(labels, 2000, 1)), labels
+    alternating = tuple(i % 2 for i in range(8))
+    assert pool.distance(alternating, 2000) >= pool.distance((0,) * 8, 2000) == 0

@@ -98,6 +98,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--random-fronts", type=int, default=None, metavar="COUNT",
                    help="random fronts tried on the labellings no earlier witness "
                         "answered (default 4000000; 0: none)")
+    a.add_argument("--grid-fronts", type=int, default=None, metavar="COUNT",
+                   help="with --bits and one-dimensional shapes: fronts of the weight grid "
+                        "walked before the SAT queries (default 200000, every front when "
+                        "there are fewer; 0: none; docs/search.md, 'Grid enumeration')")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")
@@ -228,6 +232,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
                    bound: Fraction | None) -> int:
     from exactmem.errors import DatasetError
     from exactmem.search.executors import make_executor
+    from exactmem.search.grid_pool import MAX_FRONTS as GRID_FRONTS
     from exactmem.search.labelings import (
         Question,
         ResultsFile,
@@ -254,7 +259,8 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
                  args.conflicts, None if args.proofs is None else str(args.proofs),
                  args.solver["rlimit"], args.solver["cvc5_rlimit"], args.encoding,
                  args.solver["crosscheck"], not args.no_transfer,
-                 DEFAULT_POOL if args.random_fronts is None else args.random_fronts)
+                 DEFAULT_POOL if args.random_fronts is None else args.random_fronts,
+                 GRID_FRONTS if args.grid_fronts is None else args.grid_fronts)
     probe = q.dataset([0] * len(seqs))
     shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
     def caps_ok(params: int) -> bool:

@@ -134,6 +134,25 @@ class FrontPool:
                 break
         return found
 
+    def distance(self, labels: Sequence[int], count: int) -> int:
+        """How far ``labels`` is from every front among the first ``count``: the least, over
+        the fronts, of the tied neighbours with different labels plus the label changes
+        beyond ``ff_width + 1`` (0 exactly when some front can serve it)."""
+        y = np.array(labels, dtype=np.int8)
+        count = min(count, MAX_CELLS // max(1, len(y)))
+        best = len(y)
+        for chunk in range((count + CHUNK - 1) // CHUNK):
+            if chunk == len(self.order):
+                self._grow()
+            ranked = y[self.order[chunk]][: count - chunk * CHUNK]
+            change = ranked[:, 1:] != ranked[:, :-1]
+            excess = (change & self.tied[chunk][: len(ranked)]).sum(axis=1) + np.maximum(
+                0, change.sum(axis=1) - (self.shape.ff_width + 1))
+            best = min(best, int(excess.min()))
+            if best == 0:
+                break
+        return best
+
     def spec(self, index: int, ds: Dataset) -> NetworkSpec:
         """Front ``index`` as a network of the shape with rational weights, zero tail."""
         from exactmem.arith import ScaledMatrix

@@ -34,6 +34,7 @@ from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encoding import TieMode
 from exactmem.search.executors import Executor
+from exactmem.search.grid_pool import MAX_FRONTS as GRID_FRONTS
 from exactmem.search.outcome import Found
 from exactmem.search.query import query_worker
 from exactmem.search.shape import Shape, nests_in
@@ -246,6 +247,7 @@ class Question:
     crosscheck: bool = True  # re-ask every refutation (second encoding, cvc5)
     transfer: bool = True  # try the fronts of earlier witnesses first (real weights)
     pool: int = DEFAULT_POOL  # random fronts tried on the labellings left unknown (0: none)
+    grid: int = GRID_FRONTS  # with bits: fronts of the grid enumeration (0: none)
 
     def header(self) -> dict[str, Any]:
         head: dict[str, Any] = {"sequences": [list(s) for s in self.sequences],
@@ -322,13 +324,23 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
                                    "infeasible" for c in classes
                                    if record_key(shape, c.labels) in store.records)
+    if q.bits is not None and not failed:
+        # grid enumeration: certified networks for what it finds, the rest asked first
+        pending = _grid_witnesses(q, shape, pending, show_progress)
     transfer = q.transfer and q.bits is None
     donors = Donors(shape, store) if transfer else None
     # where the cheap test picks the random fronts, they are tried before every query
     cheap = cheap_test_applies(shape, q.classes)
-    suspects = _suspects(q, shape, pending) if transfer and cheap and not failed else []
+    suspects: list[dict[str, Any]] = []
+    if transfer and cheap and not failed and q.pool and pending:
+        with progress.task(f"{shape.label()} random fronts ({q.pool} drawn as arrays)",
+                           heartbeat=True) as bar:
+            if not show_progress:
+                bar.close()
+            suspects = _suspects(q, shape, pending)
     solved = 0
-    bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query")
+    bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query",
+                        heartbeat=True)
     if not show_progress:
         bar.close()  # closing first silences it
 
@@ -407,6 +419,42 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     return summary
 
 
+def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
+                    show_progress: bool) -> list[dict[str, Any]]:
+    """Walk the b-bit networks of ``shape`` (:mod:`~exactmem.search.grid_pool`) for the
+    pending labellings: each one found gets its network in the payload (the worker certifies
+    it, then answers ``found``); those not found are returned first -- where the walk was
+    exhaustive they have no network, and the SAT query (with its LRAT proof) follows."""
+    from exactmem.certificate import spec_to_json
+    from exactmem.search import grid_pool
+
+    if not q.grid or not pending:
+        return pending
+    probe = q.dataset([0] * len(q.sequences))
+    if not grid_pool.applies(probe, shape, q.bits):
+        return pending
+    assert q.bits is not None
+    pool = grid_pool.GridPool(probe, shape, q.bits, max_fronts=q.grid)
+    words = [grid_pool.word_of(_labels(p)) for p in pending]
+    with progress.task(f"{shape.label()} grid fronts ({q.bits}-bit)", total=len(pool.order),
+                       unit="front", heartbeat=True) as bar:
+        if not show_progress:
+            bar.close()
+        left = pool.cover(words, tick=bar.update)
+    for p, word in zip(pending, words, strict=True):
+        if word not in left:
+            front = pool.witness[word][0]
+            p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
+            p["witness_note"] = (f"grid enumeration: front {front} of {pool.total} "
+                                 f"({'all' if pool.exhaustive else pool.walked} walked)")
+    return [p for p, w in zip(pending, words, strict=True) if w in left] + \
+        [p for p, w in zip(pending, words, strict=True) if w not in left]
+
+
+def _labels(p: dict[str, Any]) -> list[int]:
+    return [int(x) for x in p["key"].split("|")[1].split(",")]
+
+
 class _Stop(Exception):
     """The shape failed (or time is up) before the budget passes."""
 
@@ -414,7 +462,8 @@ class _Stop(Exception):
 def _suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
               ) -> list[dict[str, Any]]:
     """The pending queries whose labelling no front of the array pool
-    (:mod:`~exactmem.search.front_pool`) can serve, in order."""
+    (:mod:`~exactmem.search.front_pool`) can serve, farthest from every front first
+    (:meth:`~exactmem.search.front_pool.FrontPool.distance`)."""
     from exactmem.search import front_pool
 
     if not q.pool or not pending:
@@ -426,7 +475,8 @@ def _suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
     if not front_pool.applies(first, shape):
         return []
     pool = front_pool.pool_for(first, shape, 0)
-    return [p for p in pending if not pool.candidates(labels(p), q.pool, 1)]
+    far = [(pool.distance(labels(p), q.pool), k) for k, p in enumerate(pending)]
+    return [pending[k] for d, k in sorted(far, key=lambda dk: (-dk[0], dk[1])) if d > 0]
 
 
 def _budgets(q: Question, transfer: bool) -> list[int | None]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -327,6 +329,46 @@ def padded_result(ds: Dataset, small: Shape, network: dict[str, Any], big: Shape
                        notes=(f"zero-padded from the witness of {small.label()}",))
 
 
+def given_witness(ds: Dataset, shape: Shape, network: dict[str, Any], bits: int, note: str,
+                  certificate_path: str | Path | None = None) -> QueryResult | None:
+    """A ``found`` answer from a proposed b-bit network (e.g. the grid enumeration's) once
+    the checker verifies it; ``None`` when it is off the grid or rejected."""
+    from exactmem.certificate import spec_from_json
+
+    start = time.monotonic()
+    top = 2 ** (bits - 1)
+    if any(not (v.denominator == 1 and -top <= v < top) for v in _numbers(network["layers"])):
+        return None
+    spec = spec_from_json(network)
+    cert, failures = certify_witness(ds, shape, spec, EncodeOptions(), bits)
+    if failures:
+        return None
+    path = None
+    if certificate_path is not None:
+        from exactmem.certificate import write_certificate
+
+        write_certificate(cert, certificate_path)
+        path = str(certificate_path)
+    return QueryResult(shape, shape_params(ds, shape), Found(spec), time.monotonic() - start,
+                       cert, path, notes=(note,), extra=(("bits", bits),))
+
+
+def _numbers(obj: Any) -> Iterator[Fraction]:
+    """Every weight of a network's JSON layers (numbers are strings there)."""
+    if isinstance(obj, str):
+        try:
+            yield Fraction(obj)
+        except ValueError:
+            return
+    elif isinstance(obj, list):
+        for x in obj:
+            yield from _numbers(x)
+    elif isinstance(obj, dict):
+        for k, x in obj.items():
+            if k not in ("type", "kind"):
+                yield from _numbers(x)
+
+
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "rlimit"?,
     "cvc5_rlimit"?, "encoding"?, "crosscheck"?, "key"?, "certificate"?, "donors"?,
@@ -365,6 +407,9 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
                        certificate_path=payload.get("certificate"))
         if res is None and payload.get("transfer_only"):
             return {"key": payload.get("key"), "status": "not transferred"}
+    if payload.get("witness") is not None and payload.get("bits") is not None:
+        res = given_witness(ds, shape, payload["witness"], int(payload["bits"]),
+                            payload.get("witness_note", "given"), payload.get("certificate"))
     if res is not None:
         pass
     elif payload.get("bits") is not None:

@@ -1,0 +1,139 @@
+"""Grid enumeration (exactmem.search.grid_pool): its integer forward is the exact forward,
+every network it proposes is on the grid and passes the checker, and -- where the walk is
+exhaustive -- it finds a network exactly for the labellings the SAT encoding finds one for
+(so its misses are the SAT refutations)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactmem.certificate import spec_to_json
+from exactmem.model.dataset import Dataset
+from exactmem.search.encoding import EncodeOptions
+from exactmem.search.executors import make_executor
+from exactmem.search.grid_pool import GridPool, applies, grid, word_of
+from exactmem.search.labelings import (
+    Question,
+    ResultsFile,
+    generate_inputs,
+    labelling_classes,
+    run_shape,
+)
+from exactmem.search.query import certify_witness, given_witness, run_bits_query
+from exactmem.search.shape import Shape
+from exactmem.search.transfer import streams
+
+SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(1, 1, 1, 1, 1, True, "argmax"),
+          Shape(2, 1, 1, 1, 0, True, "argmax"), Shape(1, 2, 1, 1, 0, True, "argmax")]
+
+
+def _dataset(seqs: tuple[tuple[int, ...], ...], labels: tuple[int, ...], vocab: int
+             ) -> Dataset:
+    return Question(seqs, vocab).dataset(labels)
+
+
+def test_grid_is_b_bit_twos_complement() -> None:
+    assert grid(1) == [-1, 0]
+    assert grid(2) == [-2, -1, 0, 1]
+    assert grid(3) == list(range(-4, 4))
+    assert word_of([1, 0, 1, 1]) == 0b1101
+
+
+@pytest.mark.parametrize("shape", SHAPES + [Shape(2, 1, 1, 1, 1, True, "argmax")],
+                         ids=lambda s: s.label())
+@pytest.mark.parametrize("n", [2, 3])
+def test_integer_streams_are_the_exact_streams_times_the_scale(shape: Shape, n: int) -> None:
+    seqs = generate_inputs(7, n, 3)
+    ds = _dataset(seqs, (0,) * 7, 3)
+    pool = GridPool(ds, shape, 2, seed=n, max_fronts=300)
+    fronts = [int(f) for f in pool.order[:40]]
+    xs = pool._streams(fronts)
+    for i, front in enumerate(fronts):
+        exact = streams(pool.network(front, None, ds), shape, ds)
+        assert [int(v) for v in xs[i]] == [y[0] * pool.scale for y in exact], (front, i)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label())
+@pytest.mark.parametrize("bits", [1, 2])
+def test_exhaustive_walk_agrees_with_sat_on_every_labelling(shape: Shape, bits: int) -> None:
+    """Found by the walk <=> SAT finds a network; every found network verified on the grid."""
+    seqs = generate_inputs(6, 2, 3)
+    classes = labelling_classes(seqs, 2, True)
+    pool = GridPool(_dataset(seqs, (0,) * 6, 3), shape, bits)
+    assert pool.exhaustive
+    words = {word_of(c.labels): c.labels for c in classes}
+    left = pool.cover(words)
+    assert pool.walked == pool.total or not left
+    top = 2 ** (bits - 1)
+    for word, labels in words.items():
+        ds = _dataset(seqs, labels, 3)
+        sat = run_bits_query(ds, shape, bits, conflicts=200_000)
+        assert sat.status in ("found", "infeasible"), labels
+        assert (word not in left) is (sat.status == "found"), (labels, sat.status)
+        if word in left:
+            continue
+        spec = pool.spec(word, ds)
+        net = spec_to_json(spec)
+        assert given_witness(ds, shape, net, bits, "grid") is not None, labels
+        _, failures = certify_witness(ds, shape, spec, EncodeOptions(), bits)
+        assert failures == [], labels
+        assert all(-top <= int(v) < top for v in _numbers(net)), labels
+
+
+def _numbers(net: dict) -> list[str]:  # type: ignore[type-arg]
+    from exactmem.search.query import _numbers as numbers
+
+    return [str(v) for v in numbers(net["layers"])]
+
+
+def test_given_witness_rejects_off_grid_and_wrong_networks() -> None:
+    seqs = generate_inputs(6, 2, 3)
+    shape = SHAPES[1]
+    ds = _dataset(seqs, (0, 1, 1, 0, 0, 1), 3)
+    pool = GridPool(ds, shape, 2)
+    assert not pool.cover([word_of(ds.labels)])
+    net = spec_to_json(pool.spec(word_of(ds.labels), ds))
+    assert given_witness(ds, shape, net, 2, "grid") is not None
+    assert given_witness(ds, shape, net, 1, "grid") is None or \
+        all(v in ("0", "-1") for v in _numbers(net))
+    big = json.loads(json.dumps(net).replace('"1"', '"2"'))
+    if big != net:
+        assert given_witness(ds, shape, big, 2, "grid") is None  # 2 is off the 2-bit grid
+    flipped = _dataset(seqs, tuple(1 - y for y in ds.labels), 3)
+    assert given_witness(flipped, shape, net, 2, "grid") is None  # the checker says no
+
+
+def test_applies_only_to_one_dimensional_binary_token_shapes() -> None:
+    ds = _dataset(generate_inputs(6, 2, 3), (0,) * 6, 3)
+    assert applies(ds, SHAPES[0], 2)
+    assert not applies(ds, SHAPES[0], None)
+    assert not applies(ds, Shape(1, 1, 2, 1, 0, True, "argmax"), 2)
+    assert not applies(ds, Shape(1, 1, 1, 1, 0, False, "argmax"), 2)
+    assert not applies(ds, Shape(1, 1, 1, 1, 0, True, "scalar"), 2)
+
+
+def test_all_labelings_with_bits_use_the_walk_and_ask_its_misses_first(tmp_path: Path) -> None:
+    seqs = generate_inputs(6, 2, 3)
+    q = Question(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
+    shape = SHAPES[0]
+    store = ResultsFile(tmp_path / "r.jsonl", q.header())
+    summary = run_shape(q, shape, store, make_executor("serial", 1, None),
+                        first_failure=True, show_progress=False)
+    recs = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]]
+    # the walk misses some labelling of this shape: it is asked first and refuted by LRAT
+    assert summary["shatters"] is False and summary["classes"]["infeasible"] == 1
+    assert recs[0]["status"] == "infeasible" and recs[0]["proof_kind"] == "lrat"
+    assert len(recs) == 1
+    q2 = Question(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
+    store2 = ResultsFile(tmp_path / "r2.jsonl", q2.header())
+    run_shape(q2, SHAPES[1], store2, make_executor("serial", 1, None), show_progress=False)
+    recs2 = [json.loads(line) for line in (tmp_path / "r2.jsonl").read_text().splitlines()[1:]]
+    walked = [r for r in recs2 if any("grid enumeration" in n for n in r.get("notes", []))]
+    assert walked and all(r["status"] == "found" and r["verified"] for r in walked)
+    sat = [r for r in recs2 if r not in walked]
+    assert all(r["status"] == "infeasible" for r in sat)  # exhaustive walk: misses refuted
+    assert np.all([r.get("bits") == 2 for r in recs2])
