@@ -137,3 +137,21 @@ def test_all_labelings_with_bits_use_the_walk_and_ask_its_misses_first(tmp_path:
     sat = [r for r in recs2 if r not in walked]
     assert all(r["status"] == "infeasible" for r in sat)  # exhaustive walk: misses refuted
     assert np.all([r.get("bits") == 2 for r in recs2])
+
+
+def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(tmp_path: Path) -> None:
+    import time
+
+    from exactmem.search.labelings import shattering_search
+
+    seqs = generate_inputs(6, 2, 3)
+    q = Question(seqs, 3, bits=2, conflicts=200_000)
+    store = ResultsFile(tmp_path / "r.jsonl", q.header())
+    rep = shattering_search(q, SHAPES[:1] + SHAPES[1:2], store,
+                            make_executor("serial", 1, None), first_failure=True,
+                            show_progress=False, deadline=time.monotonic() + 0.01)
+    assert [s["shatters"] for s in rep["shapes"]] == [False]  # L1 H1 q0 refuted, then cut
+    assert rep["status"] == "unknown" and rep["minimal"] is None
+    full = shattering_search(q, SHAPES[:1], store, make_executor("serial", 1, None),
+                             first_failure=True, show_progress=False)
+    assert full["status"] == "infeasible"  # the whole (one-shape) family refuted

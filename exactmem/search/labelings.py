@@ -593,8 +593,10 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
     swept family has at most ``params`` parameters (else the answer is "at most")."""
     per_shape = []
     smallest = None
+    cut = False  # the deadline passed before every shape was tried
     for shape in shapes:
         if deadline is not None and time.monotonic() > deadline:
+            cut = True
             break
         summary = run_shape(q, shape, store, executor, first_failure, show_progress,
                             certificate_dir, deadline)
@@ -608,8 +610,8 @@ def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
         and q.ties == "split" and (caps_ok is None or caps_ok(int(smallest["params"])))
     if smallest is not None:
         status = "found"
-    elif per_shape and all(s["shatters"] is False for s in per_shape):
-        status = "infeasible"
+    elif per_shape and not cut and all(s["shatters"] is False for s in per_shape):
+        status = "infeasible"  # every shape of the family refuted
     else:
         status = "unknown"
     return {"status": status,
