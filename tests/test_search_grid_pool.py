@@ -155,3 +155,17 @@ def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(tmp_path: 
     full = shattering_search(q, SHAPES[:1], store, make_executor("serial", 1, None),
                              first_failure=True, show_progress=False)
     assert full["status"] == "infeasible"  # the whole (one-shape) family refuted
+
+
+@pytest.mark.parametrize("flag", ["--grid-fronts", "--random-fronts"])
+def test_negative_front_counts_are_refused_with_exit_2(flag: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "exactmem", "search", "--all-labelings",
+                           "--N", "4", "--n", "2", "--vocab", "3", "--bits", "2", flag, "-1",
+                           "--results", str(tmp_path / "r.jsonl")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert flag in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.jsonl").exists()

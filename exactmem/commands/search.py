@@ -144,8 +144,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.proofs is not None or args.conflicts is not None:
         raise DatasetError("--proofs and --conflicts need --bits (real-valued refutations "
                            "are Z3's word, with no proof to write)")
-    for name in ("rlimit", "cvc5_rlimit"):
-        value = getattr(args, name)
+    for name in ("rlimit", "cvc5_rlimit", "random_fronts", "grid_fronts"):
+        value = getattr(args, name, None)
         if value is not None and value < 0:
             raise DatasetError(f"--{name.replace('_', '-')}: expected a non-negative count, "
                                f"found {value}")
