@@ -243,16 +243,17 @@ class GridPool:
                 for word, (row, r, beta) in got.items():
                     self.witness[word] = (fronts[int(first[row])], Tail((), 0, r, beta))
                 left -= got.keys()
-            for i in first if self.shape.ff_width else []:
-                rows, unit_ids, b2s = self._tail_rows(xs[i])
-                got = self._readout_words(rows, np.array(sorted(left), dtype=np.int64))
-                for word, (row, r, beta) in got.items():
-                    c, j = divmod(row, len(b2s))
-                    self.witness[word] = (fronts[int(i)], Tail(
-                        tuple(self.units[int(u)] for u in unit_ids[c]), int(b2s[j]), r, beta))
-                left -= got.keys()
-                if not left:
-                    break
+            else:  # a tail feed-forward layer: its unit multisets, one stream vector at a time
+                for i in first:
+                    rows, unit_ids, b2s = self._tail_rows(xs[i])
+                    got = self._readout_words(rows, np.array(sorted(left), dtype=np.int64))
+                    for word, (row, r, beta) in got.items():
+                        c, j = divmod(row, len(b2s))
+                        units = tuple(self.units[int(u)] for u in unit_ids[c])
+                        self.witness[word] = (fronts[int(i)], Tail(units, int(b2s[j]), r, beta))
+                    left -= got.keys()
+                    if not left:
+                        break
             self.walked += len(fronts)
             if tick is not None:
                 tick(len(fronts))

@@ -365,7 +365,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         for res in executor.run(query_worker, payloads):
             if res.get("status") == "not transferred":
                 continue  # a transfer-only pass that found nothing keeps the stored answer
-            res["labels"] = [int(x) for x in res["key"].split("|")[1].split(",")]
+            res["labels"] = _labels(res)
             store.add(res)
             if donors is not None:
                 donors.add(res)
@@ -452,6 +452,7 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
 
 
 def _labels(p: dict[str, Any]) -> list[int]:
+    """The labelling of a payload or answer, read from its key."""
     return [int(x) for x in p["key"].split("|")[1].split(",")]
 
 
@@ -468,14 +469,11 @@ def _suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
 
     if not q.pool or not pending:
         return []
-    def labels(p: dict[str, Any]) -> list[int]:
-        return [int(x) for x in p["key"].split("|")[1].split(",")]
-
-    first = q.dataset(labels(pending[0]))
+    first = q.dataset(_labels(pending[0]))
     if not front_pool.applies(first, shape):
         return []
     pool = front_pool.pool_for(first, shape, 0)
-    far = [(pool.distance(labels(p), q.pool), k) for k, p in enumerate(pending)]
+    far = [(pool.distance(_labels(p), q.pool), k) for k, p in enumerate(pending)]
     return [pending[k] for d, k in sorted(far, key=lambda dk: (-dk[0], dk[1])) if d > 0]
 
 
