@@ -390,7 +390,8 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 p["rlimit"] = q.rlimit
             if suspects and drain(with_donors(suspects)):
                 raise _Stop
-            todo = [p for p in pending if p not in suspects]
+            asked = {id(p) for p in suspects}
+            todo = [p for p in pending if id(p) not in asked]
             budgets = _budgets(q, donors is not None)
             for k, budget in enumerate(budgets):
                 # an earlier pass is skipped where a stored unknown already ran under it

@@ -119,6 +119,16 @@ def certify_witness(ds: Dataset, shape: Shape, spec: Any, opts: EncodeOptions,
     return cert, list(report.failures)
 
 
+def _write(cert: dict[str, Any], certificate_path: str | Path | None) -> str | None:
+    """Write a verified witness's certificate where asked; its path, or ``None``."""
+    if certificate_path is None:
+        return None
+    from exactmem.certificate import write_certificate
+
+    write_certificate(cert, certificate_path)
+    return str(certificate_path)
+
+
 def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
               timeout_s: float = 60.0, certificate_path: str | Path | None = None,
               seed: int = 0, portfolio: bool = True,
@@ -210,12 +220,7 @@ def run_query(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None,
         return QueryResult(shape, params, Unknown("the checker rejected the solver's witness: "
                                                   + "; ".join(failures[:3])), seconds,
                            extra=budgets)
-    path = None
-    if certificate_path is not None:
-        from exactmem.certificate import write_certificate
-
-        write_certificate(cert, certificate_path)
-        path = str(certificate_path)
+    path = _write(cert, certificate_path)
     return QueryResult(shape, params, Found(spec), seconds, cert, path, tuple(notes),
                        extra=budgets)
 
@@ -257,12 +262,7 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
         return QueryResult(shape, params, Unknown("the checker rejected the SAT witness: "
                                                   + "; ".join(failures[:3])), seconds,
                            extra=extra)
-    path = None
-    if certificate_path is not None:
-        from exactmem.certificate import write_certificate
-
-        write_certificate(cert, certificate_path)
-        path = str(certificate_path)
+    path = _write(cert, certificate_path)
     return QueryResult(shape, params, Found(spec), seconds, cert, path, extra=extra)
 
 
@@ -343,12 +343,7 @@ def given_witness(ds: Dataset, shape: Shape, network: dict[str, Any], bits: int,
     cert, failures = certify_witness(ds, shape, spec, EncodeOptions(), bits)
     if failures:
         return None
-    path = None
-    if certificate_path is not None:
-        from exactmem.certificate import write_certificate
-
-        write_certificate(cert, certificate_path)
-        path = str(certificate_path)
+    path = _write(cert, certificate_path)
     return QueryResult(shape, shape_params(ds, shape), Found(spec), time.monotonic() - start,
                        cert, path, notes=(note,), extra=(("bits", bits),))
 
