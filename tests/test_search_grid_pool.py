@@ -158,7 +158,7 @@ def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(tmp_path: 
     assert full["status"] == "infeasible"  # the whole (one-shape) family refuted
 
 
-@pytest.mark.parametrize("flag", ["--grid-fronts", "--random-fronts"])
+@pytest.mark.parametrize("flag", ["--grid-fronts", "--random-fronts", "--sweep-conflicts"])
 def test_negative_front_counts_are_refused_with_exit_2(flag: str, tmp_path: Path) -> None:
     import subprocess
     import sys

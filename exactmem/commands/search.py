@@ -102,6 +102,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --bits and one-dimensional shapes: fronts of the weight grid "
                         "walked before the SAT queries (default 200000, every front when "
                         "there are fewer; 0: none; docs/search.md, 'Grid enumeration')")
+    a.add_argument("--sweep-conflicts", type=int, default=None, metavar="COUNT",
+                   help="with --bits and two labels: conflicts per labelling on the one "
+                        "incremental solver of a shape before the labelling gets its own "
+                        "query (default 20000; 0: no sweep; docs/search.md, 'Label sweep')")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")
@@ -144,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.proofs is not None or args.conflicts is not None:
         raise DatasetError("--proofs and --conflicts need --bits (real-valued refutations "
                            "are Z3's word, with no proof to write)")
-    for name in ("rlimit", "cvc5_rlimit", "random_fronts", "grid_fronts"):
+    for name in ("rlimit", "cvc5_rlimit", "random_fronts", "grid_fronts",
+                 "sweep_conflicts"):
         value = getattr(args, name, None)
         if value is not None and value < 0:
             raise DatasetError(f"--{name.replace('_', '-')}: expected a non-negative count, "
@@ -233,6 +238,7 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
     from exactmem.errors import DatasetError
     from exactmem.search.executors import make_executor
     from exactmem.search.grid_pool import MAX_FRONTS as GRID_FRONTS
+    from exactmem.search.label_sweep import SWEEP_CONFLICTS
     from exactmem.search.labelings import (
         Question,
         ResultsFile,
@@ -260,7 +266,8 @@ def _all_labelings(args: argparse.Namespace, base: Any, limits: Any,
                  args.solver["rlimit"], args.solver["cvc5_rlimit"], args.encoding,
                  args.solver["crosscheck"], not args.no_transfer,
                  DEFAULT_POOL if args.random_fronts is None else args.random_fronts,
-                 GRID_FRONTS if args.grid_fronts is None else args.grid_fronts)
+                 GRID_FRONTS if args.grid_fronts is None else args.grid_fronts,
+                 SWEEP_CONFLICTS if args.sweep_conflicts is None else args.sweep_conflicts)
     probe = q.dataset([0] * len(seqs))
     shapes = candidates(base, args.minimize, limits, probe) if args.minimize else [base]
     def caps_ok(params: int) -> bool:

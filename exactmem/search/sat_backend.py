@@ -137,3 +137,27 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
     detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of {report.lemmas} "
               f"lemmas verified by exactmem.checker.lrat")
     return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs)
+
+
+class Incremental:
+    """One CaDiCaL 1.9.5 kept across calls, without proof logging, answering under
+    assumptions (:mod:`~exactmem.search.label_sweep`): clauses it learns follow from the
+    clauses given, so they serve every later call.  Its answers are not trusted: a model
+    is a proposal for the checker, and no refutation is taken from it."""
+
+    def __init__(self, clauses: list[list[int]]) -> None:
+        self.solver = _pysat().Cadical195(bootstrap_with=clauses)
+        self.conflicts = 0
+
+    def solve(self, assumptions: list[int], conflicts: int
+              ) -> tuple[bool | None, int, frozenset[int]]:
+        """``(answer, conflicts used, model)`` under a conflict budget."""
+        self.solver.conf_budget(conflicts)
+        res = self.solver.solve_limited(assumptions=assumptions)
+        total = int(self.solver.accum_stats().get("conflicts", 0))
+        used, self.conflicts = total - self.conflicts, total
+        model = frozenset(self.solver.get_model() or ()) if res else frozenset()
+        return res, used, model
+
+    def close(self) -> None:
+        self.solver.delete()

@@ -213,8 +213,9 @@ class _BitEncoder:
                 chain([bits(w1[j] + b1[j] + [row[j] for row in w2])
                        for j in range(sh.ff_width)])
 
-    def encode(self) -> BitProblem:
-        sh, c = self.shape, self.c
+    def front(self) -> tuple[dict[tuple[int, Token], Mix], int]:
+        """The stream at every read position (as a :class:`Mix`) and its scale."""
+        sh = self.shape
         scale = _input_scale(self.ds)
         emb = self.embed(scale)
         reps = {(i, t): emb[t] for i, ms in enumerate(self.reads.multisets) for t, _ in ms}
@@ -229,6 +230,31 @@ class _BitEncoder:
             scale *= big_m
             if sh.ff_width:
                 mixes = self.feedforward(layer, mixes, scale)
+        return mixes, scale
+
+    def label_literals(self) -> dict[tuple[int, Token], int]:
+        """Two labels, argmax readout: per read position ``(i, t)`` a fresh literal ``l``
+        with ``l -> margin > 0`` and ``-l -> margin < 0``, ``margin = score_1 - score_0``
+        (label 1 exactly when ``l`` holds, each a unique argmax: the clauses of
+        :meth:`encode` for that label)."""
+        c, sh = self.c, self.shape
+        mixes, scale = self.front()
+        w, b = self.mat("out.W", 2, sh.d_model), self.mat("out.b", 2, 1)
+        row = [c.add(p, q, negate_y=True) for p, q in zip(w[1], w[0], strict=True)]
+        bias = c.add(b[1][0], b[0][0], negate_y=True)
+        lits = {}
+        for key, x in mixes.items():
+            margin = c.add(self.row_dot(row, x), c.mul_const(bias, scale))
+            lit = lits[key] = c.var()
+            c.clauses.append([-lit, c.less(c.const(0), margin)])
+            c.clauses.append([lit, c.less(margin, c.const(0))])
+        if self.symmetry:
+            self.break_symmetries()
+        return lits
+
+    def encode(self) -> BitProblem:
+        sh, c = self.shape, self.c
+        mixes, scale = self.front()
         k = output_dim(self.ds, sh)
         w, b = self.mat("out.W", k, sh.d_model), self.mat("out.b", k, 1)
         diffs: dict[tuple[int, int], tuple[list[Int], Int]] = {}
@@ -270,6 +296,26 @@ def encode_bits(ds: Dataset, shape: Shape, bits: int,
     unchanged).  ``fixed_embed``: for vector inputs, a fixed integer ``d_model x dim``
     input map (not searched, not counted)."""
     return _BitEncoder(ds, shape, bits, fixed_embed, symmetry).encode()
+
+
+@dataclass(slots=True)
+class LabelledProblem:
+    """The CNF of a shape on a set of sequences with the labels left open: ``literals``
+    maps each read position (multiset index, last token) to its label literal."""
+
+    problem: BitProblem
+    literals: dict[tuple[int, Token], int]
+
+
+def encode_labelled(ds: Dataset, shape: Shape, bits: int) -> LabelledProblem:
+    """:func:`encode_bits` for two labels and an argmax readout with the label of every
+    read position an open literal: the models with literals set as a labelling are the
+    sorted b-bit networks memorizing it (the labels of ``ds`` are ignored)."""
+    if shape.readout != "argmax" or output_dim(ds, shape) != 2:
+        raise SpecError("label literals need an argmax readout over two labels")
+    enc = _BitEncoder(ds, shape, bits)
+    lits = enc.label_literals()
+    return LabelledProblem(enc.p, lits)
 
 
 def witness_from_model(ds: Dataset, shape: Shape, problem: BitProblem,

@@ -1,0 +1,76 @@
+"""Every labelling of one shape on one incremental SAT solver: labels as assumptions.
+
+With ``--bits``, two labels and an argmax readout, the CNF of a shape on the sequences is
+built once with the label of each read position an open literal
+(:func:`~exactmem.search.sat_encoding.encode_labelled`); a labelling is then a set of
+assumptions on one CaDiCaL instance (:class:`~exactmem.search.sat_backend.Incremental`).
+What the solver learns answering one labelling serves the next, and its saved phases
+start it near the network it found last, so most labellings are answered within a few
+thousand conflicts instead of a fresh encoding and solve each.
+
+Nothing here is trusted.  A model becomes a network that the checker certifies before it
+is reported (:func:`~exactmem.search.query.given_witness`); a labelling with no model
+within the sweep's small budget -- unknown or refuted under assumptions -- is asked the
+ordinary way, with its own CNF and, when refuted, an LRAT proof.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from exactmem.model.dataset import Dataset
+from exactmem.model.dataset_checks import multiset_key
+from exactmem.model.spec import NetworkSpec
+from exactmem.search.shape import Shape
+
+SWEEP_CONFLICTS = 20_000  # conflicts per labelling before it is left to its own query
+
+
+def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
+    """Is the sweep defined for ``ds``, ``shape`` and ``bits``?"""
+    return bits is not None and bits >= 1 and shape.readout == "argmax" and \
+        ds.task == "next-token" and all(y in (0, 1) for y in ds.labels)
+
+
+@dataclass
+class LabelSweep:
+    """The incremental solver of one shape on one set of sequences."""
+
+    ds: Dataset
+    shape: Shape
+    bits: int
+    answered: dict[str, int] = field(default_factory=lambda: {"sat": 0, "unsat": 0,
+                                                             "unknown": 0})
+
+    def __post_init__(self) -> None:
+        from exactmem.search import sat_backend
+        from exactmem.search.sat_encoding import encode_labelled
+
+        self.labelled = encode_labelled(self.ds, self.shape, self.bits)
+        index: dict[tuple[object, ...], int] = {}
+        for seq in self.ds.sequences:
+            index.setdefault(multiset_key(seq), len(index))
+        self.literals = [self.labelled.literals[(index[multiset_key(seq)], seq[-1])]
+                         for seq in self.ds.sequences]
+        self.solver = sat_backend.Incremental(self.labelled.problem.clauses)
+
+    def network(self, labels: Sequence[int], conflicts: int = SWEEP_CONFLICTS
+                ) -> tuple[NetworkSpec | None, int]:
+        """A b-bit network proposed for ``labels`` (``None``: none within ``conflicts``,
+        or two sequences of one read position labelled apart), and the conflicts used."""
+        from exactmem.search.sat_encoding import witness_from_model
+
+        wanted = {lit if y else -lit for lit, y in zip(self.literals, labels, strict=True)}
+        if any(-lit in wanted for lit in wanted):
+            return None, 0
+        res, used, model = self.solver.solve(sorted(wanted, key=abs), conflicts)
+        self.answered["sat" if res else "unknown" if res is None else "unsat"] += 1
+        if not res:
+            return None, used
+        ds = dataclasses.replace(self.ds, labels=tuple(labels))
+        return witness_from_model(ds, self.shape, self.labelled.problem, set(model)), used
+
+    def close(self) -> None:
+        self.solver.close()
