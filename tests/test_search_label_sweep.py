@@ -78,7 +78,9 @@ def test_two_sequences_of_one_read_position_labelled_apart_get_no_network() -> N
         encode_labelled(q.dataset((0, 1, 0)), Shape(1, 1, 1, 1, 0, True, "scalar"), 2)
 
 
-def test_all_labelings_answer_the_same_with_and_without_the_sweep(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["serial", "processes"])
+def test_all_labelings_answer_the_same_with_and_without_the_sweep(executor: str,
+                                                                  tmp_path: Path) -> None:
     seqs = generate_inputs(5, 2, 3)
     shape = SHAPES[1]  # d_model 2: no grid walk, so every labelling meets the sweep
     summaries, notes = [], []
@@ -86,8 +88,11 @@ def test_all_labelings_answer_the_same_with_and_without_the_sweep(tmp_path: Path
         q = Question(seqs, 3, bits=2, conflicts=200_000, sweep=sweep)
         path = tmp_path / f"r{sweep}.jsonl"
         store = ResultsFile(path, q.header())
-        summaries.append(run_shape(q, shape, store, make_executor("serial", 1, None),
-                                   show_progress=False))
+        ex = make_executor(executor, 1 if executor == "serial" else 2, None)
+        try:
+            summaries.append(run_shape(q, shape, store, ex, show_progress=False))
+        finally:
+            ex.close()
         recs = [json.loads(line) for line in path.read_text().splitlines()[1:]]
         assert all(r["status"] in ("found", "infeasible") for r in recs)
         assert all(r["verified"] for r in recs if r["status"] == "found")

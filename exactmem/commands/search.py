@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--sweep-conflicts", type=int, default=None, metavar="COUNT",
                    help="with --bits and two labels: conflicts per labelling on the one "
                         "incremental solver of a shape before the labelling gets its own "
-                        "query (default 20000; 0: no sweep; docs/search.md, 'Label sweep')")
+                        "query (default 100000; 0: no sweep; docs/search.md, 'Label sweep')")
     a.add_argument("--first-failure", action="store_true",
                    help="stop a shape at its first infeasible labelling")
     a.add_argument("--executor", choices=("processes", "serial", "dask"), default="processes")

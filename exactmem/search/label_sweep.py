@@ -12,11 +12,15 @@ Nothing here is trusted.  A model becomes a network that the checker certifies b
 is reported (:func:`~exactmem.search.query.given_witness`); a labelling with no model
 within the sweep's small budget -- unknown or refuted under assumptions -- is asked the
 ordinary way, with its own CNF and, when refuted, an LRAT proof.
+
+Each worker process keeps the solver of the shape it last swept (:func:`for_process`), so
+the workers of an all-labellings run sweep in parallel, each learning on its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,7 +29,7 @@ from exactmem.model.dataset_checks import multiset_key
 from exactmem.model.spec import NetworkSpec
 from exactmem.search.shape import Shape
 
-SWEEP_CONFLICTS = 20_000  # conflicts per labelling before it is left to its own query
+SWEEP_CONFLICTS = 100_000  # conflicts per labelling before it is left to its own query
 
 
 def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
@@ -74,3 +78,25 @@ class LabelSweep:
 
     def close(self) -> None:
         self.solver.close()
+
+
+_KEPT: dict[str, LabelSweep] = {}
+
+
+def for_process(ds: Dataset, shape: Shape, bits: int) -> LabelSweep:
+    """This process's sweep of ``shape`` on ``ds``'s sequences (its labels aside), built on
+    first use; the one of another question is closed then."""
+    key = json.dumps([ds.task, ds.inputs, [list(s) for s in ds.sequences], ds.vocab_size,
+                      ds.dim, shape.as_dict(), bits], default=str)
+    if key not in _KEPT:
+        release()
+        _KEPT[key] = LabelSweep(dataclasses.replace(ds, labels=(0,) * len(ds.sequences)),
+                                shape, bits)
+    return _KEPT[key]
+
+
+def release() -> None:
+    """Close the solver kept in this process, if any."""
+    for sweep in _KEPT.values():
+        sweep.close()
+    _KEPT.clear()

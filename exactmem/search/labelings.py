@@ -32,10 +32,11 @@ from typing import Any
 from exactmem import progress
 from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset
+from exactmem.search import label_sweep
 from exactmem.search.encoding import TieMode
 from exactmem.search.executors import Executor
 from exactmem.search.grid_pool import MAX_FRONTS as GRID_FRONTS
-from exactmem.search.label_sweep import SWEEP_CONFLICTS, LabelSweep
+from exactmem.search.label_sweep import SWEEP_CONFLICTS
 from exactmem.search.outcome import Found
 from exactmem.search.query import query_worker
 from exactmem.search.shape import Shape, nests_in
@@ -313,6 +314,8 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                            crosscheck=q.crosscheck)
         if q.bits is not None:
             payload["bits"], payload["conflicts"] = q.bits, q.conflicts
+            if q.sweep and q.classes == 2:
+                payload["sweep"] = q.sweep
             if q.proof_dir is not None:
                 name = key.replace(" ", "_").replace("|", "__").replace(",", "")
                 payload["proof_stem"] = str(Path(q.proof_dir) / name)
@@ -329,7 +332,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     if q.bits is not None and not failed:
         # grid enumeration: certified networks for what it finds, the rest asked first
         pending = _grid_witnesses(q, shape, pending, show_progress)
-    sweep = _label_sweep(q, shape, pending, show_progress) if not failed else None
     transfer = q.transfer and q.bits is None
     donors = Donors(shape, store) if transfer else None
     # where the cheap test picks the random fronts, they are tried before every query
@@ -354,8 +356,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             if deadline is not None:
                 p["timeout"] = min(float(p["timeout"]),
                                    max(0.001, deadline - time.monotonic()))
-            if sweep is not None and "witness" not in p:
-                _swept(q, sweep, p)
             if donors is not None:
                 p["donors"] = donors.current()
                 p["transfer_only"] = only
@@ -420,8 +420,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             executor.close(cancel=True)
             raise
         finally:
-            if sweep is not None:
-                sweep.close()
+            label_sweep.release()  # the serial executor's solver, kept in this process
     bar.close()
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
@@ -458,36 +457,6 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
                                  f"({'all' if pool.exhaustive else pool.walked} walked)")
     return [p for p, w in zip(pending, words, strict=True) if w in left] + \
         [p for p, w in zip(pending, words, strict=True) if w not in left]
-
-
-def _label_sweep(q: Question, shape: Shape, pending: list[dict[str, Any]],
-                 show_progress: bool) -> LabelSweep | None:
-    """The incremental solver of ``shape`` (:mod:`~exactmem.search.label_sweep`) when
-    it applies and something is left without a witness."""
-    from exactmem.search import label_sweep
-
-    if q.bits is None or not q.sweep or all("witness" in p for p in pending):
-        return None
-    probe = q.dataset([0] * len(q.sequences))
-    if not label_sweep.applies(probe, shape, q.bits) or q.classes != 2:
-        return None
-    with progress.task(f"{shape.label()} label sweep: one CNF for every labelling",
-                       heartbeat=True) as bar:
-        if not show_progress:
-            bar.close()
-        return label_sweep.LabelSweep(probe, shape, q.bits)
-
-
-def _swept(q: Question, sweep: LabelSweep, p: dict[str, Any]) -> None:
-    """Ask the sweep for ``p``'s labelling first: a network it finds goes with the payload
-    (the worker certifies it before answering ``found``); else the payload is unchanged."""
-    from exactmem.certificate import spec_to_json
-
-    spec, used = sweep.network(_labels(p), q.sweep)
-    if spec is not None:
-        p["witness"] = spec_to_json(spec)
-        p["witness_note"] = (f"label sweep: a model under label assumptions after {used} "
-                             f"conflicts (budget {q.sweep} per labelling)")
 
 
 def _labels(p: dict[str, Any]) -> list[int]:

@@ -348,6 +348,24 @@ def given_witness(ds: Dataset, shape: Shape, network: dict[str, Any], bits: int,
                        cert, path, notes=(note,), extra=(("bits", bits),))
 
 
+def _swept(ds: Dataset, shape: Shape, bits: int, conflicts: int,
+           certificate_path: str | Path | None) -> QueryResult | None:
+    """A ``found`` answer from this process's label sweep
+    (:mod:`~exactmem.search.label_sweep`) once the checker verifies its network; ``None``
+    when the sweep does not apply or has no model within ``conflicts``."""
+    from exactmem.certificate import spec_to_json
+    from exactmem.search import label_sweep
+
+    if not label_sweep.applies(ds, shape, bits):
+        return None
+    spec, used = label_sweep.for_process(ds, shape, bits).network(ds.labels, conflicts)
+    if spec is None:
+        return None
+    return given_witness(ds, shape, spec_to_json(spec), bits,
+                         f"label sweep: a model under label assumptions after {used} "
+                         f"conflicts (budget {conflicts} per labelling)", certificate_path)
+
+
 def _numbers(obj: Any) -> Iterator[Fraction]:
     """Every weight of a network's JSON layers (numbers are strings there)."""
     if isinstance(obj, str):
@@ -367,12 +385,14 @@ def _numbers(obj: Any) -> Iterator[Fraction]:
 def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """JSON in, JSON out: ``{"dataset", "shape", "ties", "bound"?, "timeout", "rlimit"?,
     "cvc5_rlimit"?, "encoding"?, "crosscheck"?, "key"?, "certificate"?, "donors"?,
-    "transfer_only"?, "pool"?}``.  ``donors`` (``[shape, network]`` pairs, real weights
-    only) are re-fitted first (:mod:`~exactmem.search.transfer`), after the random fronts
-    of ``pool`` (``[count, seed]``) whose streams pass the cheap test; with
-    ``transfer_only`` a failed re-fit answers ``{"status": "not transferred"}`` instead of
-    running the query.  The answer records the ``timeout`` and ``rlimit`` it ran under (a
-    stored ``unknown`` is retried under a larger one)."""
+    "transfer_only"?, "pool"?, "bits"?, "conflicts"?, "witness"?, "sweep"?}``.  ``donors``
+    (``[shape, network]`` pairs, real weights only) are re-fitted first
+    (:mod:`~exactmem.search.transfer`), after the random fronts of ``pool`` (``[count,
+    seed]``) whose streams pass the cheap test; with ``transfer_only`` a failed re-fit
+    answers ``{"status": "not transferred"}`` instead of running the query.  With ``bits``,
+    a proposed ``witness`` and then (``sweep``: conflicts) this process's label sweep come
+    before the labelling's own SAT query.  The answer records the ``timeout`` and
+    ``rlimit`` it ran under (a stored ``unknown`` is retried under a larger one)."""
     from fractions import Fraction
 
     ds = dataset_from_json(payload["dataset"])
@@ -405,6 +425,9 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     if payload.get("witness") is not None and payload.get("bits") is not None:
         res = given_witness(ds, shape, payload["witness"], int(payload["bits"]),
                             payload.get("witness_note", "given"), payload.get("certificate"))
+    if res is None and payload.get("bits") is not None and payload.get("sweep"):
+        res = _swept(ds, shape, int(payload["bits"]), int(payload["sweep"]),
+                     payload.get("certificate"))
     if res is not None:
         pass
     elif payload.get("bits") is not None:
