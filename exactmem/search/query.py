@@ -393,7 +393,6 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     a proposed ``witness`` and then (``sweep``: conflicts) this process's label sweep come
     before the labelling's own SAT query.  The answer records the ``timeout`` and
     ``rlimit`` it ran under (a stored ``unknown`` is retried under a larger one)."""
-    from fractions import Fraction
 
     ds = dataset_from_json(payload["dataset"])
     shape = Shape.from_dict(payload["shape"])
