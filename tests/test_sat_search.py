@@ -20,6 +20,7 @@ from exactmem.arith import ScaledMatrix
 from exactmem.checker.lrat import check_lrat_files
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
+from exactmem.search import canonical
 from exactmem.search.bitblast import Circuit
 from exactmem.search.encoding import output_dim
 from exactmem.search.query import run_bits_query, run_query
@@ -107,10 +108,42 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     bad = Dataset("next-token", "token-ids", ds.sequences, tuple(wrong), vocab_size=vocab)
     problem = encode_bits(bad, shape, bits, symmetry=False)
     assert _solve(problem.clauses, fix) is None
-    # symmetry breaking keeps a permuted copy of the network: some reordering of units,
-    # head dimensions and heads satisfies the CNF with the lex-leader clauses
+    # symmetry breaking keeps a copy of the network: with scalar heads and units each
+    # replaced by its representative (same predictions, evaluated exactly), some
+    # reordering of units, head dimensions and heads satisfies the CNF with the
+    # exclusion and lex-leader clauses
+    values = _representatives(values, shape, bits)
+    mats = {name: ScaledMatrix.from_rows([[Fraction(v) for v in row] for row in rows],
+                                         cols=len(rows[0]))
+            for name, rows in values.items()}
+    spec = spec_of(shape, "token-ids", vocab, n, output_dim(probe, shape), mats)
+    assert [p[-1] for p in evaluate(spec, ds).predictions] == list(labels)
     sym = encode_bits(ds, shape, bits)
     assert any(_solve(sym.clauses, _fix(sym, p)) is not None for p in _permuted(values, shape))
+
+
+def _representatives(values: dict[str, list[list[int]]], shape: Shape, bits: int
+                     ) -> dict[str, list[list[int]]]:
+    """``d_model = head_dim = 1``: every head and hidden unit replaced by the
+    representative of its function (:mod:`exactmem.search.canonical`)."""
+    if not canonical.applies(shape.d_model, shape.head_dim, bits):
+        return values
+    heads = canonical.representatives(bits, 4, canonical.head_key)
+    units = canonical.representatives(bits, 3, canonical.unit_key)
+    out = {k: [row[:] for row in rows] for k, rows in values.items()}
+    for layer in range(shape.layers):
+        for h in range(shape.heads):
+            names = [f"att{layer}.{h}.{x}" for x in "QKVO"]
+            rep = heads[canonical.head_key(*(values[x][0][0] for x in names))]
+            for x, v in zip(names, rep, strict=True):
+                out[x] = [[v]]
+        p = f"ff{layer}."
+        for j in range(shape.ff_width):
+            w1, b1, w2 = units[canonical.unit_key(values[p + "W1"][j][0],
+                                                  values[p + "b1"][j][0],
+                                                  values[p + "W2"][0][j])]
+            out[p + "W1"][j][0], out[p + "b1"][j][0], out[p + "W2"][0][j] = w1, b1, w2
+    return out
 
 
 def _fix(problem: Any, values: dict[str, list[list[int]]]) -> list[int]:

@@ -224,6 +224,12 @@ class Circuit:
             self.clauses.append([-same, -x, y])
             same = self.and_([same, -self.xor(x, y)])
 
+    def exclude(self, xs: Sequence[Int], values: Sequence[int]) -> None:
+        """Clause: the integers ``xs`` do not take the ``values`` (all at once)."""
+        self.clauses.append([-b if (v >> i) & 1 else b
+                             for x, v in zip(xs, values, strict=True)
+                             for i, b in enumerate(x.bits)])
+
     def relu(self, x: Int) -> Int:
         neg = self.negative(x)
         return Int(tuple(self.and_([-neg, b]) for b in x.bits), max(0, x.lo), max(0, x.hi))

@@ -39,6 +39,7 @@ import numpy as np
 
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
+from exactmem.search import canonical
 from exactmem.search.shape import Shape
 
 MAX_FRONTS = 200_000  # fronts walked per shape (all of them when there are fewer)
@@ -46,9 +47,7 @@ MAX_TAIL_ROWS = 200_000  # tail sums formed per front (the unit multisets are cu
 MAX_N = 24  # labellings are kept as N-bit words
 
 
-def grid(bits: int) -> list[int]:
-    """The b-bit two's-complement integers."""
-    return list(range(-(2 ** (bits - 1)), 2 ** (bits - 1)))
+grid = canonical.grid_values  # the b-bit two's-complement integers
 
 
 def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
@@ -118,12 +117,10 @@ class GridPool:
         """Every front, and on each every tail, tried (by the last :meth:`cover`)?"""
         return self.every_front and not self.tails_cut
 
-    def _head_options(self) -> list[tuple[int, int, int, int]]:
-        """One ``(Q, K, V, O)`` per distinct ``(sign(QK), OV)``."""
-        seen: dict[tuple[int, int], tuple[int, int, int, int]] = {}
-        for q, k, v, o in itertools.product(self.g, repeat=4):
-            seen.setdefault((int(np.sign(q * k)), o * v), (q, k, v, o))
-        return sorted(seen.values())
+    def _head_options(self) -> list[tuple[int, ...]]:
+        """One ``(Q, K, V, O)`` per distinct ``(sign(QK), OV)``: the representatives of
+        :mod:`~exactmem.search.canonical`, which the SAT encoding keeps too."""
+        return sorted(canonical.representatives(self.bits, 4, canonical.head_key).values())
 
     def _choices(self, index: int) -> list[int]:
         out = []

@@ -22,10 +22,12 @@ scale ``sigma`` enter as ``sigma * b``; ReLU and the readout comparisons commute
 ``sigma > 0``.  Tie sets: ``T`` is selected exactly when its keys are the maxima
 (``s_g >= s_h`` for all h) and the other keys are not.
 
-What is encoded (no normalisation, no symmetry breaking, so UNSAT is about every b-bit
-integer network of the shape): token vectors depend only on (multiset, token) -- exact
-for networks without positional encoding; the readout at each (multiset, last token) has
-its label as unique argmax (``score_y > score_c``) or equals ``sigma_L * y`` (scalar).
+What is encoded (no normalisation; the symmetry breaking of
+:meth:`_BitEncoder.break_symmetries` keeps a copy of every network's function, so UNSAT is
+about every b-bit integer network of the shape): token vectors depend only on (multiset,
+token) -- exact for networks without positional encoding; the readout at each (multiset,
+last token) has its label as unique argmax (``score_y > score_c``) or equals
+``sigma_L * y`` (scalar).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
+from exactmem.search import canonical
 from exactmem.search.bitblast import Circuit, Int
 from exactmem.search.encoding import Token, _subsets, output_dim, reads_of
 from exactmem.search.shape import Shape, spec_of
@@ -212,6 +215,27 @@ class _BitEncoder:
                 w1, b1, w2 = (w[f"ff{layer}.{x}"] for x in ("W1", "b1", "W2"))
                 chain([bits(w1[j] + b1[j] + [row[j] for row in w2])
                        for j in range(sh.ff_width)])
+        if canonical.applies(sh.d_model, sh.head_dim, self.p.bits):
+            self.keep_representatives()
+
+    def keep_representatives(self) -> None:
+        """``d_model = head_dim = 1``: every head and hidden unit is the representative of
+        its function (:mod:`~exactmem.search.canonical`); each other grid point of its
+        weights is excluded by one clause.  Sorting permutes representatives, so a sorted
+        copy built from representatives computes the function of every network."""
+        w, sh, b = self.p.weights, self.shape, self.p.bits
+        heads = canonical.excluded(b, 4, canonical.head_key)
+        units = canonical.excluded(b, 3, canonical.unit_key)
+        for layer in range(sh.layers):
+            for h in range(sh.heads):
+                ints = [w[f"att{layer}.{h}.{x}"][0][0] for x in "QKVO"]
+                for vals in heads:
+                    self.c.exclude(ints, vals)
+            for j in range(sh.ff_width):
+                p = f"ff{layer}."
+                ints = [w[p + "W1"][j][0], w[p + "b1"][j][0], w[p + "W2"][0][j]]
+                for vals in units:
+                    self.c.exclude(ints, vals)
 
     def front(self) -> tuple[dict[tuple[int, Token], Mix], int]:
         """The stream at every read position (as a :class:`Mix`) and its scale."""
@@ -291,8 +315,9 @@ def encode_bits(ds: Dataset, shape: Shape, bits: int,
                 ) -> BitProblem:
     """The CNF whose models are the b-bit integer networks of ``shape`` that memorize
     ``ds`` (weights read off the weight literals) -- all of them with ``symmetry=False``;
-    with it, those whose units, head dimensions and heads are in lexicographic order (every
-    network has such a permuted copy computing the same function, so satisfiability is
+    with it, those whose units, head dimensions and heads are in lexicographic order and,
+    for ``d_model = head_dim = 1``, built from representative heads and units (every
+    network has such a copy computing the same function, so satisfiability is
     unchanged).  ``fixed_embed``: for vector inputs, a fixed integer ``d_model x dim``
     input map (not searched, not counted)."""
     return _BitEncoder(ds, shape, bits, fixed_embed, symmetry).encode()
