@@ -77,14 +77,17 @@ def _input_scale(ds: Dataset) -> int:
 
 class _BitEncoder:
     def __init__(self, ds: Dataset, shape: Shape, bits: int,
-                 fixed_embed: list[list[int]] | None = None, symmetry: bool = True) -> None:
+                 fixed_embed: list[list[int]] | None = None, symmetry: bool = True,
+                 segments: bool = True) -> None:
         if bits < 1:
             raise SpecError(f"--bits must be >= 1, found {bits}")
         self.ds, self.shape, self.c = ds, shape, Circuit()
         self.p = BitProblem(self.c, bits)
         self.fixed_embed = fixed_embed
         self.symmetry = symmetry
+        self.with_segments = segments
         self.reads = reads_of(ds)
+        self.tail_input: dict[tuple[int, Token], Mix] = {}  # set by front()
 
     def mat(self, name: str, rows: int, cols: int) -> list[list[Int]]:
         m = [[self.c.fresh(self.p.bits) for _ in range(cols)] for _ in range(rows)]
@@ -237,6 +240,31 @@ class _BitEncoder:
                 for vals in units:
                     self.c.exclude(ints, vals)
 
+    def segments(self, streams: dict[tuple[int, Token], Int],
+                 labels: dict[tuple[int, Token], int]) -> None:
+        """Redundant clauses for a scalar tail (``d_model = 1``, argmax over two labels):
+        the labels change at most ``ff_width + 1`` times along the sorted streams that
+        enter the tail (:func:`tail_segments`).  Each read position gets a segment
+        ``c in [0, K]``, ``K = ff_width + 1``, in order encoding (``u_k = [c >= k]``):
+        ``s_i <= s_j`` forces ``c_i <= c_j`` (so equal streams share a segment), and the
+        label is the first segment's label ``y0`` flipped on every odd segment."""
+        c, k_max = self.c, self.shape.ff_width + 1
+        keys = list(streams)
+        u = {key: [c.true] + [c.var() for _ in range(k_max)] + [-c.true] for key in keys}
+        y0 = c.var()
+        for key in keys:
+            for k in range(1, k_max + 1):
+                c.clauses.append([-u[key][k + 1], u[key][k]])
+            for k in range(k_max + 1):  # in segment k the label is y0 xor (k odd)
+                y0_true = (labels[key] == 1) != (k % 2 == 1)
+                c.clauses.append([-u[key][k], u[key][k + 1], y0 if y0_true else -y0])
+        for a in keys:
+            for b in keys:
+                if a != b:
+                    above = c.less(streams[b], streams[a])  # not s_a <= s_b
+                    for k in range(1, k_max + 1):
+                        c.clauses.append([above, -u[a][k], u[b][k]])
+
     def front(self) -> tuple[dict[tuple[int, Token], Mix], int]:
         """The stream at every read position (as a :class:`Mix`) and its scale."""
         sh = self.shape
@@ -252,6 +280,8 @@ class _BitEncoder:
             queries = read_keys if layer == sh.layers - 1 else list(reps)
             mixes = self.attention(layer, reps, queries, big_m)
             scale *= big_m
+            if layer == sh.layers - 1:
+                self.tail_input = mixes
             if sh.ff_width:
                 mixes = self.feedforward(layer, mixes, scale)
         return mixes, scale
@@ -305,22 +335,36 @@ class _BitEncoder:
                 row, bias = diffs[(y, r)]
                 margin = c.add(self.row_dot(row, x), c.mul_const(bias, scale))
                 c.clauses.append([c.less(c.const(0), margin)])
+        if self.with_segments and tail_segments(self.ds, sh):
+            self.segments({key: self.materialize(x)[0] for key, x in self.tail_input.items()},
+                          {(i, t): y for i, t, y in self.reads.targets})
         if self.symmetry:
             self.break_symmetries()
         return self.p
 
 
+def tail_segments(ds: Dataset, shape: Shape) -> bool:
+    """Do the segment clauses (:meth:`_BitEncoder.segments`) apply?  With ``d_model = 1``
+    the tail (last feed-forward layer, residual or not, and the readout) maps the stream
+    ``x`` to the margin ``score_1 - score_0``, a continuous piecewise-linear function of
+    ``x`` with at most ``ff_width`` kinks, so its sign changes at most ``ff_width + 1``
+    times along the sorted streams and equal streams get equal labels: every network's
+    model extends to the segment variables, which makes the clauses redundant."""
+    return shape.d_model == 1 and shape.readout == "argmax" and output_dim(ds, shape) == 2
+
+
 def encode_bits(ds: Dataset, shape: Shape, bits: int,
-                fixed_embed: list[list[int]] | None = None, symmetry: bool = True
-                ) -> BitProblem:
+                fixed_embed: list[list[int]] | None = None, symmetry: bool = True,
+                segments: bool = True) -> BitProblem:
     """The CNF whose models are the b-bit integer networks of ``shape`` that memorize
     ``ds`` (weights read off the weight literals) -- all of them with ``symmetry=False``;
     with it, those whose units, head dimensions and heads are in lexicographic order and,
     for ``d_model = head_dim = 1``, built from representative heads and units (every
     network has such a copy computing the same function, so satisfiability is
-    unchanged).  ``fixed_embed``: for vector inputs, a fixed integer ``d_model x dim``
-    input map (not searched, not counted)."""
-    return _BitEncoder(ds, shape, bits, fixed_embed, symmetry).encode()
+    unchanged).  ``segments``: the redundant segment clauses where :func:`tail_segments`
+    applies (every model extends to them).  ``fixed_embed``: for vector inputs, a fixed
+    integer ``d_model x dim`` input map (not searched, not counted)."""
+    return _BitEncoder(ds, shape, bits, fixed_embed, symmetry, segments).encode()
 
 
 @dataclass(slots=True)
