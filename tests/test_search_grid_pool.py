@@ -170,3 +170,33 @@ def test_negative_front_counts_are_refused_with_exit_2(flag: str, tmp_path: Path
     assert proc.returncode == 2, proc.stderr
     assert flag in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exactmem.search import labelings
+
+    seqs = generate_inputs(8, 2, 4)
+    q = Question(seqs, 4, bits=2, conflicts=200_000)
+    store = ResultsFile(tmp_path / "r.jsonl", q.header())
+    # a labelling that no one-head network without hidden units memorizes (LRAT-refuted)
+    labels = (0, 0, 1, 0, 0, 1, 1, 0)
+    small = Shape(ff_width=0)
+    res = run_bits_query(q.dataset(labels), small, 2, conflicts=200_000)
+    assert res.status == "infeasible"
+    store.add({**res.as_dict(), "key": labelings.record_key(small, labels),
+               "labels": list(labels)})
+    walks: list[int] = []
+    monkeypatch.setattr(labelings, "_grid_witnesses",
+                        lambda *args: walks.append(1) or args[2])
+    ex = make_executor("serial", 1, None)
+    try:
+        # the two-head shape is asked that labelling before any walk, and fails on it
+        two = run_shape(q, Shape(heads=2), store, ex, first_failure=True,
+                        show_progress=False)
+    finally:
+        ex.close()
+    assert two["shatters"] is False and two["classes"]["infeasible"] == 1
+    assert walks == []
+    assert store.records[labelings.record_key(Shape(heads=2), labels)]["status"] == \
+        "infeasible"

@@ -44,6 +44,7 @@ from exactmem.search.transfer import DEFAULT_POOL, cheap_test_applies
 from exactmem.search.transfer import DEFAULT_TRANSFER_RLIMIT as TRANSFER_RLIMIT
 
 RESULTS_FORMAT = "exactmem.search-results/1"
+PROBES = 4  # --bits --first-failure: labellings asked to SAT before the grid walk
 
 
 def consistency_classes(n: int, vocab: int) -> list[tuple[int, ...]]:
@@ -329,9 +330,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
                                    "infeasible" for c in classes
                                    if record_key(shape, c.labels) in store.records)
-    if q.bits is not None and not failed:
-        # grid enumeration: certified networks for what it finds, the rest asked first
-        pending = _grid_witnesses(q, shape, pending, show_progress)
     transfer = q.transfer and q.bits is None
     donors = Donors(shape, store) if transfer else None
     # where the cheap test picks the random fronts, they are tried before every query
@@ -344,10 +342,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 bar.close()
             suspects = _suspects(q, shape, pending)
     solved = 0
-    bar = progress.task(f"{shape.label()} queries", total=len(pending), unit="query",
-                        heartbeat=True)
-    if not show_progress:
-        bar.close()  # closing first silences it
 
     def with_donors(payloads: list[dict[str, Any]], only: bool = False,
                     pool: bool = False) -> Iterator[dict[str, Any]]:
@@ -387,6 +381,37 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     def unknown(p: dict[str, Any]) -> bool:
         return bool(store.records.get(p["key"], {}).get("status") == "unknown")
 
+    def task(what: str, total: int) -> progress.Task:
+        t = progress.task(f"{shape.label()} {what}", total=total, unit="query", heartbeat=True)
+        if not show_progress:
+            t.close()  # closing first silences it
+        return t
+
+    if q.bits is not None and pending and not failed:
+        # with --first-failure, a few labellings that smaller shapes could not memorize go
+        # to SAT before the walk: a refutation is often far cheaper than the walk
+        probes = pending[:min(sum(hard), PROBES)] if first_failure else []
+        for p in probes:
+            p.pop("sweep", None)  # likely refutations: the sweep never refutes
+        bar = task("probes", len(probes))
+        try:
+            stop = bool(probes) and drain(with_donors(probes))
+        except KeyboardInterrupt:
+            executor.close(cancel=True)
+            label_sweep.release()
+            raise
+        finally:
+            bar.close()
+        if stop:
+            pending = []
+        else:
+            # grid enumeration: certified networks for what it finds, the rest asked
+            # first; a probe left unknown is walked, not asked again
+            asked = {id(p) for p in probes}
+            walked = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked
+                                                or unknown(p)], show_progress)
+            pending = [p for p in walked if id(p) not in asked or "witness" in p]
+    bar = task("queries", len(pending))
     if pending and not failed:
         try:
             # labellings that no random front can serve are the likely refutations: they
@@ -421,6 +446,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             raise
         finally:
             label_sweep.release()  # the serial executor's solver, kept in this process
+    label_sweep.release()  # also when the probes alone decided the shape
     bar.close()
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
@@ -455,8 +481,11 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
             p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
             p["witness_note"] = (f"grid enumeration: front {front} of {pool.total} "
                                  f"({'all' if pool.exhaustive else pool.walked} walked)")
-    return [p for p, w in zip(pending, words, strict=True) if w in left] + \
-        [p for p, w in zip(pending, words, strict=True) if w not in left]
+    missed = [p for p, w in zip(pending, words, strict=True) if w in left]
+    if pool.exhaustive:  # no network has them: the sweep (which never refutes) is skipped
+        for p in missed:
+            p.pop("sweep", None)
+    return missed + [p for p, w in zip(pending, words, strict=True) if w not in left]
 
 
 def _labels(p: dict[str, Any]) -> list[int]:
