@@ -45,6 +45,7 @@ from exactmem.search.transfer import DEFAULT_TRANSFER_RLIMIT as TRANSFER_RLIMIT
 
 RESULTS_FORMAT = "exactmem.search-results/1"
 PROBES = 4  # --bits --first-failure: labellings asked to SAT before the grid walk
+QUICK_FRONTS = 4096  # fronts of the short walk whose misses are probed
 
 
 def consistency_classes(n: int, vocab: int) -> list[tuple[int, ...]]:
@@ -388,29 +389,41 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         return t
 
     if q.bits is not None and pending and not failed:
-        # with --first-failure, a few labellings that smaller shapes could not memorize go
-        # to SAT before the walk: a refutation is often far cheaper than the walk
-        probes = pending[:min(sum(hard), PROBES)] if first_failure else []
-        for p in probes:
-            p.pop("sweep", None)  # likely refutations: the sweep never refutes
-        bar = task("probes", len(probes))
-        try:
-            stop = bool(probes) and drain(with_donors(probes))
-        except KeyboardInterrupt:
-            executor.close(cancel=True)
-            label_sweep.release()
-            raise
-        finally:
-            bar.close()
+        # with --first-failure, likely refutations go to SAT before the full walk (with the
+        # segment clauses a refutation is often far cheaper than the walk): first what
+        # smaller shapes could not memorize, then what a short walk did not find
+        asked: set[int] = set()
+
+        def probe(batch: list[dict[str, Any]]) -> bool:
+            nonlocal bar  # drain advances it
+            for p in batch:
+                p.pop("sweep", None)  # the sweep never refutes
+                asked.add(id(p))
+            bar = task("probes", len(batch))
+            try:
+                return bool(batch) and drain(with_donors(batch))
+            except KeyboardInterrupt:
+                executor.close(cancel=True)
+                label_sweep.release()
+                raise
+            finally:
+                bar.close()
+
+        stop = first_failure and probe(pending[:min(sum(hard), PROBES)])
+        if first_failure and not stop:
+            short = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
+                                    show_progress, QUICK_FRONTS)
+            stop = probe([p for p in short if "witness" not in p][:PROBES])
         if stop:
             pending = []
         else:
             # grid enumeration: certified networks for what it finds, the rest asked
             # first; a probe left unknown is walked, not asked again
-            asked = {id(p) for p in probes}
-            walked = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked
-                                                or unknown(p)], show_progress)
-            pending = [p for p in walked if id(p) not in asked or "witness" in p]
+            walked = _grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
+                                                (id(p) not in asked or unknown(p))],
+                                     show_progress)
+            pending = [p for p in walked if id(p) not in asked or "witness" in p] + \
+                [p for p in pending if "witness" in p and all(p is not w for w in walked)]
     bar = task("queries", len(pending))
     if pending and not failed:
         try:
@@ -454,11 +467,13 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
 
 
 def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
-                    show_progress: bool) -> list[dict[str, Any]]:
+                    show_progress: bool, fronts: int | None = None
+                    ) -> list[dict[str, Any]]:
     """Walk the b-bit networks of ``shape`` (:mod:`~exactmem.search.grid_pool`) for the
     pending labellings: each one found gets its network in the payload (the worker certifies
     it, then answers ``found``); those not found are returned first -- where the walk was
-    exhaustive they have no network, and the SAT query (with its LRAT proof) follows."""
+    exhaustive they have no network, and the SAT query (with its LRAT proof) follows.
+    ``fronts``: walk at most that many (a seeded sample), not ``q.grid``."""
     from exactmem.certificate import spec_to_json
     from exactmem.search import grid_pool
 
@@ -468,7 +483,7 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
     if not grid_pool.applies(probe, shape, q.bits):
         return pending
     assert q.bits is not None
-    pool = grid_pool.GridPool(probe, shape, q.bits, max_fronts=q.grid)
+    pool = grid_pool.GridPool(probe, shape, q.bits, max_fronts=min(q.grid, fronts or q.grid))
     words = [grid_pool.word_of(_labels(p)) for p in pending]
     with progress.task(f"{shape.label()} grid fronts ({q.bits}-bit)", total=len(pool.order),
                        unit="front", heartbeat=True) as bar:
