@@ -200,3 +200,23 @@ def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
     assert walks == []
     assert store.records[labelings.record_key(Shape(heads=2), labels)]["status"] == \
         "infeasible"
+
+
+def test_every_word_the_walk_finds_passes_the_real_tail_test() -> None:
+    """``excess`` is 0 for every labelling some walked b-bit network realizes (a b-bit
+    tail is a real one), and a labelling far from every front is refuted by SAT."""
+    seqs = generate_inputs(8, 2, 4)
+    ds = Dataset("next-token", "token-ids", seqs, (0,) * len(seqs), vocab_size=4)
+    shape = Shape(ff_width=1)
+    pool = GridPool(ds, shape, 2)
+    words = range(1 << len(seqs))
+    pool.cover(words)
+    assert pool.exhaustive
+    far = pool.excess(words)
+    assert all(far[w] == 0 for w in pool.witness)
+    worst = max(words, key=lambda w: far[w])
+    assert far[worst] > 0 and worst not in pool.witness
+    labels = tuple((worst >> i) & 1 for i in range(len(seqs)))
+    res = run_bits_query(Dataset("next-token", "token-ids", seqs, labels, vocab_size=4),
+                         shape, 2, conflicts=200_000)
+    assert res.status == "infeasible"

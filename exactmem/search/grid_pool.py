@@ -45,6 +45,7 @@ from exactmem.search.shape import Shape
 MAX_FRONTS = 200_000  # fronts walked per shape (all of them when there are fewer)
 MAX_TAIL_ROWS = 200_000  # tail sums formed per front (the unit multisets are cut there)
 MAX_N = 24  # labellings are kept as N-bit words
+EXCESS_SAMPLE = 4096  # stream vectors that order the missed labellings
 
 
 grid = canonical.grid_values  # the b-bit two's-complement integers
@@ -111,6 +112,7 @@ class GridPool:
         self.witness: dict[int, tuple[int, Tail]] = {}
         self.walked = 0
         self.seen: set[bytes] = set()  # stream vectors walked (all their tails tried)
+        self.distinct: list[np.ndarray] = []  # the same vectors, in walk order
 
     @property
     def exhaustive(self) -> bool:
@@ -213,14 +215,35 @@ class GridPool:
         if key in self.seen:
             return False
         self.seen.add(key)
+        self.distinct.append(xs)
         return True
+
+    def excess(self, words: Iterable[int]) -> dict[int, int]:
+        """Per word, how far the walked streams are from admitting it even with a real
+        tail: the least, over the distinct stream vectors walked, of the label changes
+        along the sorted streams beyond ``ff_width + 1`` (the bound of the segment clauses
+        in :mod:`sat_encoding`), or ``N`` where equal streams carry different labels.  0:
+        some walked front passes the real-tail test.  Only an ordering hint, computed on
+        the first ``EXCESS_SAMPLE`` distinct vectors."""
+        ws = np.array(list(words), dtype=np.int64)
+        best = np.full(len(ws), self.n_seq, dtype=np.int64)
+        limit = self.shape.ff_width + 1
+        for xs in self.distinct[:EXCESS_SAMPLE]:
+            order = np.argsort(xs, kind="stable")
+            labels = (ws[:, None] >> order[None, :]) & 1  # (W, N), sorted by stream
+            change = labels[:, 1:] != labels[:, :-1]
+            tied = (xs[order][1:] == xs[order][:-1])[None, :]
+            cost = np.where((change & tied).any(axis=1), self.n_seq,
+                            np.maximum(0, (change & ~tied).sum(axis=1) - limit))
+            best = np.minimum(best, cost)
+        return {int(w): int(c) for w, c in zip(ws, best, strict=True)}
 
     def cover(self, wanted: Iterable[int], batch: int = 512,
               tick: Callable[[int], None] | None = None) -> set[int]:
         """Walk fronts until every word of ``wanted`` has a network or the fronts run out;
         the words still without one are returned.  ``tick(k)``: ``k`` more fronts walked."""
         left = {w for w in wanted if w not in self.witness}
-        self.walked, self.seen = 0, set()  # every call walks from the first front
+        self.walked, self.seen, self.distinct = 0, set(), []  # walks from the first front
         self.tails_cut = False
         full = (1 << self.n_seq) - 1
         if left and len(self.order):  # the constant labellings: readout weight 0

@@ -496,7 +496,10 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
             p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
             p["witness_note"] = (f"grid enumeration: front {front} of {pool.total} "
                                  f"({'all' if pool.exhaustive else pool.walked} walked)")
-    missed = [p for p, w in zip(pending, words, strict=True) if w in left]
+    # the farthest from every walked front first: the likeliest (and quickest) refutations
+    far = pool.excess(left)
+    missed = sorted((p for p, w in zip(pending, words, strict=True) if w in left),
+                    key=lambda p: -far[grid_pool.word_of(_labels(p))])
     if pool.exhaustive:  # no network has them: the sweep (which never refutes) is skipped
         for p in missed:
             p.pop("sweep", None)
