@@ -47,7 +47,8 @@ def test_segment_clauses_hold_exactly_when_the_labels_change_few_times(
     enc.c = Circuit()
     keys = [(i, (0,)) for i in range(len(points))]
     enc.segments({key: enc.c.const(x) for key, (x, _) in zip(keys, points, strict=True)},
-                 {key: y for key, (_, y) in zip(keys, points, strict=True)})
+                 {key: enc.c.true if y else -enc.c.true
+                  for key, (_, y) in zip(keys, points, strict=True)})
     assert _satisfiable(enc.c.clauses) == _changes_fit([x for x, _ in points],
                                                        [y for _, y in points], ff_width + 1)
 

@@ -224,6 +224,13 @@ class Circuit:
             self.clauses.append([-same, -x, y])
             same = self.and_([same, -self.xor(x, y)])
 
+    def clause(self, lits: Sequence[int]) -> None:
+        """Add a clause, folding the constants (a true literal satisfies it, a false one
+        is dropped)."""
+        if self.true in lits:
+            return
+        self.clauses.append([x for x in lits if x != -self.true])
+
     def exclude(self, xs: Sequence[Int], values: Sequence[int]) -> None:
         """Clause: the integers ``xs`` do not take the ``values`` (all at once)."""
         self.clauses.append([-b if (v >> i) & 1 else b

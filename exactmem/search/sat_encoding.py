@@ -247,23 +247,27 @@ class _BitEncoder:
         enter the tail (:func:`tail_segments`).  Each read position gets a segment
         ``c in [0, K]``, ``K = ff_width + 1``, in order encoding (``u_k = [c >= k]``):
         ``s_i <= s_j`` forces ``c_i <= c_j`` (so equal streams share a segment), and the
-        label is the first segment's label ``y0`` flipped on every odd segment."""
+        label is the first segment's label ``y0`` flipped on every odd segment.
+        ``labels``: per read position the literal "label 1" (``true``/``-true`` when
+        fixed)."""
         c, k_max = self.c, self.shape.ff_width + 1
         keys = list(streams)
         u = {key: [c.true] + [c.var() for _ in range(k_max)] + [-c.true] for key in keys}
         y0 = c.var()
         for key in keys:
-            for k in range(1, k_max + 1):
-                c.clauses.append([-u[key][k + 1], u[key][k]])
+            lab = labels[key]
+            for k in range(1, k_max):
+                c.clause([-u[key][k + 1], u[key][k]])
             for k in range(k_max + 1):  # in segment k the label is y0 xor (k odd)
-                y0_true = (labels[key] == 1) != (k % 2 == 1)
-                c.clauses.append([-u[key][k], u[key][k + 1], y0 if y0_true else -y0])
+                same = -y0 if k % 2 else y0
+                c.clause([-u[key][k], u[key][k + 1], -lab, same])
+                c.clause([-u[key][k], u[key][k + 1], lab, -same])
         for a in keys:
             for b in keys:
                 if a != b:
                     above = c.less(streams[b], streams[a])  # not s_a <= s_b
                     for k in range(1, k_max + 1):
-                        c.clauses.append([above, -u[a][k], u[b][k]])
+                        c.clause([above, -u[a][k], u[b][k]])
 
     def front(self) -> tuple[dict[tuple[int, Token], Mix], int]:
         """The stream at every read position (as a :class:`Mix`) and its scale."""
@@ -337,7 +341,8 @@ class _BitEncoder:
                 c.clauses.append([c.less(c.const(0), margin)])
         if self.with_segments and tail_segments(self.ds, sh):
             self.segments({key: self.materialize(x)[0] for key, x in self.tail_input.items()},
-                          {(i, t): y for i, t, y in self.reads.targets})
+                          {(i, t): c.true if y == 1 else -c.true
+                           for i, t, y in self.reads.targets})
         if self.symmetry:
             self.break_symmetries()
         return self.p
