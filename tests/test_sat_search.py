@@ -10,23 +10,21 @@ import sys
 from fractions import Fraction
 from itertools import permutations, product
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bit_networks import network, random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.arith import ScaledMatrix
 from exactmem.checker.lrat import check_lrat_files
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.search import canonical
 from exactmem.search.bitblast import Circuit
-from exactmem.search.encoding import output_dim
 from exactmem.search.query import run_bits_query, run_query
 from exactmem.search.sat_backend import lrat_to_drup as to_drup
 from exactmem.search.sat_encoding import encode_bits
-from exactmem.search.shape import Shape, spec_of
+from exactmem.search.shape import Shape
 
 POINTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
 
@@ -78,34 +76,20 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     """Random b-bit networks (ties are frequent with small integers) evaluated exactly:
     their weights satisfy the CNF of their own labels, and violate it with a label
     changed -- the CNF states exactly the hardmax semantics of the model."""
-    rng = random.Random(seed)
-    vocab, n = 3, 3
-    seqs = sorted({tuple(rng.randrange(vocab) for _ in range(n)) for _ in range(5)})
-    probe = Dataset("next-token", "token-ids", tuple(seqs), (0,) * len(seqs), vocab_size=vocab)
-    problem = encode_bits(probe, shape, bits, symmetry=False)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    values = {name: [[rng.randint(lo, hi) for _ in row] for row in rows]
-              for name, rows in problem.weights.items()}
-    mats = {name: ScaledMatrix.from_rows([[Fraction(v) for v in row] for row in rows],
-                                         cols=len(rows[0]))
-            for name, rows in values.items()}
-    spec = spec_of(shape, "token-ids", vocab, n, output_dim(probe, shape), mats)
-    preds = [p[-1] for p in evaluate(spec, probe).predictions]
+    probe, values, preds = random_network(shape, bits, random.Random(seed), 3, 3, 5)
+    seqs = probe.sequences
     keep = [(s, int(p)) for s, p in zip(seqs, preds, strict=True)
             if p is not None and Fraction(p).denominator == 1 and p >= 0]  # labels: ints >= 0
     if not keep:
         return
     labels = tuple(p for _, p in keep)
-    ds = Dataset("next-token", "token-ids", tuple(s for s, _ in keep), labels,
-                 vocab_size=vocab)
+    ds = Dataset("next-token", "token-ids", tuple(s for s, _ in keep), labels, vocab_size=3)
     problem = encode_bits(ds, shape, bits, symmetry=False)
-    fix = [b if (values[name][i][j] >> k) & 1 else -b
-           for name, rows in problem.weights.items() for i, row in enumerate(rows)
-           for j, w in enumerate(row) for k, b in enumerate(w.bits)]
+    fix = weight_literals(problem, values)
     assert _solve(problem.clauses, fix) is not None
     wrong = list(labels)
     wrong[0] = (1 - wrong[0]) if shape.readout == "argmax" else wrong[0] + 1
-    bad = Dataset("next-token", "token-ids", ds.sequences, tuple(wrong), vocab_size=vocab)
+    bad = Dataset("next-token", "token-ids", ds.sequences, tuple(wrong), vocab_size=3)
     problem = encode_bits(bad, shape, bits, symmetry=False)
     assert _solve(problem.clauses, fix) is None
     # symmetry breaking keeps a copy of the network: with scalar heads and units each
@@ -113,13 +97,11 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     # reordering of units, head dimensions and heads satisfies the CNF with the
     # exclusion and lex-leader clauses
     values = _representatives(values, shape, bits)
-    mats = {name: ScaledMatrix.from_rows([[Fraction(v) for v in row] for row in rows],
-                                         cols=len(rows[0]))
-            for name, rows in values.items()}
-    spec = spec_of(shape, "token-ids", vocab, n, output_dim(probe, shape), mats)
+    spec = network(shape, probe, values)
     assert [p[-1] for p in evaluate(spec, ds).predictions] == list(labels)
     sym = encode_bits(ds, shape, bits)
-    assert any(_solve(sym.clauses, _fix(sym, p)) is not None for p in _permuted(values, shape))
+    assert any(_solve(sym.clauses, weight_literals(sym, p)) is not None
+               for p in _permuted(values, shape))
 
 
 def _representatives(values: dict[str, list[list[int]]], shape: Shape, bits: int
@@ -144,12 +126,6 @@ def _representatives(values: dict[str, list[list[int]]], shape: Shape, bits: int
                                                   values[p + "W2"][0][j])]
             out[p + "W1"][j][0], out[p + "b1"][j][0], out[p + "W2"][0][j] = w1, b1, w2
     return out
-
-
-def _fix(problem: Any, values: dict[str, list[list[int]]]) -> list[int]:
-    return [b if (values[name][i][j] >> k) & 1 else -b
-            for name, rows in problem.weights.items() for i, row in enumerate(rows)
-            for j, w in enumerate(row) for k, b in enumerate(w.bits)]
 
 
 def _permuted(values: dict[str, list[list[int]]], shape: Shape

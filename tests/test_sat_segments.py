@@ -5,17 +5,15 @@ satisfy the CNF with them, and they never change a verdict."""
 from __future__ import annotations
 
 import random
-from fractions import Fraction
 
+from bit_networks import random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.arith import ScaledMatrix
 from exactmem.model.dataset import Dataset
-from exactmem.model.evaluate import evaluate
 from exactmem.search.bitblast import Circuit
 from exactmem.search.sat_encoding import _BitEncoder, encode_bits, tail_segments
-from exactmem.search.shape import Shape, spec_of
+from exactmem.search.shape import Shape
 
 
 def _satisfiable(clauses: list[list[int]], assumptions: list[int] | None = None) -> bool:
@@ -65,29 +63,15 @@ def test_every_scalar_network_satisfies_its_cnf_with_the_segment_clauses(
     """Random b-bit networks evaluated exactly: their weights satisfy the CNF of their
     own labels with the segment clauses (and without the symmetry breaking, which the
     random weights need not respect)."""
-    rng = random.Random(seed)
-    vocab, n = 3, 3
-    seqs = sorted({tuple(rng.randrange(vocab) for _ in range(n)) for _ in range(6)})
-    probe = Dataset("next-token", "token-ids", tuple(seqs), (0,) * len(seqs), vocab_size=vocab)
-    problem = encode_bits(probe, shape, bits, symmetry=False)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    values = {name: [[rng.randint(lo, hi) for _ in row] for row in rows]
-              for name, rows in problem.weights.items()}
-    mats = {name: ScaledMatrix.from_rows([[Fraction(v) for v in row] for row in rows],
-                                         cols=len(rows[0]))
-            for name, rows in values.items()}
-    spec = spec_of(shape, "token-ids", vocab, n, 2, mats)
-    keep = [(s, p[-1]) for s, p in zip(seqs, evaluate(spec, probe).predictions, strict=True)
-            if p[-1] is not None]
+    probe, values, preds = random_network(shape, bits, random.Random(seed), 3, 3, 6)
+    keep = [(s, y) for s, y in zip(probe.sequences, preds, strict=True) if y is not None]
     if not keep:
         return
     ds = Dataset("next-token", "token-ids", tuple(s for s, _ in keep),
-                 tuple(int(y) for _, y in keep), vocab_size=vocab)
+                 tuple(int(y) for _, y in keep), vocab_size=3)
     assert tail_segments(ds, shape)
     problem = encode_bits(ds, shape, bits, symmetry=False)
-    fix = [b if (values[name][i][j] >> k) & 1 else -b
-           for name, rows in problem.weights.items() for i, row in enumerate(rows)
-           for j, w in enumerate(row) for k, b in enumerate(w.bits)]
+    fix = weight_literals(problem, values)
     assert _satisfiable(problem.clauses, fix)
 
 
