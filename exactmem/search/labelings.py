@@ -404,7 +404,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 return bool(batch) and drain(with_donors(batch))
             except KeyboardInterrupt:
                 executor.close(cancel=True)
-                label_sweep.release()
                 raise
             finally:
                 bar.close()
@@ -422,8 +421,9 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             walked = _grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
                                                 (id(p) not in asked or unknown(p))],
                                      show_progress)
+            seen = {id(p) for p in walked}
             pending = [p for p in walked if id(p) not in asked or "witness" in p] + \
-                [p for p in pending if "witness" in p and all(p is not w for w in walked)]
+                [p for p in pending if "witness" in p and id(p) not in seen]
     bar = task("queries", len(pending))
     if pending and not failed:
         try:
@@ -459,7 +459,6 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             raise
         finally:
             label_sweep.release()  # the serial executor's solver, kept in this process
-    label_sweep.release()  # also when the probes alone decided the shape
     bar.close()
     summary = summarize(shape, classes, store, reused, solved)
     summary["padded"] = padded
