@@ -82,10 +82,10 @@ def test_two_sequences_of_one_read_position_labelled_apart_get_no_network() -> N
 def test_all_labelings_answer_the_same_with_and_without_the_sweep(executor: str,
                                                                   tmp_path: Path) -> None:
     seqs = generate_inputs(5, 2, 3)
-    shape = SHAPES[1]  # d_model 2: no grid walk, so every labelling meets the sweep
+    shape = SHAPES[1]  # d_model 2, no walk (grid 0): every labelling meets the sweep
     summaries, notes = [], []
     for sweep in (0, 20_000):
-        q = Question(seqs, 3, bits=2, conflicts=200_000, sweep=sweep)
+        q = Question(seqs, 3, bits=2, conflicts=200_000, sweep=sweep, grid=0)
         path = tmp_path / f"r{sweep}.jsonl"
         store = ResultsFile(path, q.header())
         ex = make_executor(executor, 1 if executor == "serial" else 2, None)

@@ -115,6 +115,15 @@ class GridPool:
         self.distinct: list[np.ndarray] = []  # the same vectors, in walk order
 
     @property
+    def planned(self) -> int:
+        """Fronts a full walk visits."""
+        return len(self.order)
+
+    def front_index(self, word: int) -> int:
+        """The front of the network found for ``word``."""
+        return self.witness[word][0]
+
+    @property
     def exhaustive(self) -> bool:
         """Every front, and on each every tail, tried (by the last :meth:`cover`)?"""
         return self.every_front and not self.tails_cut

@@ -408,10 +408,11 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             finally:
                 bar.close()
 
+        walk = _walk_pool(q, shape, plane_only=True)  # it goes on from the short walk
         stop = first_failure and probe(pending[:min(sum(hard), PROBES)])
         if first_failure and not stop:
             short = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
-                                    show_progress, QUICK_FRONTS)
+                                    show_progress, QUICK_FRONTS, walk)
             stop = probe([p for p in short if "witness" not in p][:PROBES])
         if stop:
             pending = []
@@ -420,7 +421,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             # first; a probe left unknown is walked, not asked again
             walked = _grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
                                                 (id(p) not in asked or unknown(p))],
-                                     show_progress)
+                                     show_progress, None, walk)
             seen = {id(p) for p in walked}
             pending = [p for p in walked if id(p) not in asked or "witness" in p] + \
                 [p for p in pending if "witness" in p and id(p) not in seen]
@@ -465,36 +466,60 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     return summary
 
 
+def _walk_pool(q: Question, shape: Shape, fronts: int | None = None,
+               plane_only: bool = False) -> Any:
+    """The enumeration that serves ``shape`` (:mod:`~exactmem.search.grid_pool` for
+    ``d_model`` 1, :mod:`~exactmem.search.plane_pool` for one wider block), or ``None``.
+    ``plane_only``: ``None`` unless a plane pool serves it."""
+    from exactmem.search import grid_pool, plane_pool
+
+    if not q.grid:
+        return None
+    probe = q.dataset([0] * len(q.sequences))
+    if grid_pool.applies(probe, shape, q.bits) and not plane_only:
+        assert q.bits is not None
+        return grid_pool.GridPool(probe, shape, q.bits,
+                                  max_fronts=min(q.grid, fronts or q.grid))
+    if plane_pool.applies(probe, shape, q.bits):
+        assert q.bits is not None
+        return plane_pool.PlanePool(probe, shape, q.bits, max_fronts=q.grid)
+    return None
+
+
 def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
-                    show_progress: bool, fronts: int | None = None
-                    ) -> list[dict[str, Any]]:
-    """Walk the b-bit networks of ``shape`` (:mod:`~exactmem.search.grid_pool`) for the
-    pending labellings: each one found gets its network in the payload (the worker certifies
-    it, then answers ``found``); those not found are returned first -- where the walk was
+                    show_progress: bool, fronts: int | None = None,
+                    pool: Any = None) -> list[dict[str, Any]]:
+    """Walk the b-bit networks of ``shape`` (:func:`_walk_pool`) for the pending
+    labellings: each one found gets its network in the payload (the worker certifies it,
+    then answers ``found``); those not found are returned first -- where the walk was
     exhaustive they have no network, and the SAT query (with its LRAT proof) follows.
-    ``fronts``: walk at most that many (a seeded sample), not ``q.grid``."""
+    ``fronts``: walk at most that many (a seeded sample), not ``q.grid``.  ``pool``: a
+    plane pool to go on with (its sample continues where the last walk stopped)."""
     from exactmem.certificate import spec_to_json
     from exactmem.search import grid_pool
 
-    if not q.grid or not pending:
+    if not pending:
         return pending
-    probe = q.dataset([0] * len(q.sequences))
-    if not grid_pool.applies(probe, shape, q.bits):
+    if pool is None:
+        pool = _walk_pool(q, shape, fronts)
+    if pool is None:
         return pending
     assert q.bits is not None
-    pool = grid_pool.GridPool(probe, shape, q.bits, max_fronts=min(q.grid, fronts or q.grid))
     words = [grid_pool.word_of(_labels(p)) for p in pending]
-    with progress.task(f"{shape.label()} grid fronts ({q.bits}-bit)", total=len(pool.order),
+    limit = None if isinstance(pool, grid_pool.GridPool) else fronts
+    total = pool.planned if limit is None else min(pool.planned - pool.walked, limit)
+    with progress.task(f"{shape.label()} grid fronts ({q.bits}-bit)", total=total,
                        unit="front", heartbeat=True) as bar:
         if not show_progress:
             bar.close()
-        left = pool.cover(words, tick=bar.update)
+        left = pool.cover(words, tick=bar.update) if limit is None else \
+            pool.cover(words, tick=bar.update, limit=limit)
     for p, word in zip(pending, words, strict=True):
         if word not in left:
-            front = pool.witness[word][0]
             p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
-            p["witness_note"] = (f"grid enumeration: front {front} of {pool.total} "
-                                 f"({'all' if pool.exhaustive else pool.walked} walked)")
+            p["witness_note"] = (f"grid enumeration: front {pool.front_index(word)} of "
+                                 f"{pool.total} ({'all' if pool.exhaustive else pool.walked}"
+                                 f" walked)")
     # the farthest from every walked front first: the likeliest (and quickest) refutations
     far = pool.excess(left)
     missed = sorted((p for p, w in zip(pending, words, strict=True) if w in left),
