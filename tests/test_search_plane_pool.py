@@ -130,3 +130,46 @@ def test_all_labelings_of_a_wide_shape_use_the_walk(tmp_path: Path) -> None:
     assert summary["classes"]["unknown"] == 0
     assert summary["classes"]["found"] + summary["classes"]["infeasible"] == \
         len(labelling_classes(seqs, 2, True))
+
+
+def test_seeded_fronts_are_the_networks_fronts() -> None:
+    seqs = generate_inputs(9, 2, 3)
+    q = Question(seqs, 3)
+    pool = PlanePool(q.dataset((0,) * 9), SHAPES[1], 2, seed=5)
+    front = pool._draw()
+    net = spec_to_json(pool.network(front, None, q.dataset((0,) * 9)))
+    assert pool.seed(net) and len(pool.served) == 1
+    assert pool._flat(pool.served[0]).tolist() == pool._flat(front).tolist()
+    assert not pool.seed({"layers": []})
+    assert not pool.seed({"layers": [{"table": [["1", "0", "0"]]}, {"heads": []}]})
+
+
+def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With walks cut after one idle front and SAT under one conflict, the labellings left
+    unknown are served by the late walk (certified), none is reported infeasible."""
+    from exactmem.search import labelings
+
+    real = labelings._walk_pool
+
+    def short_walks(q: Question, shape: Shape, fronts: int | None = None,
+                    plane_only: bool = False) -> object:
+        pool = real(q, shape, fronts, plane_only)
+        if isinstance(pool, PlanePool):
+            pool.patience = 1
+        return pool
+
+    monkeypatch.setattr(labelings, "_walk_pool", short_walks)
+    seqs = generate_inputs(9, 2, 3)
+    q = Question(seqs, 3, bits=2, conflicts=1, sweep=0)
+    store = ResultsFile(tmp_path / "r.jsonl", q.header())
+    summary = run_shape(q, SHAPES[1], store, make_executor("serial", 1, None),
+                        show_progress=False)
+    recs = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]]
+    unknown = {r["key"] for r in recs if r["status"] == "unknown"}
+    assert unknown  # SAT could not answer them
+    late = [r for r in recs if r["key"] in unknown and r["status"] == "found"]
+    assert late and all(r["verified"] and "(sampled)" in r["notes"][0] for r in late)
+    assert summary["classes"]["infeasible"] == 0
+    assert summary["classes"]["found"] == len(labelling_classes(seqs, 2, True)) - \
+        summary["classes"]["unknown"]

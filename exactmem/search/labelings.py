@@ -46,6 +46,7 @@ from exactmem.search.transfer import DEFAULT_TRANSFER_RLIMIT as TRANSFER_RLIMIT
 RESULTS_FORMAT = "exactmem.search-results/1"
 PROBES = 4  # --bits --first-failure: labellings asked to SAT before the grid walk
 QUICK_FRONTS = 4096  # fronts of the short walk whose misses are probed
+LATE_FRONTS = 16_384  # plane pools: fronts walked again for what SAT left unknown
 
 
 def consistency_classes(n: int, vocab: int) -> list[tuple[int, ...]]:
@@ -388,6 +389,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             t.close()  # closing first silences it
         return t
 
+    walk = None  # a plane pool (one wide block): its sample goes on from walk to walk
     if q.bits is not None and pending and not failed:
         # with --first-failure, likely refutations go to SAT before the full walk (with the
         # segment clauses a refutation is often far cheaper than the walk): first what
@@ -408,12 +410,14 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             finally:
                 bar.close()
 
-        walk = _walk_pool(q, shape, plane_only=True)  # it goes on from the short walk
+        walk = _walk_pool(q, shape, plane_only=True)
         stop = first_failure and probe(pending[:min(sum(hard), PROBES)])
         if first_failure and not stop:
+            _seed(walk, store, shape)
             short = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
                                     show_progress, QUICK_FRONTS, walk)
             stop = probe([p for p in short if "witness" not in p][:PROBES])
+            _seed(walk, store, shape)
         if stop:
             pending = []
         else:
@@ -444,15 +448,24 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                                             or 0) < int(budget or 0)]
                 for p in batch:
                     p["rlimit"] = budget
-                if drain(with_donors(batch)) or donors is None:
+                if drain(with_donors(batch)):
+                    raise _Stop
+                if donors is None:
                     break
                 # a cheap pass: the unknown answers against every front found since, and
                 # against random fronts whose streams some tail can label (first time only)
                 again = [p for p in todo
                          if unknown(p) and (k == 0 or donors.grew_since(p.get("donors", [])))]
                 if drain(with_donors(again, only=True, pool=k == 0)):
-                    break
+                    raise _Stop
                 todo = [p for p in todo if unknown(p)]
+            # a plane pool walks again for what SAT left unknown, near every network found
+            late = [p for p in pending if unknown(p)]
+            if walk is not None and late and (deadline is None or time.monotonic() < deadline):
+                _seed(walk, store, shape)
+                walk.patience = LATE_FRONTS
+                late = _grid_witnesses(q, shape, late, show_progress, LATE_FRONTS, walk)
+                drain(with_donors([p for p in late if "witness" in p]))
         except _Stop:
             pass
         except KeyboardInterrupt:
@@ -508,7 +521,9 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
     words = [grid_pool.word_of(_labels(p)) for p in pending]
     limit = None if isinstance(pool, grid_pool.GridPool) else fronts
     total = pool.planned if limit is None else min(pool.planned - pool.walked, limit)
-    with progress.task(f"{shape.label()} grid fronts ({q.bits}-bit)", total=total,
+    what = "grid fronts" if isinstance(pool, grid_pool.GridPool) else \
+        f"sampled fronts, until {pool.patience} in a row serve nothing new"
+    with progress.task(f"{shape.label()} {what} ({q.bits}-bit)", total=total,
                        unit="front", heartbeat=True) as bar:
         if not show_progress:
             bar.close()
@@ -517,7 +532,8 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
     for p, word in zip(pending, words, strict=True):
         if word not in left:
             p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
-            p["witness_note"] = (f"grid enumeration: front {pool.front_index(word)} of "
+            kind = "" if isinstance(pool, grid_pool.GridPool) else " (sampled)"
+            p["witness_note"] = (f"grid enumeration{kind}: front {pool.front_index(word)} of "
                                  f"{pool.total} ({'all' if pool.exhaustive else pool.walked}"
                                  f" walked)")
     # the farthest from every walked front first: the likeliest (and quickest) refutations
@@ -528,6 +544,20 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
         for p in missed:
             p.pop("sweep", None)
     return missed + [p for p, w in zip(pending, words, strict=True) if w not in left]
+
+
+def _seed(walk: Any, store: ResultsFile, shape: Shape) -> None:
+    """Give a plane pool the fronts of the networks of ``shape`` found by SAT so far (the
+    fronts it mutates): late labellings are served near other late ones."""
+    if walk is None:
+        return
+    label = f"{shape.label()} {shape.readout}|"
+    for key, rec in store.records.items():
+        if key.startswith(label) and rec.get("status") == "found" and "network" in rec \
+                and key not in walk.seeded and \
+                not any("grid enumeration" in n for n in rec.get("notes", [])):
+            walk.seeded.add(key)
+            walk.seed(rec["network"])
 
 
 def _labels(p: dict[str, Any]) -> list[int]:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
+from typing import Any
 
 import numpy as np
 
@@ -147,6 +148,7 @@ class PlanePool:
         self.planned = min(max_fronts, self.total)
         self.patience, self.mutate = patience, mutate
         self.served: list[Front] = []  # fronts that served a wanted labelling, in order
+        self.seeded: set[str] = set()  # keys of the records whose fronts were added
         self.rng = np.random.default_rng(seed)
         self.walked = 0
         self.exhaustive = False  # a sample: its misses are asked, never refuted here
@@ -222,6 +224,25 @@ class PlanePool:
             for _ in range(int(self.rng.integers(1, 3))):
                 vec[int(self.rng.integers(0, len(vec)))] = self.rng.choice(g)
         return self._front(vec)
+
+    def seed(self, network: dict[str, Any]) -> bool:
+        """Add the front of a certified network of the shape (JSON, e.g. one the SAT solver
+        found) to the fronts that are mutated; ``False`` when it has no such front."""
+        try:
+            layers = network["layers"]
+            embed = np.array([[int(Fraction(v)) for v in row] for row in layers[0]["table"]],
+                             dtype=np.int64)
+            heads = tuple(tuple(np.array([int(Fraction(v)) for row in h[name] for v in row],
+                                         dtype=np.int64)
+                                for name in ("query", "key", "value", "output"))
+                          for h in layers[1]["heads"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+        if embed.shape != (self.m, self.vocab) or len(heads) != self.shape.heads or \
+                any(v.shape != (self.m,) for h in heads for v in h):
+            return False
+        self.served.append(Front(embed, heads))  # type: ignore[arg-type]
+        return True
 
     def _flat(self, front: Front) -> np.ndarray:
         return np.concatenate([front.embed.ravel()] + [np.concatenate(h) for h in front.heads])
@@ -324,7 +345,7 @@ class PlanePool:
                                       self._identity(), w == full)
             left.discard(w)
         stop = self.planned if limit is None else min(self.planned, self.walked + limit)
-        idle = ticked = 0
+        idle, ticked = 0, self.walked
         while want and self.walked < stop and idle < self.patience:
             front = self._draw()  # one at a time: the next draw may mutate this one
             xs = self.streams([front])[0]
