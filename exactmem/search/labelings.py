@@ -119,6 +119,26 @@ def labelling_classes(seqs: Sequence[tuple[int, ...]], classes: int,
     return _classes_by_graphs(seqs, classes, symmetric)
 
 
+def token_symmetries(seqs: Sequence[tuple[int, ...]], vocab: int = 0
+                     ) -> list[tuple[list[int], tuple[int, ...]]]:
+    """The token permutations ``perm`` (``t -> perm[t]``, for ``t < max(vocab, tokens)``)
+    that map the set of sequences (multiset of all but the last token, last token) onto
+    itself, each with the map ``i -> image[i]`` of sequence indices: ``(image, perm)``."""
+    def key(seq: Sequence[int]) -> tuple[tuple[int, ...], int]:
+        return tuple(sorted(seq[:-1])), seq[-1]
+
+    index = {key(seq): i for i, seq in enumerate(seqs)}
+    tokens = sorted({t for seq in seqs for t in seq})
+    size = max(vocab, tokens[-1] + 1 if tokens else 0)
+    out = []
+    for perm in permutations(tokens):
+        pi = dict(zip(tokens, perm, strict=True))
+        image = [index.get(key([pi[t] for t in seq]), -1) for seq in seqs]
+        if -1 not in image:
+            out.append((image, tuple(pi.get(t, t) for t in range(size))))
+    return out
+
+
 def _classes_by_permutations(seqs: Sequence[tuple[int, ...]], classes: int,
                              symmetric: bool) -> list[LabellingClass]:
     """Two labelled datasets are isomorphic (:func:`labelled_graph`) exactly when a
@@ -128,17 +148,7 @@ def _classes_by_permutations(seqs: Sequence[tuple[int, ...]], classes: int,
     each labelling under those permutations is its class (numpy, all labellings at once)."""
     import numpy as np
 
-    def key(seq: Sequence[int]) -> tuple[tuple[int, ...], int]:
-        return tuple(sorted(seq[:-1])), seq[-1]
-
-    index = {key(seq): i for i, seq in enumerate(seqs)}
-    tokens = sorted({t for seq in seqs for t in seq})
-    maps: list[list[int]] = []  # sequence permutations of the token permutations keeping it
-    for perm in permutations(tokens):
-        pi = dict(zip(tokens, perm, strict=True))
-        image = [index.get(key([pi[t] for t in seq]), -1) for seq in seqs]
-        if -1 not in image:
-            maps.append(image)
+    maps = [image for image, _ in token_symmetries(seqs)]
     relabels = list(permutations(range(classes))) if symmetric else [tuple(range(classes))]
     n = len(seqs)
     codes = np.arange(classes ** n, dtype=np.int64)

@@ -48,6 +48,7 @@ import numpy as np
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 from exactmem.search.canonical import grid_values
+from exactmem.search.labelings import token_symmetries
 from exactmem.search.shape import Shape
 
 MAX_N = 24  # labellings are kept as N-bit words
@@ -56,7 +57,7 @@ MAX_TAIL_CELLS = 20_000_000  # tail evaluations (tails x sequences) per front
 TICK = 64  # fronts per progress update
 MUTATE = 0.8  # share of the fronts drawn near one that served a wanted labelling
 RECENT = 50  # how many of the last such fronts are mutated
-TABLE_N = 20  # up to this many sequences the orbit of every word is tabulated
+TABLE_N = 16  # up to this many sequences the orbit of every word is tabulated
 
 
 def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
@@ -78,26 +79,6 @@ def _tail_cells(bits: int, m: int, n_seq: int) -> int:
     cs = min(g ** m, 2 * reach + 1)
     return ((2 * top + 1) ** m // 2) * (1 + g ** (m + 1) * cs) * (2 * (reach + top) + 1) \
         * n_seq
-
-
-def symmetries(seqs: list[tuple[int, ...]], vocab: int
-               ) -> list[tuple[list[int], tuple[int, ...]]]:
-    """The token permutations ``perm`` (``t -> perm[t]``) that map the sequences (multiset
-    of all but the last token, last token) onto themselves, each with its map of sequence
-    indices ``i -> image[i]``: ``(image, perm)``."""
-    def key(seq: Iterable[int]) -> tuple[tuple[int, ...], int]:
-        s = list(seq)
-        return tuple(sorted(s[:-1])), s[-1]
-
-    index = {key(s): i for i, s in enumerate(seqs)}
-    tokens = sorted({t for s in seqs for t in s})
-    out = []
-    for perm in itertools.permutations(tokens):
-        pi = dict(zip(tokens, perm, strict=True))
-        image = [index.get(key(pi[t] for t in s), -1) for s in seqs]
-        if -1 not in image:
-            out.append((image, tuple(pi.get(t, t) for t in range(vocab))))
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +135,7 @@ class PlanePool:
         self.exhaustive = False  # a sample: its misses are asked, never refuted here
         self.witness: dict[int, Witness] = {}
         self.seen: set[bytes] = set()
-        sym = symmetries(self.seqs, self.vocab)
+        sym = token_symmetries(self.seqs, self.vocab)
         self.images = np.array([image for image, _ in sym], dtype=np.int64)
         self.perms = [perm for _, perm in sym]
         self.powers = np.int64(1) << np.arange(self.n_seq, dtype=np.int64)
