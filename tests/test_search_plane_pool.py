@@ -173,3 +173,20 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
     assert summary["classes"]["infeasible"] == 0
     assert summary["classes"]["found"] == len(labelling_classes(seqs, 2, True)) - \
         summary["classes"]["unknown"]
+
+
+def test_the_documented_n16_network_is_verified_by_the_checker() -> None:
+    """docs/search.md cites this certificate (a 29-parameter 2-bit network for one of the
+    two hardest classes of N = 16); the stdlib checker must keep verifying it."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).parents[1] / "docs" / "results" / \
+        "all_labelings_bits2_n16_L1H1m2q1_0001111100000110.cert.json"
+    proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "s VERIFIED" in proc.stdout, proc.stdout + proc.stderr
+    cert = json.loads(path.read_text())
+    assert "".join(map(str, cert["dataset"]["data"]["labels"])) == "0001111100000110"
+    assert cert["dataset"]["data"]["sequences"] == [list(s) for s in generate_inputs(16, 2, 4)]
+    assert cert["sizes"]["params_dense"] == 29 and cert["sizes"]["max_bits"] == 2
