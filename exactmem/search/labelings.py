@@ -529,20 +529,21 @@ def _grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
         return pending
     assert q.bits is not None
     words = [grid_pool.word_of(_labels(p)) for p in pending]
-    limit = None if isinstance(pool, grid_pool.GridPool) else fronts
-    total = pool.planned if limit is None else min(pool.planned - pool.walked, limit)
-    what = "grid fronts" if isinstance(pool, grid_pool.GridPool) else \
+    grid = isinstance(pool, grid_pool.GridPool)  # else a plane pool, which goes on
+    total = pool.planned if grid or fronts is None else \
+        min(pool.planned - pool.walked, fronts)
+    what = "grid fronts" if grid else \
         f"sampled fronts, until {pool.patience} in a row serve nothing new"
     with progress.task(f"{shape.label()} {what} ({q.bits}-bit)", total=total,
                        unit="front", heartbeat=True) as bar:
         if not show_progress:
             bar.close()
-        left = pool.cover(words, tick=bar.update) if limit is None else \
-            pool.cover(words, tick=bar.update, limit=limit)
+        left = pool.cover(words, tick=bar.update) if grid else \
+            pool.cover(words, tick=bar.update, limit=fronts)
     for p, word in zip(pending, words, strict=True):
         if word not in left:
             p["witness"] = spec_to_json(pool.spec(word, q.dataset(_labels(p))))
-            kind = "" if isinstance(pool, grid_pool.GridPool) else " (sampled)"
+            kind = "" if grid else " (sampled)"
             p["witness_note"] = (f"grid enumeration{kind}: front {pool.front_index(word)} of "
                                  f"{pool.total} ({'all' if pool.exhaustive else pool.walked}"
                                  f" walked)")
@@ -561,7 +562,7 @@ def _seed(walk: Any, store: ResultsFile, shape: Shape) -> None:
     fronts it mutates): late labellings are served near other late ones."""
     if walk is None:
         return
-    label = f"{shape.label()} {shape.readout}|"
+    label = record_key(shape, ())
     for key, rec in store.records.items():
         if key.startswith(label) and rec.get("status") == "found" and "network" in rec \
                 and key not in walk.seeded and \

@@ -209,20 +209,30 @@ class PlanePool:
     def seed(self, network: dict[str, Any]) -> bool:
         """Add the front of a certified network of the shape (JSON, e.g. one the SAT solver
         found) to the fronts that are mutated; ``False`` when it has no such front."""
+        from exactmem.certificate import spec_from_json
+        from exactmem.errors import ExactmemError
+        from exactmem.model.spec import Attention, Embedding
+
+        def ints(mat: Any) -> np.ndarray:
+            rows = mat.to_fractions()
+            if any(v.denominator != 1 for row in rows for v in row):
+                raise ValueError("off the integer grid")
+            return np.array([[int(v) for v in row] for row in rows], dtype=np.int64)
+
         try:
-            layers = network["layers"]
-            embed = np.array([[int(Fraction(v)) for v in row] for row in layers[0]["table"]],
-                             dtype=np.int64)
-            heads = tuple(tuple(np.array([int(Fraction(v)) for row in h[name] for v in row],
-                                         dtype=np.int64)
-                                for name in ("query", "key", "value", "output"))
-                          for h in layers[1]["heads"])
-        except (KeyError, IndexError, TypeError, ValueError):
+            layers = spec_from_json(network).layers
+            if len(layers) < 2 or not isinstance(layers[0], Embedding) or \
+                    not isinstance(layers[1], Attention):
+                return False
+            embed = ints(layers[0].table)
+            heads = tuple((ints(h.query)[0], ints(h.key)[0], ints(h.value)[0],
+                           ints(h.output)[:, 0]) for h in layers[1].heads)
+        except (ExactmemError, IndexError, KeyError, TypeError, ValueError):
             return False
         if embed.shape != (self.m, self.vocab) or len(heads) != self.shape.heads or \
                 any(v.shape != (self.m,) for h in heads for v in h):
             return False
-        self.served.append(Front(embed, heads))  # type: ignore[arg-type]
+        self.served.append(Front(embed, heads))
         return True
 
     def _flat(self, front: Front) -> np.ndarray:
