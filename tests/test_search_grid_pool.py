@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -220,3 +221,41 @@ def test_every_word_the_walk_finds_passes_the_real_tail_test() -> None:
     res = run_bits_query(Dataset("next-token", "token-ids", seqs, labels, vocab_size=4),
                          shape, 2, conflicts=200_000)
     assert res.status == "infeasible"
+
+
+def test_a_probe_cut_at_a_quarter_budget_is_asked_again_in_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The labellings smaller shapes failed on are probed under a quarter of the conflict
+    budget; one left unknown there is not dropped: it is asked again under the whole
+    budget (here it is refuted then, and the shape fails)."""
+    from exactmem.search import labelings
+
+    seqs = generate_inputs(8, 2, 4)
+    q = Question(seqs, 4, bits=2, conflicts=40_000)
+    store = ResultsFile(tmp_path / "r.jsonl", q.header())
+    labels = (0, 0, 1, 0, 0, 1, 1, 0)
+    small = Shape(ff_width=0)
+    store.add({"key": labelings.record_key(small, labels), "labels": list(labels),
+               "shape": small.as_dict(), "status": "unknown", "seconds": 0.0,
+               "params": 12})
+    shape = Shape(heads=2)
+    hard = labelings.record_key(shape, labels)
+    asked: list[tuple[str, int]] = []
+
+    def worker(p: dict[str, Any]) -> dict[str, Any]:
+        asked.append((p["key"], int(p["conflicts"])))
+        full = p["key"] == hard and int(p["conflicts"]) == 40_000
+        return {"key": p["key"], "shape": p["shape"], "seconds": 0.0, "params": 16,
+                "status": "infeasible" if full else "unknown",
+                "conflict_budget": int(p["conflicts"])}
+
+    monkeypatch.setattr(labelings, "query_worker", worker)
+    monkeypatch.setattr(labelings, "_grid_witnesses", lambda *args: args[2])
+    ex = make_executor("serial", 1, None)
+    try:
+        res = run_shape(q, shape, store, ex, first_failure=True, show_progress=False)
+    finally:
+        ex.close()
+    assert asked[0] == (hard, 10_000)  # first, under a quarter of the budget
+    assert (hard, 40_000) in asked  # then again under the whole budget
+    assert res["shatters"] is False and store.records[hard]["status"] == "infeasible"

@@ -175,18 +175,19 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
         summary["classes"]["unknown"]
 
 
-def test_the_documented_n16_network_is_verified_by_the_checker() -> None:
-    """docs/search.md cites this certificate (a 29-parameter 2-bit network for one of the
-    two hardest classes of N = 16); the stdlib checker must keep verifying it."""
+@pytest.mark.parametrize("word", ["0001111100000110", "0011010101010110"])
+def test_the_documented_n16_networks_are_verified_by_the_checker(word: str) -> None:
+    """docs/search.md cites these certificates (29-parameter 2-bit networks for the two
+    classes of N = 16 that SAT left open); the stdlib checker must keep verifying them."""
     import subprocess
     import sys
 
     path = Path(__file__).parents[1] / "docs" / "results" / \
-        "all_labelings_bits2_n16_L1H1m2q1_0001111100000110.cert.json"
+        f"all_labelings_bits2_n16_L1H1m2q1_{word}.cert.json"
     proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "s VERIFIED" in proc.stdout, proc.stdout + proc.stderr
     cert = json.loads(path.read_text())
-    assert "".join(map(str, cert["dataset"]["data"]["labels"])) == "0001111100000110"
+    assert "".join(map(str, cert["dataset"]["data"]["labels"])) == word
     assert cert["dataset"]["data"]["sequences"] == [list(s) for s in generate_inputs(16, 2, 4)]
     assert cert["sizes"]["params_dense"] == 29 and cert["sizes"]["max_bits"] == 2

@@ -47,6 +47,7 @@ RESULTS_FORMAT = "exactmem.search-results/1"
 PROBES = 4  # --bits --first-failure: labellings asked to SAT before the grid walk
 QUICK_FRONTS = 4096  # fronts of the short walk whose misses are probed
 LATE_FRONTS = 16_384  # plane pools: fronts walked again for what SAT left unknown
+PROBE_EMBEDDINGS = 4096  # probes of an exhaustive plane shape: embeddings walked first
 
 
 def consistency_classes(n: int, vocab: int) -> list[tuple[int, ...]]:
@@ -405,12 +406,24 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         # segment clauses a refutation is often far cheaper than the walk): first what
         # smaller shapes could not memorize, then what a short walk did not find
         asked: set[int] = set()
+        cut: set[int] = set()  # probes asked under a quarter of the conflict budget
+        from exactmem.search import plane_exhaustive
+        from exactmem.search.sat_backend import DEFAULT_CONFLICTS
 
-        def probe(batch: list[dict[str, Any]]) -> bool:
+        exhaustive = plane_exhaustive.applies(q.dataset(_labels(pending[0])), shape, q.bits)
+
+        def probe(batch: list[dict[str, Any]], cheap: bool = False) -> bool:
+            """Ask ``batch`` first (``cheap``: under a quarter of the conflict budget --
+            a likely refutation is cheap, and the probe is asked again in full later)."""
             nonlocal bar  # drain advances it
             for p in batch:
                 p.pop("sweep", None)  # the sweep never refutes
                 asked.add(id(p))
+                if exhaustive:  # the first embeddings of the exhaustive walk, then SAT
+                    p["exhaustive"] = PROBE_EMBEDDINGS
+                if cheap:
+                    p["conflicts"] = max(1, (q.conflicts or DEFAULT_CONFLICTS) // 4)
+                    cut.add(id(p))
             bar = task("probes", len(batch))
             try:
                 return bool(batch) and drain(with_donors(batch))
@@ -419,9 +432,12 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                 raise
             finally:
                 bar.close()
+                for p in batch:
+                    p.pop("exhaustive", None)
+                    p["conflicts"] = q.conflicts
 
         walk = _walk_pool(q, shape, plane_only=True)
-        stop = first_failure and probe(pending[:min(sum(hard), PROBES)])
+        stop = first_failure and probe(pending[:min(sum(hard), PROBES)], cheap=True)
         if first_failure and not stop:
             _seed(walk, store, shape)
             short = _grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
@@ -432,12 +448,20 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
             pending = []
         else:
             # grid enumeration: certified networks for what it finds, the rest asked
-            # first; a probe left unknown is walked, not asked again
+            # first; a probe left unknown is walked, and asked again only when it ran under
+            # the cheap budget or is walked exhaustively
             walked = _grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
                                                 (id(p) not in asked or unknown(p))],
                                      show_progress, None, walk)
             seen = {id(p) for p in walked}
-            pending = [p for p in walked if id(p) not in asked or "witness" in p] + \
+            # where every front can be walked for one labelling, what the walk missed
+            # (a probe left unknown too) is walked exhaustively before its SAT query
+            for p in walked:
+                if "witness" not in p and exhaustive:
+                    p["exhaustive"] = True
+                    p.pop("sweep", None)
+            pending = [p for p in walked if id(p) not in asked or "witness" in p or
+                       "exhaustive" in p or id(p) in cut] + \
                 [p for p in pending if "witness" in p and id(p) not in seen]
     bar = task("queries", len(pending))
     if pending and not failed:
@@ -470,7 +494,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
                     raise _Stop
                 todo = [p for p in todo if unknown(p)]
             # a plane pool walks again for what SAT left unknown, near every network found
-            late = [p for p in pending if unknown(p)]
+            late = [p for p in pending if unknown(p) and "exhaustive" not in p]
             if walk is not None and late and (deadline is None or time.monotonic() < deadline):
                 _seed(walk, store, shape)
                 walk.patience = LATE_FRONTS

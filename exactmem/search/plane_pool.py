@@ -387,39 +387,48 @@ class PlanePool:
                 perm: tuple[int, ...] | None = None, flip: bool = False) -> NetworkSpec:
         """Front ``front`` with ``tail`` (``None``: no unit, readout ``x_0 > 0``), token
         ``t`` of the front renamed ``perm[t]``, the readout rows swapped with ``flip``."""
-        from exactmem.arith import ScaledMatrix
-        from exactmem.search.shape import spec_of
+        return plane_network(self.shape, self.bits, ds, front, tail, perm, flip)
 
-        m = self.m
-        tail = tail or Tail(None, (0,) * m, (1,) + (0,) * (m - 1), 0)
-        perm = perm or self._identity()
-        embed = np.zeros_like(front.embed)
-        for t in range(self.vocab):
-            embed[:, perm[t]] = front.embed[:, t]
-        vals: dict[str, list[list[int]]] = {"embed": embed.tolist()}
-        for h, (q, k, v, o) in enumerate(front.heads):
-            p = f"att0.{h}."
-            vals |= {p + "Q": [q.tolist()], p + "K": [k.tolist()], p + "V": [v.tolist()],
-                     p + "O": [[int(a)] for a in o]}
-        if self.shape.ff_width:
-            w1, b1, w2 = tail.unit or ((0,) * m, 0, (0,) * m)
-            vals |= {"ff0.W1": [list(w1)], "ff0.b1": [[b1]], "ff0.W2": [[a] for a in w2],
-                     "ff0.b2": [[a] for a in tail.b2]}
-        r, beta = tail.r, tail.beta
-        if flip:  # the class-score difference negated: the complement labelling
-            r, beta = tuple(-a for a in r), -beta
-        rows = [self._split(a) for a in r]
-        c0, c1 = self._split(beta)
-        vals |= {"out.W": [[a for a, _ in rows], [b for _, b in rows]],
-                 "out.b": [[c0], [c1]]}
-        mats = {name: ScaledMatrix.from_rows([[Fraction(int(v)) for v in row] for row in rows_],
-                                             cols=len(rows_[0]))
-                for name, rows_ in vals.items()}
-        return spec_of(self.shape, ds.inputs, self.vocab, ds.n, 2, mats)
 
-    def _split(self, diff: int) -> tuple[int, int]:
+def plane_network(shape: Shape, bits: int, ds: Dataset, front: Front, tail: Tail | None,
+                  perm: tuple[int, ...] | None = None, flip: bool = False) -> NetworkSpec:
+    """The exact network of a front and a tail (``None``: no unit, readout ``x_0 > 0``),
+    token ``t`` of the front renamed ``perm[t]``, the readout rows swapped with ``flip``."""
+    from exactmem.arith import ScaledMatrix
+    from exactmem.search.shape import spec_of
+
+    assert ds.vocab_size is not None
+    m, vocab, g = shape.d_model, ds.vocab_size, grid_values(bits)
+
+    def split(diff: int) -> tuple[int, int]:
         """Grid values ``(a, b)`` with ``b - a = diff``."""
-        for a in self.g:
-            if int(a) + diff in self.g:
-                return int(a), int(a) + diff
-        raise ValueError(f"{diff} is not a difference of two {self.bits}-bit integers")
+        for a in g:
+            if a + diff in g:
+                return a, a + diff
+        raise ValueError(f"{diff} is not a difference of two {bits}-bit integers")
+
+    tail = tail or Tail(None, (0,) * m, (1,) + (0,) * (m - 1), 0)
+    perm = perm or tuple(range(vocab))
+    embed = np.zeros_like(front.embed)
+    for t in range(vocab):
+        embed[:, perm[t]] = front.embed[:, t]
+    vals: dict[str, list[list[int]]] = {"embed": embed.tolist()}
+    for h, (q, k, v, o) in enumerate(front.heads):
+        p = f"att0.{h}."
+        vals |= {p + "Q": [q.tolist()], p + "K": [k.tolist()], p + "V": [v.tolist()],
+                 p + "O": [[int(a)] for a in o]}
+    if shape.ff_width:
+        w1, b1, w2 = tail.unit or ((0,) * m, 0, (0,) * m)
+        vals |= {"ff0.W1": [list(w1)], "ff0.b1": [[b1]], "ff0.W2": [[a] for a in w2],
+                 "ff0.b2": [[a] for a in tail.b2]}
+    r, beta = tail.r, tail.beta
+    if flip:  # the class-score difference negated: the complement labelling
+        r, beta = tuple(-a for a in r), -beta
+    rows = [split(a) for a in r]
+    c0, c1 = split(beta)
+    vals |= {"out.W": [[a for a, _ in rows], [b for _, b in rows]],
+             "out.b": [[c0], [c1]]}
+    mats = {name: ScaledMatrix.from_rows([[Fraction(int(v)) for v in row] for row in rows_],
+                                         cols=len(rows_[0]))
+            for name, rows_ in vals.items()}
+    return spec_of(shape, ds.inputs, vocab, ds.n, 2, mats)

@@ -366,6 +366,39 @@ def _swept(ds: Dataset, shape: Shape, bits: int, conflicts: int,
                          f"conflicts (budget {conflicts} per labelling)", certificate_path)
 
 
+def _plane_walked(ds: Dataset, shape: Shape, bits: int, certificate_path: str | Path | None,
+                  limit: int | None = None) -> tuple[QueryResult | None, str | None]:
+    """The exhaustive plane walk (:mod:`~exactmem.search.plane_exhaustive`) where it
+    applies (``limit``: its first embeddings only): a ``found`` answer once the checker
+    verifies its network, else ``None`` and, when the walk ended without a network, a
+    note saying so (its word, not a proof: the SAT query that follows decides a
+    refutation)."""
+    from exactmem.certificate import spec_to_json
+    from exactmem.search import plane_exhaustive
+
+    if not plane_exhaustive.applies(ds, shape, bits):
+        return None, None
+    start = time.monotonic()
+    walk = plane_exhaustive.PlaneExhaustive(ds, shape, bits)
+    out = walk.search(limit=limit)
+    seconds = time.monotonic() - start
+    if out.front is None:
+        which = f"all {out.total}" if out.embeddings == out.total else \
+            f"the first {out.embeddings} of {out.total}"
+        return None, (f"exhaustive plane walk: no network with {which} embeddings (up to "
+                      f"the dimension swap) and every head and tail ({out.fronts_tested} "
+                      f"stream sets tested, {seconds:.1f} s)" +
+                      ("; that walk's word, not a proof" if out.embeddings == out.total
+                       else ""))
+    res = given_witness(ds, shape, spec_to_json(walk.network(out)), bits,
+                        f"exhaustive plane walk: embedding {out.embeddings} of the "
+                        f"{out.total} walked in order ({seconds:.1f} s)",
+                        certificate_path)
+    if res is not None:  # the walk's time counts too
+        res = dataclasses.replace(res, seconds=time.monotonic() - start)
+    return res, None
+
+
 def _numbers(obj: Any) -> Iterator[Fraction]:
     """Every weight of a network's JSON layers (numbers are strings there)."""
     if isinstance(obj, str):
@@ -427,12 +460,19 @@ def query_worker(payload: dict[str, Any]) -> dict[str, Any]:
     if res is None and payload.get("bits") is not None and payload.get("sweep"):
         res = _swept(ds, shape, int(payload["bits"]), int(payload["sweep"]),
                      payload.get("certificate"))
+    walked: str | None = None
+    if res is None and payload.get("bits") is not None and payload.get("exhaustive"):
+        cap = payload["exhaustive"]
+        res, walked = _plane_walked(ds, shape, int(payload["bits"]), payload.get("certificate"),
+                                    None if cap is True else int(cap))
     if res is not None:
         pass
     elif payload.get("bits") is not None:
         stem = payload.get("proof_stem")
         res = run_bits_query(ds, shape, int(payload["bits"]), payload.get("conflicts"),
                              payload.get("certificate"), None if stem is None else Path(stem))
+        if walked is not None:
+            res = dataclasses.replace(res, notes=res.notes + (walked,))
     else:
         res = run_query(ds, shape, opts, timeout, payload.get("certificate"),
                         rlimit=payload.get("rlimit"),
