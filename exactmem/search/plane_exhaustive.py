@@ -47,7 +47,7 @@ import numpy as np
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 from exactmem.search.canonical import grid_values
-from exactmem.search.plane_pool import Front, Tail, plane_network
+from exactmem.search.plane_pool import Front, Tail, plane_network, tail_values
 from exactmem.search.shape import Shape
 
 MAX_WORK = 1 << 29  # embeddings x (Q, K, V) choices walked at most
@@ -108,18 +108,11 @@ class PlaneExhaustive:
         # per readout difference r: the nonzero values c = r W2 (a W2 each), the values
         # d = r b2 + beta sorted (a (b2, beta) each)
         self.tail_tables = []
-        zero = np.zeros(2, dtype=np.int64)
+        vecs = [tuple(int(a) for a in v) for v in self.vecs]
         for r in itertools.product((int(a) for a in self.diffs), repeat=2):
             rv = np.array(r, dtype=np.int64)
-            cmap: dict[int, tuple[int, ...]] = {}
-            for w2 in self.vecs if shape.ff_width else []:
-                if int(rv @ w2):
-                    cmap.setdefault(int(rv @ w2), tuple(int(a) for a in w2))
-            dmap: dict[int, tuple[tuple[int, ...], int]] = {}
-            for b2 in self.vecs if shape.ff_width else [zero]:
-                for beta in self.diffs:
-                    dmap.setdefault(int(rv @ b2 + beta), (tuple(int(a) for a in b2),
-                                                          int(beta)))
+            cmap, dmap = tail_values(r, vecs, [int(a) for a in self.diffs],
+                                     bool(shape.ff_width))
             self.tail_tables.append((rv, np.array(sorted(cmap), dtype=np.int64), cmap,
                                      np.array(sorted(dmap), dtype=np.int64), dmap))
 

@@ -152,14 +152,7 @@ class PlanePool:
             if r <= (0,) * m:
                 continue
             rv = np.array(r, dtype=np.int64)
-            cs: dict[int, tuple[int, ...]] = {}
-            for w2 in vecs:
-                if int(rv @ w2):
-                    cs.setdefault(int(rv @ w2), w2)
-            dvs: dict[int, tuple[tuple[int, ...], int]] = {}
-            for b2 in vecs if shape.ff_width else [(0,) * m]:  # b2 is the unit layer's
-                for beta in self.diffs:
-                    dvs.setdefault(int(rv @ b2 + beta), (b2, int(beta)))
+            cs, dvs = tail_values(r, vecs, [int(a) for a in self.diffs], bool(shape.ff_width))
             self.tables.append((rv, np.array(sorted(cs), dtype=np.int64),
                                 np.array(sorted(dvs), dtype=np.int64)))
             self.c_parts.append(cs)
@@ -388,6 +381,24 @@ class PlanePool:
         """Front ``front`` with ``tail`` (``None``: no unit, readout ``x_0 > 0``), token
         ``t`` of the front renamed ``perm[t]``, the readout rows swapped with ``flip``."""
         return plane_network(self.shape, self.bits, ds, front, tail, perm, flip)
+
+
+def tail_values(r: tuple[int, ...], vecs: list[tuple[int, ...]], diffs: list[int], unit: bool
+                ) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[tuple[int, ...], int]]]:
+    """For a readout difference ``r``: the nonzero values of ``c = r W2`` (a ``W2`` of
+    ``vecs`` each; none without a ``unit``) and the values of ``d = r b2 + beta`` (a
+    ``(b2, beta)`` each, ``beta`` in ``diffs``; ``b2 = 0`` without a unit, whose layer it
+    belongs to)."""
+    cs: dict[int, tuple[int, ...]] = {}
+    dvs: dict[int, tuple[tuple[int, ...], int]] = {}
+    for w2 in vecs if unit else []:
+        c = sum(a * b for a, b in zip(r, w2, strict=True))
+        if c:
+            cs.setdefault(c, w2)
+    for b2 in vecs if unit else [(0,) * len(r)]:
+        for beta in diffs:
+            dvs.setdefault(sum(a * b for a, b in zip(r, b2, strict=True)) + beta, (b2, beta))
+    return cs, dvs
 
 
 def plane_network(shape: Shape, bits: int, ds: Dataset, front: Front, tail: Tail | None,
