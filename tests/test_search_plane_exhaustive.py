@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 import random
 from functools import cache
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -152,31 +150,3 @@ def test_classes_the_sampled_walk_missed_get_certified_networks(word: str) -> No
     assert out.front is not None and out.embeddings < out.total
     _, failures = certify_witness(ds, _shape(1), walk.network(out), EncodeOptions(), 2)
     assert failures == []
-
-
-def test_run_shape_walks_every_missed_class_even_after_a_constant_first_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whether the shape gets the exhaustive walk is a property of the shape, not of the
-    first labelling pending (the constant one comes first in class order)."""
-    from exactmem.search import labelings
-    from exactmem.search.executors import make_executor
-
-    q = labelings.Question(SEQS3, 3, bits=2, conflicts=1000)
-    store = labelings.ResultsFile(tmp_path / "r.jsonl", q.header())
-    sent: list[dict[str, Any]] = []
-
-    def worker(p: dict[str, Any]) -> dict[str, Any]:
-        sent.append(dict(p))
-        return {"key": p["key"], "shape": p["shape"], "seconds": 0.0, "params": 23,
-                "status": "unknown"}
-
-    monkeypatch.setattr(labelings, "query_worker", worker)
-    monkeypatch.setattr(labelings, "_grid_witnesses", lambda *args: args[2])
-    ex = make_executor("serial", 1, None)
-    try:
-        labelings.run_shape(q, _shape(1), store, ex, show_progress=False)
-    finally:
-        ex.close()
-    mixed = [p for p in sent if len(set(labelings._labels(p))) == 2]
-    assert len(sent) > len(mixed) > 0
-    assert all(p.get("exhaustive") is True for p in mixed)

@@ -410,9 +410,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         from exactmem.search import plane_exhaustive
         from exactmem.search.sat_backend import DEFAULT_CONFLICTS
 
-        # for the shape, not for one labelling (the first one pending may be constant)
-        exhaustive = plane_exhaustive.shape_applies(q.dataset(_labels(pending[0])), shape,
-                                                    q.bits)
+        exhaustive = plane_exhaustive.applies(q.dataset(_labels(pending[0])), shape, q.bits)
 
         def probe(batch: list[dict[str, Any]], cheap: bool = False) -> bool:
             """Ask ``batch`` first (``cheap``: under a quarter of the conflict budget --

@@ -61,19 +61,14 @@ def work(bits: int, vocab: int) -> int:
     return (g ** (2 * vocab) // 2 + g ** vocab) * g ** 6
 
 
-def shape_applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
-    """Does the walk apply to ``ds``'s sequences on ``shape`` with ``bits``, for the
-    labellings with both labels (whatever ``ds``'s own labels)?"""
+def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
+    """Can the exhaustive plane walk decide ``ds`` on ``shape`` with ``bits``?"""
     return bits is not None and bits >= 1 and shape.layers == 1 and shape.heads == 1 \
         and shape.d_model == 2 and shape.head_dim == 1 and shape.ff_width <= 1 \
         and shape.residual and shape.readout == "argmax" and ds.inputs == "token-ids" \
         and ds.vocab_size is not None and len({len(s) for s in ds.sequences}) == 1 \
+        and all(y in (0, 1) for y in ds.labels) and len(set(ds.labels)) == 2 \
         and work(bits, ds.vocab_size) <= MAX_WORK
-
-
-def applies(ds: Dataset, shape: Shape, bits: int | None) -> bool:
-    """Can the exhaustive plane walk decide ``ds`` on ``shape`` with ``bits``?"""
-    return shape_applies(ds, shape, bits) and set(ds.labels) == {0, 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +122,8 @@ class PlaneExhaustive:
         cols = self.vecs
         idx = np.array(list(itertools.product(range(len(cols)), repeat=self.vocab)))
         emb = cols[idx].transpose(0, 2, 1)  # (M, 2, V)
-        keep = np.array([a <= b for a, b in emb.tolist()])
+        rows = [tuple(r) for r in emb.reshape(len(emb), 2, self.vocab).tolist()]
+        keep = np.array([a <= b for a, b in rows])
         return emb[keep]
 
     def t_values(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
