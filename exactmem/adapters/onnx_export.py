@@ -196,13 +196,16 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
 
 def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
                doc: dict[str, str] | None = None) -> Path:
+    """Write the graph of ``spec`` to ``out`` (atomically, :mod:`exactmem.model.atomic`)."""
     from exactmem.adapters import require
 
     onnx = require("onnx", "the ONNX export")
+    from exactmem.model.atomic import atomic_path
+
     out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    onnx.save_model(build_model(spec, dtype, doc), str(tmp))
-    tmp.replace(out)
+    model = build_model(spec, dtype, doc)
+    with atomic_path(out) as tmp:
+        onnx.save_model(model, str(tmp))
     return out
 
 

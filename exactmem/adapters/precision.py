@@ -18,6 +18,10 @@ the bound of (a) is the widest significand, where rounding changes nothing); ``s
 instead walks down from the bound, so that memorization holds at *every* ``p`` in
 ``[p, bound]``.
 
+The dtype table runs the network directly: in torch in every dtype, and (``runtime_rows``)
+the graph ``export --format onnx`` writes, in onnxruntime, in float64 and float32 (the two
+runtimes round and sum differently: the rows can differ).
+
 Every phase reports its progress on stderr (:mod:`exactmem.progress`): the torch runs per
 dtype, and each probe of the searches per layer (``(b) p = 27 forward: 1200/6000 ...``).
 """
@@ -291,13 +295,15 @@ def minimal_bits(what: str, misses_at: Callable[[int], list[Miss]], ds: Dataset,
 # the report ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class DtypeRow:
-    """One float format run directly (torch): memorized fraction and first failing sequences."""
+    """One float format run directly in a runtime (torch, or onnxruntime on the exported
+    graph): memorized fraction and first failing sequences."""
 
     dtype: str
     precision: int
     memorized: float
     failing: tuple[int, ...]
     seconds: float
+    runtime: str = "torch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,12 +314,10 @@ class PrecisionReport:
     p53_disagreements: tuple[int, ...] | None
     p53_verdict_disagreements: tuple[int, ...] | None
     notes: tuple[str, ...] = ()
+    runtime_rows: tuple[DtypeRow, ...] = ()  # the exported ONNX graph in onnxruntime
 
     def table(self) -> str:
-        lines = [f"{'dtype':<9} {'p':>3} {'memorized':>10}  first failing sequences"]
-        for r in self.rows:
-            fails = ", ".join(map(str, r.failing)) if r.failing else "-"
-            lines.append(f"{r.dtype:<9} {r.precision:>3} {r.memorized:>10.4f}  {fails}")
+        lines = rows_table(self.rows + self.runtime_rows)
         lines.append(self.weights.line())
         lines.append(self.forward.line())
         if self.p53_disagreements is not None:
@@ -323,6 +327,28 @@ class PrecisionReport:
                          + f"; verdicts differ on {len(self.p53_verdict_disagreements or ())}")
         lines.extend(self.notes)
         return "\n".join(lines)
+
+
+def rows_table(rows: Sequence[DtypeRow]) -> list[str]:
+    """The dtype rows as table lines, the header first: one row per runtime and dtype."""
+    lines = [f"{'dtype':<9} {'runtime':<11} {'p':>3} {'memorized':>10}  first failing sequences"]
+    for r in rows:
+        fails = ", ".join(map(str, r.failing)) if r.failing else "-"
+        lines.append(f"{r.dtype:<9} {r.runtime:<11} {r.precision:>3} {r.memorized:>10.4f}  "
+                     f"{fails}")
+    return lines
+
+
+def runtime_rows(spec: NetworkSpec, ds: Dataset) -> tuple[list[DtypeRow], list[str]]:
+    """The rows of the other runtime export targets (onnxruntime on the exported graph, in
+    float64 and float32), or a note saying why there are none."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("onnx", "onnxruntime")):
+        return [], ["onnxruntime rows: not measured (onnx and onnxruntime are not installed)"]
+    from exactmem.adapters.runtimes import onnx_rows
+
+    return onnx_rows(spec, ds), []
 
 
 TORCH_CELLS = 4_000_000  # values per activation tensor of a torch batch
@@ -367,11 +393,13 @@ def _finite(v: float) -> bool:
 def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
                      dtypes: Sequence[str] = ("float64", "float32", "bfloat16", "float16"),
                      scan: bool = False, compare_p53: bool = True,
-                     log: Callable[[str], None] | None = None) -> PrecisionReport:
-    """The full fidelity report (see the module docstring)."""
+                     log: Callable[[str], None] | None = None,
+                     runtimes: bool = True) -> PrecisionReport:
+    """The full fidelity report (see the module docstring); with ``runtimes`` also a row per
+    dtype of the exported ONNX graph run in onnxruntime (:func:`runtime_rows`)."""
     rows, outs = float_rows(spec, ds, dtypes, device)
+    others, notes = runtime_rows(spec, ds) if runtimes else ([], [])
     wide = widest_significand(spec)
-    notes: list[str] = []
     if wide is None:
         notes.append("some weights are not dyadic: no float holds them exactly")
     upper_a = wide if wide is not None else 64
@@ -400,7 +428,8 @@ def precision_report(spec: NetworkSpec, ds: Dataset, device: str = "cpu",
         bad_mp = {m.sequence for m in judge(spec, ds, mp)}
         bad_th = {m.sequence for m in judge(spec, ds, th)}
         vdiff = tuple(sorted(bad_mp ^ bad_th))
-    return PrecisionReport(tuple(rows), weights, forward, diff, vdiff, tuple(notes))
+    return PrecisionReport(tuple(rows), weights, forward, diff, vdiff, tuple(notes),
+                           tuple(others))
 
 
 def certify_at(spec: NetworkSpec, ds: Dataset, p: int) -> tuple[FloatFormat, list[Miss]]:
@@ -453,5 +482,8 @@ def plot(curve: dict[str, dict[int, float]], out: str, title: str) -> None:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    from exactmem.model.atomic import atomic_path
+
+    with atomic_path(out) as tmp:
+        fig.savefig(str(tmp), dpi=120, format="png")
     plt.close(fig)

@@ -28,7 +28,7 @@ from exactmem.adapters.formats import FORMATS, rounded_values
 from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors
 from exactmem.arith import format_rational, to_rational
 from exactmem.errors import CertificateError, NotExactError, SpecError
-from exactmem.model.atomic import write_text_atomic
+from exactmem.model.atomic import write_bytes_atomic
 from exactmem.model.dataset import canonical_json
 from exactmem.model.spec import NetworkSpec
 
@@ -69,8 +69,12 @@ def spec_from_sidecar(obj: dict[str, Any]) -> NetworkSpec:
 def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Path,
                       dtype: str = "float64", sidecar_path: str | Path | None = None,
                       ) -> tuple[Path, Path]:
-    """Write ``out`` (safetensors) and its sidecar (default ``OUT.exact.json``); return both."""
+    """Write ``out`` (safetensors) and its sidecar (default ``OUT.exact.json``), each
+    atomically (:mod:`exactmem.model.atomic`), the sidecar first; return both paths.
+    ``certificate`` may be gzip-compressed (its hash is that of the file's bytes)."""
     from exactmem.adapters import require
+    from exactmem.certificate import read_certificate
+    from exactmem.model.atomic import atomic_path
 
     save_file = require("safetensors.numpy", "the safetensors export").save_file
     if dtype not in NUMPY_DTYPES:
@@ -78,22 +82,22 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
     out = Path(out)
     side = Path(sidecar_path) if sidecar_path is not None else out.with_name(out.name +
                                                                              ".exact.json")
-    write_text_atomic(side, canonical_json(sidecar(spec)) + "\n")
+    side_bytes = (canonical_json(sidecar(spec)) + "\n").encode("utf-8")
     fmt = FORMATS[dtype]
     arrays: dict[str, np.ndarray] = {}
     for name, m, is_vec in named_matrices(spec):
         a = np.array(rounded_values(m, fmt), dtype=np.float64).reshape(m.shape)
         arrays[name] = np.ascontiguousarray((a.reshape(-1) if is_vec else a)
                                             .astype(NUMPY_DTYPES[dtype]))
-    cert_obj = json.loads(Path(certificate).read_text())
+    cert_obj = read_certificate(certificate)
     meta = {"exactmem.format": SAFETENSORS_FORMAT, "exactmem.dtype": dtype,
             "exactmem.certificate_sha256": sha256_file(certificate),
             "exactmem.certificate_digest": str(cert_obj.get("digest", "")),
-            "exactmem.sidecar_sha256": sha256_file(side),
+            "exactmem.sidecar_sha256": hashlib.sha256(side_bytes).hexdigest(),
             "exactmem.skeleton": json.dumps(skeleton(spec), sort_keys=True)}
-    tmp = out.with_name(out.name + ".tmp")
-    save_file(arrays, str(tmp), metadata=meta)
-    tmp.replace(out)
+    write_bytes_atomic(side, side_bytes)
+    with atomic_path(out) as tmp:
+        save_file(arrays, str(tmp), metadata=meta)
     return out, side
 
 

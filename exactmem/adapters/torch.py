@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -303,10 +304,14 @@ def parameters_of(net: ExactmemNetwork) -> Sequence[torch.Tensor]:
     return list(net.parameters())
 
 
-def save_state_dict(spec: NetworkSpec, path: str, dtype: str = "float64") -> None:
+def save_state_dict(spec: NetworkSpec, path: str | Path, dtype: str = "float64") -> None:
     """``torch.save`` of the state_dict (structure in ``_extra_state``, a JSON string, so
-    ``torch.load(path, weights_only=True)`` reads it)."""
-    torch.save(to_torch(spec, dtype).state_dict(), path)
+    ``torch.load(path, weights_only=True)`` reads it); written atomically."""
+    from exactmem.model.atomic import atomic_path
+
+    state = to_torch(spec, dtype).state_dict()
+    with atomic_path(path) as tmp:
+        torch.save(state, str(tmp))
 
 
 def load_network(path: str, device: str | torch.device = "cpu") -> ExactmemNetwork:

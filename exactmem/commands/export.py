@@ -7,6 +7,7 @@ import argparse
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 FORMATS = ("torch", "safetensors", "onnx")
 
@@ -19,40 +20,56 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "safetensors: tensors plus an exact-rational sidecar OUT.exact.json, bound "
                     "by SHA-256 in the metadata; onnx: MatMul/Softmax-level graph with input "
                     "'tokens' or 'inputs' and outputs 'labels' and 'outputs'. The certificate "
-                    "is re-checked first (skip with --no-check). Exit 0 written, 1 the "
-                    "certificate is rejected, 2 unusable input.",
-        epilog="example: exactmem export c.json --format onnx --dtype float32 -o net.onnx",
+                    "is re-checked first (skip with --no-check). The written file is then run "
+                    "in its own runtime (onnxruntime for onnx, torch for torch and "
+                    "safetensors) on the certificate's dataset and the memorized fraction "
+                    "printed; below 1 nothing is written (exit 1) unless --allow-lossy. "
+                    "CERT may be gzip-compressed. Exit 0 written, 1 the certificate is "
+                    "rejected or the file would not memorize, 2 unusable input.",
+        epilog="example: exactmem certify d.json -c kajitsuka2025-next-token --max-bits 24 "
+               "-o c.json && exactmem export c.json --format onnx --dtype float32 -o net.onnx",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("certificate", help="certificate file")
     p.add_argument("--format", "-f", required=True, choices=FORMATS, help="file format")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
     p.add_argument("--dtype", default="float64",
                    choices=("float64", "float32", "bfloat16", "float16"),
-                   help="float type of the weights (onnx: float64/float32; safetensors: "
-                        "no bfloat16)")
+                   help="float type of the weights and of the run (onnx: float64/float32; "
+                        "safetensors: no bfloat16)")
     p.add_argument("--sidecar", default=None,
                    help="safetensors only: exact sidecar path (default OUT.exact.json)")
     p.add_argument("--no-check", action="store_true",
                    help="do not re-run the checker on the certificate first")
+    p.add_argument("--allow-lossy", action="store_true",
+                   help="write the file even when it does not memorize every sequence in its "
+                        "runtime (the fraction is printed)")
     p.set_defaults(func=run)
 
 
-#: the optional package each format needs (all in the ``export`` extra)
+#: the optional package each format needs (all in the ``export`` extra), and its runtime
 NEEDS = {"torch": ("torch", "export --format torch"),
          "safetensors": ("safetensors", "export --format safetensors"),
          "onnx": ("onnx", "export --format onnx")}
+RUNS_IN = {"torch": "torch", "safetensors": "torch", "onnx": "onnxruntime"}
+FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq", "lookup")
+
+
+class _Lossy(Exception):
+    """The written file does not memorize: it is discarded (nothing is written)."""
 
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
-    from exactmem.adapters.formats import FORMATS as FLOATS
-    from exactmem.adapters.formats import round_to_format
-    from exactmem.adapters.skeleton import named_matrices
-    from exactmem.certificate import read_certificate, spec_from_certificate
+    from exactmem.adapters.runtimes import DTYPES
+    from exactmem.certificate import dataset_from_certificate, read_certificate
     from exactmem.errors import SpecError
     from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
+    need(RUNS_IN[args.format], f"checking the written file (export --format {args.format})")
+    if args.dtype not in DTYPES[args.format]:
+        raise SpecError(f"{args.format} export supports {', '.join(DTYPES[args.format])}, "
+                        f"found {args.dtype}")
     check_writable(args.output)
     if args.format == "safetensors" and args.sidecar:
         check_writable(args.sidecar)
@@ -66,27 +83,85 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             print(f"not exported: the checker rejects {args.certificate}")
             return 1
+    ds = dataset_from_certificate(cert, Path(args.certificate).parent)
+    try:
+        line = _write_and_run(args, cert, ds)
+    except _Lossy as exc:
+        print(f"not exported: {exc}")
+        return 1
+    print(line)
+    return 0
+
+
+def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> str:
+    """Write the file under a temporary name, run it in its runtime, and keep it only when
+    it memorizes (or with --allow-lossy); the summary line."""
+    from contextlib import ExitStack
+
+    from exactmem.adapters.runtimes import run_file
+    from exactmem.certificate import spec_from_certificate
+    from exactmem.model.atomic import atomic_path
+
     spec = spec_from_certificate(cert)
     out = Path(args.output)
-    if args.format == "torch":
-        from exactmem.adapters.torch import save_state_dict
+    extra = ""
+    with ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(out))
+        if args.format == "torch":
+            from exactmem.adapters.torch import save_state_dict
 
-        save_state_dict(spec, str(out), args.dtype)
-        extra = ""
-    elif args.format == "safetensors":
-        from exactmem.adapters.safetensors_io import write_safetensors
+            save_state_dict(spec, tmp, args.dtype)
+        elif args.format == "safetensors":
+            from exactmem.adapters.safetensors_io import write_safetensors
 
-        _, side = write_safetensors(spec, out, args.certificate, args.dtype, args.sidecar)
-        extra = f"; exact sidecar {side}"
-    else:
-        from exactmem.adapters.onnx_export import write_onnx
+            side = Path(args.sidecar) if args.sidecar else out.with_name(out.name + ".exact.json")
+            side_tmp = stack.enter_context(atomic_path(side))
+            write_safetensors(spec, tmp, args.certificate, args.dtype, side_tmp)
+            extra = f"; exact sidecar {side}"
+        else:
+            from exactmem.adapters.onnx_export import write_onnx
 
-        if args.dtype not in ("float64", "float32"):
-            raise SpecError(f"ONNX export supports float64 and float32, found {args.dtype}")
-        write_onnx(spec, out, args.dtype,
-                   {"exactmem.certificate_digest": str(cert.get("digest", ""))})
-        extra = ""
-    fmt = FLOATS[args.dtype]
+            write_onnx(spec, tmp, args.dtype,
+                       {"exactmem.certificate_digest": str(cert.get("digest", ""))})
+        ran = run_file(args.format, tmp, spec, ds, args.dtype)
+        if not ran.complete and not args.allow_lossy:
+            raise _Lossy(f"the written file {ran.line()} (--allow-lossy writes it anyway)\n"
+                         f"  {_advice(args, cert, spec, ds)}")
+    total, rounded, overflow = _rounding(spec, args.dtype)
+    lossy = "" if ran.complete else " (lossy: written because of --allow-lossy)"
+    return (f"wrote {out} ({args.format}, {args.dtype}): {total} weights, {rounded} rounded, "
+            f"{overflow} overflowed to infinity{extra}; {ran.line()}{lossy}")
+
+
+def _advice(args: argparse.Namespace, cert: dict[str, Any], spec: Any, ds: Any) -> str:
+    """Which wider dtype of the format memorizes (run in memory), or how to build a network
+    that float runs exactly."""
+    from exactmem.adapters.formats import FORMATS
+    from exactmem.adapters.runtimes import DTYPES, run_format
+
+    want = FORMATS[args.dtype].precision
+    for dt in DTYPES[args.format]:
+        if FORMATS[dt].precision > want:
+            other = run_format(args.format, spec, ds, dt)
+            if other.complete:
+                return f"--dtype {dt} holds ({other.line()})"
+    name = str(cert.get("construction", {}).get("name", "NAME"))
+    how = (f"`exactmem certify DATA -c {name} --max-bits {want}` builds a float-ready network "
+           f"that {args.dtype} runs exactly (docs/float-ready.md)")
+    if name not in FLOAT_READY:
+        how = ("--max-bits P (kajitsuka2025-next-token, kajitsuka2025-seq2seq, lookup) builds "
+               "a float-ready network (docs/float-ready.md)")
+    return (f"no {args.format} dtype as wide or wider memorizes; {how}; "
+            f"`exactmem precision {args.certificate}` shows where float breaks it")
+
+
+def _rounding(spec: Any, dtype: str) -> tuple[int, int, int]:
+    """Weights in all, rounded, and overflowed to infinity when rounded into ``dtype``."""
+    from exactmem.adapters.formats import FORMATS as FLOATS
+    from exactmem.adapters.formats import round_to_format
+    from exactmem.adapters.skeleton import named_matrices
+
+    fmt = FLOATS[dtype]
     total = rounded = overflow = 0
     for _, m, _ in named_matrices(spec):
         small = m.den == 1 and all(abs(x) < (1 << fmt.precision) for r in m.num for x in r)
@@ -98,6 +173,4 @@ def run(args: argparse.Namespace) -> int:
                 v = round_to_format(Fraction(x, m.den), fmt)
                 overflow += v is None
                 rounded += v is not None and v != Fraction(x, m.den)
-    print(f"wrote {out} ({args.format}, {args.dtype}): {total} weights, {rounded} rounded, "
-          f"{overflow} overflowed to infinity{extra}")
-    return 0
+    return total, rounded, overflow

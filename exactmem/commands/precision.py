@@ -12,8 +12,10 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "precision", help="does the certified network still memorize in float? minimal bits",
-        description="Run the certified network in float64/float32/bfloat16/float16 (torch) and "
-                    "report the memorized fraction and first failing sequences; then the exact "
+        description="Run the certified network in float64/float32/bfloat16/float16 (torch) "
+                    "and as the exported ONNX graph in float64/float32 (onnxruntime), one row "
+                    "per runtime and dtype, and report the memorized fraction and first "
+                    "failing sequences; then the exact "
                     "answers: (a) the fewest significand bits p (float32 = 24) for which the "
                     "weights rounded to p bits, evaluated exactly, memorize; (b) the fewest p "
                     "for which the whole forward pass in p-bit floating point (every operation "
@@ -72,15 +74,13 @@ def run(args: argparse.Namespace) -> int:
     if args.no_search:
         rows, _ = pr.float_rows(spec, ds, ("float64", "float32", "bfloat16", "float16"),
                                 args.device)
-        print(f"{'dtype':<9} {'p':>3} {'memorized':>10}  first failing sequences")
-        for r in rows:
-            print(f"{r.dtype:<9} {r.precision:>3} {r.memorized:>10.4f}  "
-                  f"{', '.join(map(str, r.failing)) or '-'}")
-        out["rows"] = [vars_of(r) for r in rows]
+        others, notes = pr.runtime_rows(spec, ds)
+        print("\n".join(pr.rows_table(rows + others) + notes))
+        out["rows"] = [vars_of(r) for r in rows + others]
     else:
         report = pr.precision_report(spec, ds, args.device, scan=args.scan, log=log)
         print(report.table())
-        out.update(rows=[vars_of(r) for r in report.rows],
+        out.update(rows=[vars_of(r) for r in report.rows + report.runtime_rows],
                    weights_p=report.weights.p, forward_p=report.forward.p,
                    weights=report.weights.line(), forward=report.forward.line(),
                    p53_output_disagreements=list(report.p53_disagreements or ()),
@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
                   f"rounded): all {ds.N} sequences memorized ({took:.1f}s)")
         out["bits"] = {"p": bits, "format": fmt.name, "misses": [str(m) for m in misses]}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        from exactmem.model.atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(out, indent=1, sort_keys=True) + "\n")
     return status
 
 

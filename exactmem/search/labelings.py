@@ -219,9 +219,9 @@ class ResultsFile:
                 elif "key" in obj:
                     self._index(obj)
             if len(lines) != len(raw) or not lines:
-                tmp = path.with_suffix(path.suffix + ".tmp")
-                tmp.write_text("".join(x + "\n" for x in lines))
-                os.replace(tmp, path)
+                from exactmem.model.atomic import write_text_atomic
+
+                write_text_atomic(path, "".join(x + "\n" for x in lines))
         if not lines:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._write_line({"format": RESULTS_FORMAT, "header": header})
