@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_check:
         from exactmem.checker import check_certificate
 
-        report = check_certificate(cert)
+        report = check_certificate(cert, Path(args.certificate).parent)
         if not report.verified:
             for line in report.failures[:20]:
                 print(f"  {line}", file=sys.stderr)

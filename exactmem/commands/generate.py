@@ -7,7 +7,14 @@ import importlib
 from pathlib import Path
 
 from exactmem.cli import positive_int
-from exactmem.errors import MissingDependencyError
+from exactmem.errors import DatasetError, MissingDependencyError
+
+#: the largest value each size flag accepts (docs/cli.md, "generate: size caps")
+CAPS = {"N": 1_000_000, "n": 4096, "vocab": 1_000_000, "classes": 1_000_000, "dim": 1024,
+        "heads": 1024, "head_dim": 1024}
+#: the most values a dataset may hold: N * n token ids (times dim for vector tokens), and
+#: vocab * dim vocabulary entries
+MAX_VALUES = 10_000_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "on the multiset of tokens and the token at the read position (consistent in "
                     "the sense of Kajitsuka & Sato eq. 5/10). Token ids by default; --dim gives "
                     "rational vector tokens drawn from a vocabulary of --vocab vectors. "
-                    "--for NAME writes data that satisfies that construction's assumptions.",
+                    "--for NAME writes data that satisfies that construction's assumptions. "
+                    "Sizes are capped (N <= 10^6, n <= 4096, vocab and classes <= 10^6, dim, "
+                    "heads, head-dim <= 1024, at most 10^7 values): beyond, one line, exit 2.",
         epilog="example: exactmem generate --task next-token --N 1000 --n 16 --vocab 64 "
                "--classes 8 --seed 1 -o d.json",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -52,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.model.atomic import check_writable
     from exactmem.model.dataset import save_dataset
 
+    check_sizes(args)
     check_writable(args.output)
     if args.for_construction:
         try:
@@ -76,6 +86,25 @@ def run(args: argparse.Namespace) -> int:
     save_dataset(ds, Path(args.output))
     print(f"wrote {args.output}: N = {ds.N}, n = {ds.n}, {ds.task}, {ds.inputs}")
     return 0
+
+
+def check_sizes(args: argparse.Namespace) -> None:
+    """Refuse sizes beyond :data:`CAPS` / :data:`MAX_VALUES` before any work (one line)."""
+    for name, cap in CAPS.items():
+        value = getattr(args, name)
+        if value is not None and value > cap:
+            flag = "--" + name.replace("_", "-")
+            raise DatasetError(f"{flag} {value} exceeds the cap of {cap:,} (docs/cli.md, "
+                               f"generate: size caps)")
+    N, n = _given(args.N, 100), _given(args.n, 8)  # noqa: N806
+    dim = args.dim or 1
+    if N * n * dim > MAX_VALUES:
+        what = "N * n * dim" if args.dim else "N * n"
+        raise DatasetError(f"{what} = {N * n * dim:,} values exceeds the cap of "
+                           f"{MAX_VALUES:,} (docs/cli.md, generate: size caps)")
+    if args.dim and _given(args.vocab, 16) * args.dim > MAX_VALUES:
+        raise DatasetError(f"vocab * dim = {_given(args.vocab, 16) * args.dim:,} values exceeds "
+                           f"the cap of {MAX_VALUES:,} (docs/cli.md, generate: size caps)")
 
 
 def _given(value: int | None, default: int) -> int:

@@ -16,7 +16,7 @@ from exactmem.model.dataset import Dataset, Task
 
 def random_vocabulary(size: int, dim: int, rng: random.Random) -> list[tuple[Fraction, ...]]:
     """``size`` distinct vectors with entries ``p/q``, ``|p| <= 8``, ``q in {1, 2, 4}``."""
-    if size > 68 ** dim:
+    if size > 33 ** dim:  # these p/q take 33 distinct values
         raise DatasetError(f"cannot draw {size} distinct vectors of dimension {dim}")
     seen: dict[tuple[Fraction, ...], None] = {}
     while len(seen) < size:
