@@ -138,20 +138,44 @@ def run_torch_spec(spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
     return _torch_run(th.to_torch(spec, dtype), spec, ds, dtype)
 
 
+def _with_file_tensors(spec: NetworkSpec, dtype: str, tensors: dict[str, Any]) -> Any:
+    """The network of ``spec`` in ``dtype`` carrying the file's tensors (every name and
+    shape must match; infinities are run as they are)."""
+    from exactmem.errors import SpecError
+
+    th = _torch()
+    net = th.to_torch(spec, dtype)
+    params = dict(net.named_parameters())
+    tensors = {k: v for k, v in tensors.items() if k != "_extra_state"}
+    if set(tensors) != set(params):
+        raise SpecError(f"the written file's tensors {sorted(set(tensors) ^ set(params))[:3]} "
+                        f"do not match the certificate's network")
+    for name, t in tensors.items():
+        if tuple(t.shape) != tuple(params[name].shape):
+            raise SpecError(f"{name}: shape {tuple(t.shape)} in the file, "
+                            f"{tuple(params[name].shape)} in the certificate's network")
+        params[name].data.copy_(t.to(params[name].dtype))
+    return net
+
+
 def run_torch_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
                    ) -> RuntimeRun:
-    """A state_dict written by ``export --format torch``, loaded and run in torch."""
-    th = _torch()
-    return _torch_run(th.load_network(str(path)), spec, ds, dtype)
+    """A state_dict written by ``export --format torch``: ``torch.load`` (weights only) and
+    run in torch."""
+    import torch
+
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    return _torch_run(_with_file_tensors(spec, dtype, state), spec, ds, dtype)
 
 
 def run_safetensors_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
                          ) -> RuntimeRun:
-    """A safetensors export: its floats read back exactly, run in torch in ``dtype``."""
-    from exactmem.adapters.safetensors_io import spec_from_safetensors
+    """A safetensors export, read by ``safetensors.torch`` and run in torch in ``dtype``."""
+    from exactmem.adapters import require
 
-    th = _torch()
-    return _torch_run(th.to_torch(spec_from_safetensors(path), dtype), spec, ds, dtype)
+    _torch()  # torch first, with its progress line
+    load_file = require("safetensors.torch", "reading safetensors").load_file
+    return _torch_run(_with_file_tensors(spec, dtype, load_file(str(path))), spec, ds, dtype)
 
 
 def run_file(fmt: str, path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
