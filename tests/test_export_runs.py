@@ -116,3 +116,21 @@ def test_precision_has_a_row_per_runtime(certs: dict[str, Path], tmp_path: Path,
                          ("onnxruntime", "float32")}
     assert rows["onnxruntime", "float64"] == 1.0 and rows["onnxruntime", "float32"] < 1.0
     assert any(line.startswith("float32   onnxruntime") for line in lines)
+
+
+def test_loading_the_runtimes_is_announced(certs: dict[str, Path], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A progress stage is open while torch and onnxruntime load (unless --quiet)."""
+    from exactmem import progress
+
+    opened: list[str] = []
+    real = progress.stage
+
+    def stage(description: str) -> progress.Task:
+        opened.append(description)
+        return real(description)
+
+    monkeypatch.setattr(progress, "stage", stage)
+    for fmt in ("torch", "onnx"):
+        assert export(certs["ks24"], tmp_path / f"n.{fmt}", fmt, "--dtype", "float32") == 0
+    assert "loading torch" in opened and "loading onnxruntime" in opened

@@ -117,7 +117,8 @@ def run_onnx_spec(spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
 
 
 # torch -----------------------------------------------------------------------------------
-def _torch() -> Any:
+def load_torch() -> Any:
+    """:mod:`exactmem.adapters.torch`, with a progress line while torch loads (seconds)."""
     with progress_ui.stage("loading torch"):
         from exactmem.adapters import torch as th
     return th
@@ -126,7 +127,7 @@ def _torch() -> Any:
 def _torch_run(net: Any, spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
     import torch
 
-    th = _torch()
+    th = load_torch()
     with torch.inference_mode(), progress_ui.stage(f"torch {dtype}"):
         raw = th.run_torch(net, ds, _batch(spec, ds))
     return _run("torch", dtype, spec, ds, _values(raw))
@@ -134,7 +135,7 @@ def _torch_run(net: Any, spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeR
 
 def run_torch_spec(spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
     """``spec`` with weights rounded into ``dtype``, run in torch on the CPU."""
-    th = _torch()
+    th = load_torch()
     return _torch_run(th.to_torch(spec, dtype), spec, ds, dtype)
 
 
@@ -143,7 +144,7 @@ def _with_file_tensors(spec: NetworkSpec, dtype: str, tensors: dict[str, Any]) -
     shape must match; infinities are run as they are)."""
     from exactmem.errors import SpecError
 
-    th = _torch()
+    th = load_torch()
     net = th.to_torch(spec, dtype)
     params = dict(net.named_parameters())
     tensors = {k: v for k, v in tensors.items() if k != "_extra_state"}
@@ -173,7 +174,7 @@ def run_safetensors_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype
     """A safetensors export, read by ``safetensors.torch`` and run in torch in ``dtype``."""
     from exactmem.adapters import require
 
-    _torch()  # torch first, with its progress line
+    load_torch()  # torch first, with its progress line
     load_file = require("safetensors.torch", "reading safetensors").load_file
     return _torch_run(_with_file_tensors(spec, dtype, load_file(str(path))), spec, ds, dtype)
 

@@ -98,7 +98,7 @@ def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> s
     it memorizes (or with --allow-lossy); the summary line."""
     from contextlib import ExitStack
 
-    from exactmem.adapters.runtimes import run_file
+    from exactmem.adapters.runtimes import load_torch, run_file
     from exactmem.certificate import spec_from_certificate
     from exactmem.model.atomic import atomic_path
 
@@ -108,9 +108,7 @@ def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> s
     with ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(out))
         if args.format == "torch":
-            from exactmem.adapters.torch import save_state_dict
-
-            save_state_dict(spec, tmp, args.dtype)
+            load_torch().save_state_dict(spec, tmp, args.dtype)
         elif args.format == "safetensors":
             from exactmem.adapters.safetensors_io import write_safetensors
 
