@@ -248,7 +248,8 @@ def test_kajitsuka_weights_that_no_float_holds_are_an_honest_exit_1(
                "-o", tmp_path / "d.json") == 0
     assert cli("certify", tmp_path / "d.json", "-c", "kajitsuka2025-next-token", "-o",
                tmp_path / "c.json", "-q") == 0
-    assert cli("export", tmp_path / "c.json", "--format", "torch", "-o", tmp_path / "k.pt") == 0
+    assert cli("export", tmp_path / "c.json", "--format", "torch", "-o", tmp_path / "k.pt",
+               "--allow-lossy") == 0
     capsys.readouterr()
     assert cli("certify-model", tmp_path / "k.pt", tmp_path / "d.json", "-o",
                tmp_path / "k.json") == 1
