@@ -121,7 +121,7 @@ def plot(rows: list[dict[str, str]], path: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     panels = (("label_bits_per_nonzero", "params_nonzero", "label bits per nonzero parameter"),
               ("label_bits_per_dense", "params_dense",
                "label bits per dense parameter (zeros included)"))
@@ -149,10 +149,10 @@ def plot(rows: list[dict[str, str]], path: Path) -> None:
                        label=f"{TRAINED} bits per dense parameter (trained GPT, Morris et al.)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
         ax.set_xlabel("N (next-token sequences, n = 16, vocab 64, 8 classes)")
         ax.set_ylabel(label)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14))
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("Certified memorizers: label bits per parameter, two readings")
     fig.tight_layout()
