@@ -64,9 +64,11 @@ def test_figures_of_a_certificate(name: str, task: str, dim: int | None) -> None
     sz = sizes(spec)
     points = 60 if task == "next-token" else 240
     assert fig["label_bits"] == points * 2
-    assert fig["label_bits_per_param"] == round(points * 2 / sz.params_nonzero, 6)
-    assert fig["label_bits_per_stored_bit"] == round(points * 2 / sz.params_nonzero
-                                                     / sz.max_bits, 6)
+    assert fig["label_bits_per_nonzero"] == round(points * 2 / sz.params_nonzero, 6)
+    assert fig["label_bits_per_dense"] == round(points * 2 / sz.params_dense, 6)
+    # no float-exact claim passed: the file is float64, export's default
+    assert fig["stored_dtype"] == "float64" and not fig["stored_dtype_exact"]
+    assert fig["label_bits_per_stored_bit"] == round(points * 2 / (64 * sz.params_dense), 6)
     assert sz.params_nonzero <= fig["weight_bits_total"] <= 2 * sz.max_bits * sz.params_nonzero
     assert fig["weight_bits_max_nonzero"] == sz.max_bits * sz.params_nonzero
     assert fig["embedding_nonzero"] + fig["rest_nonzero"] == sz.params_nonzero
@@ -100,7 +102,7 @@ def test_info_reports_the_figures_and_keeps_the_sizes() -> None:
     out = info(cert)
     for key in ("params_dense", "params_nonzero", "depth", "width", "max_bits"):
         assert out[key] == cert["sizes"][key]
-    assert out["label_bits_per_param"] == round(40 * math.log2(3) / out["params_nonzero"], 6)
+    assert out["label_bits_per_nonzero"] == round(40 * math.log2(3) / out["params_nonzero"], 6)
     assert out["bound"]["params"] > out["params_nonzero"]
     assert out["lower_bounds"]["thm_4_2"]["value"] == round(math.sqrt(40), 3)
     assert {"params_over_thm_4_2", "params_over_counting",

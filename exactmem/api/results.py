@@ -137,6 +137,12 @@ class InfoResult:
             "construction", "N", "n", "task", "inputs", "d", "C", "params_dense",
             "params_nonzero", "depth", "width", "max_bits")]
         lines += [f"bound.{k:9s} {v}" for k, v in (self.bound or {}).items()]
+        if "label_bits_per_dense" in data:  # one definition each: constructions/bounds.py
+            lines += [f"{k:15s} {data[k]}" for k in (
+                "weight_bits_total", "label_bits", "label_bits_per_nonzero",
+                "label_bits_per_dense")]
+            lines.append(f"{'label_bits_per_stored_bit':15s} {data['label_bits_per_stored_bit']}"
+                         f" ({data['stored_dtype']})")
         return "\n".join(lines)
 
 

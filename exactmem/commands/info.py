@@ -1,4 +1,4 @@
-"""``exactmem info CERT [--json]``: size figures beside the theorem's bound."""
+"""``exactmem info CERT [--json]``: size figures beside the bound that describes the network."""
 
 from __future__ import annotations
 
@@ -6,16 +6,24 @@ import argparse
 import json
 from typing import Any
 
+PER = {"label_bits_per_nonzero": "label bits / nonzero parameters",
+       "label_bits_per_dense": "label bits / dense parameters (zeros included)",
+       "label_bits_per_stored_bit": "label bits / (dense parameters x bits of {dtype})",
+       "label_bits_per_weight_bit": "label bits / weight_bits_total"}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "info", help="size figures of a certificate's network, and the theorem's bound",
+        "info", help="size figures of a certificate's network, and the bound that describes it",
         description="Print the network's size (dense and nonzero parameters, depth, width, "
-                    "max bits), N, the construction, and where the construction states one, "
-                    "the theorem's bound for this N, n, d, C (width factor and recorded r/delta "
-                    "included); beside them the lower bounds (Kajitsuka & Sato Thm 4.2 / 4.3, "
-                    "the counting bound), the optimality gaps, total weight bits and label "
-                    "bits per parameter (exactmem/constructions/bounds.py).",
+                    "max bits), N, the construction, and the bound that describes the network "
+                    "for this N, n, d, C: the construction's theorem (width factor and "
+                    "recorded r/delta included), or for a --max-bits (float-ready) network "
+                    "its own Theta(N b / P) size and the counting bound N log2 C / (P + 1); "
+                    "beside them the lower bounds (Kajitsuka & Sato Thm 4.2 / 4.3, the "
+                    "counting bound), the optimality gaps, total weight bits and label bits "
+                    "per nonzero parameter, per dense parameter and per stored bit of the "
+                    "exported file (exactmem/constructions/bounds.py).",
         epilog="example: exactmem info c.json --json")
     p.add_argument("certificate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -23,9 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def info(cert: dict[str, Any]) -> dict[str, Any]:
-    from exactmem import constructions
     from exactmem.certificate import dataset_from_certificate, spec_from_certificate
-    from exactmem.errors import UnknownConstructionError
+    from exactmem.constructions.bounds import figures
     from exactmem.model.sizes import sizes
 
     spec = spec_from_certificate(cert)
@@ -36,21 +43,9 @@ def info(cert: dict[str, Any]) -> dict[str, Any]:
                 "d": ds.dim if ds.inputs == "vectors" else ds.vocab_size,
                 "C": ds.num_classes, "construction": name,
                 "params": cert.get("construction", {}).get("params", {})})
-    try:
-        con = constructions.get(name)
-    except UnknownConstructionError:
-        con = None
-    if con is not None and con.bound is not None:
-        params = {k: v for k, v in out["params"].items()
-                  if k not in ("N", "n", "d", "C", "inputs", "task")}
-        out["bound"] = dict(con.bound(N=ds.N, n=ds.n, d=out["d"], C=ds.num_classes,
-                                      inputs=ds.inputs, task=ds.task, **params))
-    from exactmem.constructions.bounds import figures
-
-    out.update({k: v for k, v in figures(spec, ds, name, out["params"]).items()
-                if k != "bound"})
     claims = cert.get("claims", {})  # what the certificate claims; `exactmem check` decides
     out["float_exact"] = list(claims.get("float_exact", []))
+    out.update(figures(spec, ds, name, out["params"], out["float_exact"]))
     out["claimed_sequences"] = len(claims.get("sequences", range(ds.N)))
     return out
 
@@ -72,9 +67,13 @@ def run(args: argparse.Namespace) -> int:
         for key, low in data["lower_bounds"].items():
             print(f"lower.{key:9s} {low['value']} (measured/lower: {low['gap']}; {low['form']})")
         for key in ("embedding_nonzero", "rest_nonzero", "weight_bits_total",
-                    "weight_bits_max_nonzero", "label_bits", "label_bits_per_param",
-                    "label_bits_per_stored_bit", "label_bits_per_weight_bit"):
+                    "weight_bits_max_nonzero", "label_bits"):
             print(f"{key:26s} {data[key]}")
+        dtype = data["stored_dtype"] + ("" if data["stored_dtype_exact"] else
+                                        ", export's default; not float-exact: the file "
+                                        "does not memorize")
+        for key, form in PER.items():
+            print(f"{key:26s} {data[key]} ({form.format(dtype=dtype)})")
         for key, value in data["optimality_gap"].items():
             print(f"optimality_gap.{key:11s} {value}")
         print(f"{'claimed':26s} {data['claimed_sequences']} of {data['N']} sequences"

@@ -23,12 +23,26 @@
   tokens); they are the yardstick, not a statement about this dataset.
 * ``optimality_gap``: measured / lower bound, for each lower bound (nonzero parameters), and
   ``bits``: the network's total weight bits over the ``N log2 C`` label bits;
-* the bit figures: ``weight_bits_total`` = the sum over nonzero weights of the bit lengths of
-  the reduced numerator and denominator (exact, not ``max_bits x nonzero``, which is given
-  as ``weight_bits_max_nonzero``); ``label_bits`` = ``N log2 C`` with N the label positions
-  (N next-token, nN seq2seq); ``label_bits_per_param`` = label bits / nonzero parameters;
-  ``label_bits_per_stored_bit`` = ``label_bits_per_param / max_bits`` (per bit of a
-  ``max_bits``-bit weight) and ``label_bits_per_weight_bit`` = label bits / total weight bits;
+* the bit figures (one definition each, shared by ``info`` and ``scripts/float_ready_table.py``):
+  ``label_bits`` = ``N log2 C`` with N the label positions (N next-token, nN seq2seq);
+  ``weight_bits_total`` = the sum over nonzero weights of the bit lengths of the reduced
+  numerator and denominator (exact, not ``max_bits x nonzero``, which is given as
+  ``weight_bits_max_nonzero``); and label bits per
+
+  - ``label_bits_per_nonzero``: nonzero parameter;
+  - ``label_bits_per_dense``: dense parameter (every entry of every tensor a user loads, zeros
+    included: ``params_dense``, the count trained-model figures use);
+  - ``label_bits_per_stored_bit``: stored bit of the exported file, ``params_dense x`` the
+    storage bits of ``stored_dtype`` (16 / 16 / 32 / 64 for bfloat16 / float16 / float32 /
+    float64): the narrowest format the certificate claims float-exact, else float64,
+    ``exactmem export``'s default (``stored_dtype_exact`` says whether the file memorizes);
+  - ``label_bits_per_weight_bit``: total weight bit (``weight_bits_total``);
+* ``float_ready`` (``--max-bits P`` networks of the Kajitsuka & Sato shape): Theorem E.1 /
+  B.1 does not describe them (they hash contexts into retrieval tables,
+  docs/float-ready.md), so ``bound`` is their own: ``Theta(N b / P)`` parameters, with the
+  ``3 ceil(M / f)`` label words as its leading term, and every weight an integer below
+  ``2^P``; the lower bounds add ``counting_P``: ``N log2 C / (P + 1)``, the counting bound
+  for weights that are integers of magnitude below ``2^P`` with a sign;
 * ``params_split``: nonzero parameters of the embedding (token ids: the lookup table the
   certificate grammar puts first) and of the rest.
 
@@ -38,7 +52,7 @@ Only the certificate's network and dataset are read; its ``sizes`` keys stay as 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exactmem.arith import ScaledMatrix
@@ -98,47 +112,116 @@ def params_split(spec: NetworkSpec) -> dict[str, int]:
     return {"embedding_nonzero": emb, "rest_nonzero": total - emb}
 
 
-def bit_figures(spec: NetworkSpec, ds: Dataset) -> dict[str, Any]:
+STORAGE_BITS = {"bfloat16": 16, "float16": 16, "float32": 32, "float64": 64}
+"""Bits per stored value of each export dtype (IEEE binary16 / 32 / 64, bfloat16)."""
+EXPORT_DEFAULT = "float64"
+FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq")
+"""Constructions whose ``max_bits = P`` variant is the float-ready retrieval network."""
+
+
+def stored_dtype(float_exact: Sequence[str] = ()) -> tuple[str, bool]:
+    """``(dtype, exact)``: the narrowest claimed float-exact format, else the export default."""
+    known = [f for f in float_exact if f in STORAGE_BITS]
+    if known:
+        return min(known, key=lambda f: (STORAGE_BITS[f], f)), True
+    return EXPORT_DEFAULT, False
+
+
+def bit_figures(spec: NetworkSpec, ds: Dataset,
+                float_exact: Sequence[str] = ()) -> dict[str, Any]:
+    """The bit figures of the module docstring; ``float_exact`` is the certificate's claim."""
     sz = sizes(spec)
     C = ds.num_classes  # noqa: N806
     label_bits = label_positions(ds) * math.log2(C) if C > 1 else 0.0
     total = sum(weight_bits(m) for m in matrices(spec))
-    per_param = label_bits / sz.params_nonzero if sz.params_nonzero else 0.0
+    dtype, exact = stored_dtype(float_exact)
+    stored = sz.params_dense * STORAGE_BITS[dtype]
+
+    def per(x: int) -> float:
+        return round(label_bits / x, 6) if x else 0.0
+
     return {
         "label_bits": round(label_bits, 3),
         "weight_bits_total": total,
         "weight_bits_max_nonzero": sz.max_bits * sz.params_nonzero,
-        "label_bits_per_param": round(per_param, 6),
-        "label_bits_per_stored_bit": round(per_param / sz.max_bits, 6) if sz.max_bits else 0.0,
-        "label_bits_per_weight_bit": round(label_bits / total, 6) if total else 0.0,
+        "label_bits_per_nonzero": per(sz.params_nonzero),
+        "label_bits_per_dense": per(sz.params_dense),
+        "stored_dtype": dtype,
+        "stored_dtype_exact": exact,
+        "stored_bits": stored,
+        "label_bits_per_stored_bit": per(stored),
+        "label_bits_per_weight_bit": per(total),
     }
 
 
-def figures(spec: NetworkSpec, ds: Dataset, construction: str | None,
-            params: Mapping[str, Any]) -> dict[str, Any]:
-    """Every figure of the module docstring for one network (a certificate's, for ``info``)."""
+def float_ready_bound(points: int, C: int, params: Mapping[str, Any]) -> dict[str, Any]:  # noqa: N803
+    """The ``--max-bits P`` network's own size (docs/float-ready.md), from its recorded params.
+
+    ``Theta(N b / P)`` parameters; the leading term is the ``3 ceil(M / f)`` label words (``M``
+    slots per table, about ``1.24 / 3`` per context; ``f = floor((P - 2) / b)`` fields of ``b``
+    bits per word); block selection (about ``sqrt M`` per table), extraction (``24 f b`` per
+    table), the embedding and the mod steps come on top.  Every weight is an integer below
+    ``2^P``: ``bits = P``.  No width or depth bound is claimed.
+    """
+    from exactmem.constructions.kajitsuka2025_float import table_slots
+
+    P = int(params["max_bits"])  # noqa: N806
+    b = int(params.get("label_bits") or max(1, (max(C, 2) - 1).bit_length()))
+    M = int(params.get("table_slots") or table_slots(int(params.get("contexts") or points)))  # noqa: N806
+    f = int(params.get("fields_per_word") or max(1, (P - 2) // b))
+    return {"construction": "float-ready retrieval network (--max-bits P, docs/float-ready.md); "
+                            "Theorem E.1 / B.1 does not describe it",
+            "form": "params = Theta(N b / P); leading term 3 ceil(M / f) label words",
+            "params": 3 * -(-M // f), "bits": P, "P": P, "b": b, "table_slots": M,
+            "fields_per_word": f}
+
+
+def counting_p(label_bits: float, P: int, nonzero: int) -> dict[str, Any]:  # noqa: N803
+    """``N log2 C / (P + 1)``: weights that are integers of magnitude below ``2^P`` with a
+    sign take at most ``2^(P + 1)`` values each."""
+    value = round(label_bits / (P + 1), 3)
+    return {"value": value, "gap": round(nonzero / value, 3) if value > 0 else None,
+            "form": f"N log2 C / (P + 1) with P = {P}: C^N labellings need that many weights "
+                    f"that are integers below 2^P with a sign"}
+
+
+def network_bound(construction: str | None, ds: Dataset,
+                  params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The bound that describes this network: the float-ready one for a ``max_bits`` build of
+    :data:`FLOAT_READY`, else the construction's theorem (``None`` where it states none)."""
     from exactmem import constructions
     from exactmem.errors import UnknownConstructionError
 
+    if construction in FLOAT_READY and int(params.get("max_bits") or 0) > 0:
+        return float_ready_bound(label_positions(ds), ds.num_classes, params)
+    try:
+        con = constructions.get(construction or "")
+    except UnknownConstructionError:
+        return None
+    if con.bound is None:
+        return None
+    d = ds.dim if ds.inputs == "vectors" else ds.vocab_size
+    rest = {k: v for k, v in params.items() if k not in ("N", "n", "d", "C", "inputs", "task")}
+    return dict(con.bound(N=ds.N, n=ds.n, d=d, C=ds.num_classes, inputs=ds.inputs,
+                          task=ds.task, **rest))
+
+
+def figures(spec: NetworkSpec, ds: Dataset, construction: str | None,
+            params: Mapping[str, Any], float_exact: Sequence[str] = ()) -> dict[str, Any]:
+    """Every figure of the module docstring for one network (a certificate's, for ``info``)."""
     sz = sizes(spec)
-    out: dict[str, Any] = {**params_split(spec), **bit_figures(spec, ds)}
+    out: dict[str, Any] = {**params_split(spec), **bit_figures(spec, ds, float_exact)}
     low = lower_bounds(ds.task, ds.N, ds.n, ds.num_classes, sz.params_nonzero, sz.max_bits)
+    b = network_bound(construction, ds, params)
+    if b is not None and "P" in b:
+        low["counting_P"] = counting_p(out["label_bits"], b["P"], sz.params_nonzero)
     out["lower_bounds"] = low
     gap: dict[str, Any] = {f"params_over_{k}": v["gap"] for k, v in low.items()}
     label_bits = out["label_bits"]
     gap["weight_bits_over_label_bits"] = (round(out["weight_bits_total"] / label_bits, 3)
                                           if label_bits else None)
     out["optimality_gap"] = gap
-    try:
-        con = constructions.get(construction or "")
-    except UnknownConstructionError:
-        con = None
-    if con is not None and con.bound is not None:
-        d = ds.dim if ds.inputs == "vectors" else ds.vocab_size
-        rest = {k: v for k, v in params.items()
-                if k not in ("N", "n", "d", "C", "inputs", "task")}
-        b = dict(con.bound(N=ds.N, n=ds.n, d=d, C=ds.num_classes, inputs=ds.inputs,
-                           task=ds.task, **rest))
+    if b is not None:
         out["bound"] = b
         out["measured_over_bound"] = {
             key: round(mine / b[key], 4) for key, mine in
