@@ -1,6 +1,7 @@
 """The float-exact claim: the checker's rule decides representability exactly like IEEE
-casts (normal floats only: subnormals are refused), a float32-exact network runs in float32 with every label right, and a claim broken by
-a weight that is no float32 or by a sum past 2^24 units is rejected."""
+casts (normal floats only: subnormals are refused), a float32-exact network runs in float32
+with every label right, and a claim broken by a weight that is no float32 or by a sum past
+2^24 units is rejected."""
 
 from __future__ import annotations
 
