@@ -102,7 +102,7 @@ def test_the_refused_subnormal_network_does_lose_labels_when_flushed() -> None:
     once subnormals are flushed, while its normal-range twin (which verifies) does not."""
     from fractions import Fraction
 
-    from test_float_exact_subnormal import tiny_network
+    from fuzzing_float import tiny_network
 
     from exactmem.adapters.torch import to_torch
     from exactmem.certificate import spec_from_certificate

@@ -1,9 +1,10 @@
 """Float-exact claims hold where hardware flushes subnormals (issue 26, item 1).
 
-The crafted certificates: 64 one-token sequences, each token embedded as the one-hot vector
-of its label, then linear maps whose weights are tiny powers of two, argmax readout.  The
-exact network memorizes; a CPU or GPU that flushes subnormals to zero (AVX512_BF16 dot
-products, FTZ/DAZ modes, GPUs) computes all-zero outputs and an argmax tie.  The old rule
+The crafted certificates (``tiny_network``, tests/fuzzing_float.py): 64 one-token sequences,
+each token embedded as the one-hot vector of its label, then linear maps whose weights are
+tiny powers of two, argmax readout.  The exact network memorizes; a CPU or GPU that flushes
+subnormals to zero (AVX512_BF16 dot products, FTZ/DAZ modes, GPUs) computes all-zero outputs
+and an argmax tie.  The old rule
 admitted the subnormal grid and verified these claims; the checker must now refuse them,
 naming the subnormal rule, while the producer never claims them.
 """
@@ -18,34 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzzing_float import tiny_network
 
-from exactmem.arith import ScaledMatrix
-from exactmem.certificate import build_certificate, claim_float_exact, write_certificate
+from exactmem.certificate import claim_float_exact, write_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
-from exactmem.constructions.base import BuildResult
-from exactmem.model.evaluate import evaluate
-from exactmem.model.generate import generate
-from exactmem.model.spec import Affine, Embedding, Linear, NetworkSpec, Readout
-
-CLASSES = 4
-
-
-def tiny_network(scales: list[Fraction], seed: int = 7) -> dict[str, Any]:
-    """The crafted certificate: one-hot label embedding, then ``x -> s x`` per scale."""
-    ds = generate("next-token", N=64, n=1, vocab=64, classes=CLASSES, seed=seed)
-    table = [[0] * 64 for _ in range(CLASSES)]
-    for seq, y in zip(ds.sequences, ds.labels, strict=True):
-        table[y][seq[0]] = 1
-    eye = [[int(i == j) for j in range(CLASSES)] for i in range(CLASSES)]
-    layers = [Embedding(ScaledMatrix.from_rows(table))]
-    layers += [Linear(Affine(ScaledMatrix.from_rows([[s * x for x in r] for r in eye])))
-               for s in scales]
-    spec = NetworkSpec(input_kind="token-ids", input_dim=64, seq_len=1, layers=tuple(layers),
-                       readout=Readout("argmax", "last"))
-    ev = evaluate(spec, ds)
-    assert ev.memorized
-    return build_certificate(ds, BuildResult(spec, {}), "lookup", ev)
 
 
 def claiming(cert: dict[str, Any], formats: list[str]) -> dict[str, Any]:
