@@ -1,6 +1,7 @@
 """The float-exact claim: the checker's rule decides representability exactly like IEEE
-casts, a float32-exact network runs in float32 with every label right, and a claim broken by
-a weight that is no float32 or by a sum past 2^24 units is rejected."""
+casts (normal floats only: subnormals are refused), a float32-exact network runs in float32
+with every label right, and a claim broken by a weight that is no float32 or by a sum past
+2^24 units is rejected."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def test_representability_agrees_with_ieee_casts(m: int, e: int) -> None:
     with np.errstate(over="ignore", under="ignore"):
         for fmt, dtype in (("float32", np.float32), ("float16", np.float16)):
             cast = dtype(float(value)) if abs(value) < 2 ** 1000 else dtype(np.inf)
-            exact = bool(np.isfinite(cast)) and Fraction(float(cast)) == value
+            tiny = Fraction(float(np.finfo(dtype).tiny))  # the smallest normal
+            exact = bool(np.isfinite(cast)) and Fraction(float(cast)) == value \
+                and (value == 0 or abs(value) >= tiny)  # subnormals are refused
             assert _is_ieee_value(value, fmt) == exact, (value, fmt)
 
 

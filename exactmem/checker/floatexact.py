@@ -13,7 +13,12 @@ values, of heads, a residual) must satisfy
 so every product, every partial sum in any order (fused or not) and the result are multiples
 of ``u`` below ``2^P u``: floats, and each operation is exact.  A division must have a float
 as its exact quotient (IEEE division then returns it).  The grid must lie in the format's
-exponent range (no overflow, nothing below the subnormal grid).
+*normal* range: ``u`` at least the smallest normal ``2^emin`` and ``2^P u`` at most the
+overflow threshold, and every value a normal float.  Then every non-zero value, product and
+partial sum is a normal float, so flushing subnormals to zero (FTZ/DAZ on CPUs, the default
+on GPUs and in AVX512_BF16 dot products) changes nothing.  The bound holds in any format with
+at least ``P`` significand bits and at least this exponent range, so bfloat16 and float16
+weights accumulated in float32 (torch and onnxruntime matmuls) are covered as well.
 """
 
 from operator import add, sub
@@ -21,9 +26,11 @@ from operator import add, sub
 from .forward import gcd, normalize
 from .parse import extended
 
-# significand bits P, exponent of the smallest subnormal, exponent bound (2^hi overflows)
-FORMATS = {"bfloat16": (8, -133, 128), "float16": (11, -24, 16), "float32": (24, -149, 128),
-           "float64": (53, -1074, 1024)}
+# significand bits P, exponent emin of the smallest normal (2^emin; nothing smaller is
+# admitted: subnormals may be flushed to zero), exponent bound hi (2^hi overflows)
+FORMATS = {"bfloat16": (8, -126, 128), "float16": (11, -14, 16), "float32": (24, -126, 128),
+           "float64": (53, -1022, 1024)}
+SUBNORMAL = "below the smallest normal 2^{} (a subnormal, which hardware may flush to zero)"
 
 
 class NotExact(Exception):
@@ -40,19 +47,26 @@ def _limit(den, fmt, where):
     """``2^P``, the bound for sums on the grid ``1/den``, once the grid fits the format."""
     p, lo, hi = fmt
     k = _log2(den, where)
-    if -k < lo or p - k > hi:
-        raise NotExact(f"{where}: the grid 2^-{k} leaves the format's exponent range")
+    if -k < lo:
+        raise NotExact(f"{where}: the grid unit 2^-{k} is {SUBNORMAL.format(lo)}")
+    if p - k > hi:
+        raise NotExact(f"{where}: sums on the grid 2^-{k} may reach 2^{p - k}, past the "
+                       f"format's overflow threshold 2^{hi}")
     return 1 << p
 
 
 def _ieee_value(num, den, fmt, where):
-    """``num / den`` as ``(num, den)`` reduced, after checking that it is a float."""
+    """``num / den`` as ``(num, den)`` reduced, after checking that it is zero or a normal
+    float: at most ``P`` significant bits, ``2^emin <= |value| < 2^hi``."""
     g = gcd(num, den)
     num, den = num // g, den // g
     if num:
         k = _log2(den, where)
         tz = (num & -num).bit_length() - 1
-        if abs(num) >> tz >= 1 << fmt[0] or tz - k < fmt[1] or abs(num).bit_length() - k > fmt[2]:
+        top = abs(num).bit_length() - 1 - k  # |value| lies in [2^top, 2^(top+1))
+        if top < fmt[1]:
+            raise NotExact(f"{where}: a value of magnitude 2^{top} is {SUBNORMAL.format(fmt[1])}")
+        if abs(num) >> tz >= 1 << fmt[0] or top >= fmt[2]:
             raise NotExact(f"{where}: a value with a {abs(num).bit_length()}-bit numerator over "
                            f"2^{k} is not a float of the format")
     return num, den

@@ -6,8 +6,10 @@ The network has the shape of Kajitsuka & Sato (ICLR 2025) Theorem 4.1 / E.1 --
 activation and every partial sum of every dot product is an integer below ``2^P``, so the
 network run in IEEE floats with a ``P``-bit significand (float32: ``P = 24``) computes
 exactly its rational outputs, in any summation order (docs/float-exact.md; the checker
-verifies the claim).  The unbounded construction needs hundreds of significand bits; this
-one replaces its two unbounded ingredients:
+verifies the claim).  Integers are never subnormal (every non-zero value is at least 1, the
+grid unit is 1), so the claim also holds where hardware flushes subnormals to zero.  The
+unbounded construction needs hundreds of significand bits; this one replaces its two
+unbounded ingredients:
 
 1. **Context ids** (Thm E.1's embedding and eq. 52-53, hashed): token ``t`` embeds as
    ``(n f_j(t), h_j(t), 0)_{j=0,1,2}`` with random integers ``0 <= f_j <= M / 2``,
