@@ -96,7 +96,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     written only when every sequence is memorized and the checker verifies; otherwise the
     result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
     """
-    from exactmem.adapters.import_model import read_model
+    from exactmem.adapters.import_model import needs_torch, read_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
@@ -117,6 +117,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                         "embed it")
     t: dict[str, float] = {}
     clock = time.perf_counter()
+    if needs_torch(model):
+        say(f"reading {model}: loading torch (a few seconds) ...")
     imported = read_model(model, skeleton)
     spec = imported.spec
     t["read"] = time.perf_counter() - clock

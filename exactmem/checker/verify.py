@@ -9,7 +9,6 @@ construction's name and parameters, theorem bounds.
 """
 
 import hashlib
-import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -27,12 +26,12 @@ from .parse import (
     read_json,
     show,
 )
+from .shards import shard_plan
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
 SIZES = ("params_dense", "params_nonzero", "depth", "width", "max_bits")
 VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
-MAX_SHARDS = 64  # slices of the sequences a sharded check makes, whatever K is asked
 
 
 class CheckReport:
@@ -342,16 +341,6 @@ def check_file(path, progress=None, shard=(0, 1)):
     except Unusable as exc:
         return CheckReport([str(exc)], unusable=True)
     return check_certificate(cert, p.parent, progress, shard)
-
-
-def shard_plan(shards, count):
-    """``(slices, processes)`` for a check of ``count`` sequences asked in ``shards``: at
-    most :data:`MAX_SHARDS` slices and never more than ``count`` (an empty slice is wasted
-    work), at most one local process per CPU."""
-    if type(shards) is not int or shards < 1:
-        raise ValueError(f"shards: expected a positive integer, found {shards!r}")
-    slices = max(1, min(shards, MAX_SHARDS, count))
-    return slices, max(1, min(slices, os.cpu_count() or 1))
 
 
 def _count(cert):
