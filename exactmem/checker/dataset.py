@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 from fractions import Fraction
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, obj, ratio, read_json
 
@@ -43,8 +44,6 @@ def dataset(entry, base):
 def inside(base, name):
     """The bound dataset file ``name`` of a certificate in the folder ``base``: a relative
     path that resolves (symbolic links followed) inside ``base``, never outside it."""
-    from pathlib import Path, PurePosixPath, PureWindowsPath
-
     rule = ("dataset.path: a bound dataset is a relative path inside the certificate's "
             "folder (no absolute path, no '..', no link leading outside)")
     if "\x00" in name or "\\" in name or PurePosixPath(name).is_absolute() or \
