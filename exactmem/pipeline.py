@@ -20,7 +20,7 @@ from exactmem import constructions, progress
 from exactmem.certificate import build_certificate, claim_float_exact, write_certificate
 from exactmem.checker import CheckReport, check_certificate
 from exactmem.checker.verify import check_certificate_sharded
-from exactmem.errors import ConstructionError
+from exactmem.errors import ConstructionError, ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
 from exactmem.model.interval import evaluate_certified
@@ -86,6 +86,12 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     client's ``submit``), and are joined.
     """
     say = log or (lambda _msg: None)
+    base = (out or Path("x")).resolve().parent
+    rel = None if dataset_file is None else os.path.relpath(dataset_file.resolve(), base)
+    if rel is not None and (os.path.isabs(rel) or rel.split(os.sep)[0] == os.pardir):
+        raise ExactmemError(f"a bound dataset must lie inside the certificate's folder {base} "
+                            f"(docs/certificate-format.md); {dataset_file} does not: copy it "
+                            "there or embed it")
     con = constructions.get(construction)
     if ds.task not in con.tasks or ds.inputs not in con.inputs:
         raise ConstructionError(f"{construction} supports tasks {con.tasks} with inputs "
@@ -105,8 +111,6 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
             else evaluate_sharded(result.spec, ds, result.hints, shards, submit, tick)
     if evaluation.failures:
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
-    base = (out or Path("x")).resolve().parent
-    rel = None if dataset_file is None else os.path.relpath(dataset_file.resolve(), base)
     with _stage("certificate", t):
         cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
     formats = list(float_exact) if float_exact is not None else \

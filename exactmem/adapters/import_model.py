@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from exactmem.adapters.model_kinds import (
+    check_declared,
+    unsupported_modules,
+    unsupported_names,
+)
 from exactmem.adapters.skeleton import BIAS_PARTS, SKELETON_FORMAT
 from exactmem.arith import ScaledMatrix, to_rational
 from exactmem.errors import MissingDependencyError, NotExactError, SpecError
@@ -152,8 +157,8 @@ def read_skeleton(obj: object) -> dict[str, Any]:
                     not set(biases) <= set(BIAS_PARTS):
                 raise SpecError(f"{w}.biases: expected a list of distinct names among "
                                 f"{list(BIAS_PARTS)}, found {biases!r}")
-            scales = lay.get("scales", ["1"] * heads)
-            if not isinstance(scales, list) or len(scales) != heads:
+            scales = lay.get("scales", [])  # absent: every scale 1 (no list of `heads`)
+            if "scales" in lay and (not isinstance(scales, list) or len(scales) != heads):
                 raise SpecError(f"{w}.scales: expected a list of {heads} 'p/q' strings")
             for h, sc in enumerate(scales):
                 try:
@@ -177,23 +182,33 @@ def read_skeleton(obj: object) -> dict[str, Any]:
     return skel
 
 
-def tensor_names(skel: dict[str, Any]) -> list[str]:
-    """Every tensor name the skeleton calls for, in layout order."""
-    names: list[str] = []
+def iter_tensor_names(skel: dict[str, Any]) -> Iterator[str]:
+    """Every tensor name the skeleton calls for, in layout order, one at a time."""
     for i, lay in enumerate(skel["layers"]):
         pre = f"layers.{i}."
         if lay["type"] == "embedding":
-            names += [pre + "table"] + ([pre + "positions"] if lay.get("positions") else [])
+            yield pre + "table"
+            if lay.get("positions"):
+                yield pre + "positions"
         elif lay["type"] == "linear":
-            names += [pre + "weight"] + ([pre + "bias"] if lay["bias"] else [])
+            yield pre + "weight"
+            if lay["bias"]:
+                yield pre + "bias"
         elif lay["type"] == "feedforward":
             for j, b in enumerate(lay["bias"]):
-                names += [f"{pre}maps.{j}.weight"] + ([f"{pre}maps.{j}.bias"] if b else [])
+                yield f"{pre}maps.{j}.weight"
+                if b:
+                    yield f"{pre}maps.{j}.bias"
         else:
-            names += [f"{pre}heads.{h}.{part}" for h in range(lay["heads"])
-                      for part in ("query", "key", "value", "output")
-                      + tuple(f"{b}_bias" for b in lay.get("biases", []))]
-    return names
+            parts = ("query", "key", "value", "output") + tuple(
+                f"{b}_bias" for b in lay.get("biases", []))
+            for h in range(lay["heads"]):
+                yield from (f"{pre}heads.{h}.{part}" for part in parts)
+
+
+def tensor_names(skel: dict[str, Any]) -> list[str]:
+    """Every tensor name the skeleton calls for, in layout order."""
+    return list(iter_tensor_names(skel))
 
 
 # tensors to exact matrices ---------------------------------------------------------------
@@ -279,7 +294,7 @@ def _layer(r: _Reader, i: int, lay: dict[str, Any], d: int, vocab: int, n: int) 
         sizes = {"query": q.shape[0], "key": k.shape[0], "value": v.shape[0], "output": d}
         bq, bk, bv, bo = (r.vec(f"{hp}{part}_bias", sizes[part])
                           if part in lay.get("biases", []) else None for part in BIAS_PARTS)
-        scale = to_rational(lay.get("scales", ["1"] * lay["heads"])[h], f"{pre}scales[{h}]")
+        scale = to_rational(lay["scales"][h] if "scales" in lay else "1", f"{pre}scales[{h}]")
         heads.append(Head(q, k, v, r.mat(hp + "output", d, v.shape[0]), query_bias=bq,
                           key_bias=bk, value_bias=bv, output_bias=bo, scale=scale))
     keys = tuple(lay["keys"]) if lay["keys"] is not None else None
@@ -297,12 +312,19 @@ def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
     if skel is None:
         skel = state.get(EXTRA_STATE)
         if skel is None:
+            refusal = unsupported_names(state, source)
+            if refusal is not None:
+                raise refusal
             raise SpecError(f"{source} has no network structure: no '{EXTRA_STATE}' entry "
                             "(give the structure: --structure FILE or skeleton=; see "
                             "docs/model-layout.md)")
     sk = read_skeleton(skel)
-    names = tensor_names(sk)
     given = {k for k in state if k != EXTRA_STATE}
+    refusal = unsupported_names(given, source)
+    if refusal is not None:
+        raise refusal
+    check_declared(sk, given, iter_tensor_names(sk), source)  # before any list is sized
+    names = tensor_names(sk)
     missing = [n for n in names if n not in given]
     if missing:
         raise SpecError(f"{source} lacks the tensors {missing[:8]}"
@@ -418,6 +440,9 @@ def read_model(source: str | Path | Mapping[str, Any] | Any,
             raise SpecError(f"{path}: no such model file")
         if path.suffix.lower() in SAFETENSORS_SUFFIXES or _is_safetensors(path):
             arrays, meta = load_safetensors_state(path)
+            refusal = unsupported_names(arrays, str(path))
+            if refusal is not None:
+                raise refusal
             if skeleton is None and meta is None:
                 raise SpecError(f"{path} has no network structure: no '{METADATA_KEY}' "
                                 "metadata (give the structure: --structure FILE or "
@@ -429,9 +454,20 @@ def read_model(source: str | Path | Mapping[str, Any] | Any,
         return spec_from_state(source, skeleton)
     state_dict = getattr(source, "state_dict", None)
     if callable(state_dict):
+        refusal = unsupported_modules(source, f"the module {type(source).__name__}")
+        if refusal is not None:
+            raise refusal
         return spec_from_state(state_dict(), skeleton, f"the module {type(source).__name__}")
     raise SpecError(f"expected a model file path, a state dict or a module, found "
                     f"{type(source).__name__}")
+
+
+def needs_torch(source: object) -> bool:
+    """Whether reading ``source`` imports torch (a ``.pt`` file; not a safetensors file)."""
+    if not isinstance(source, (str, Path)) or not Path(source).is_file():
+        return False
+    path = Path(source)
+    return path.suffix.lower() not in SAFETENSORS_SUFFIXES and not _is_safetensors(path)
 
 
 def _is_safetensors(path: Path) -> bool:

@@ -96,7 +96,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     written only when every sequence is memorized and the checker verifies; otherwise the
     result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
     """
-    from exactmem.adapters.import_model import read_model
+    from exactmem.adapters.import_model import needs_torch, read_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
@@ -108,8 +108,17 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     ds, file = dataset_of(dataset)
     if bind_dataset and file is None:
         raise SpecError("bind_dataset needs the dataset as a file path")
+    out = Path(output) if output is not None else None
+    base = (out or Path("x")).resolve().parent
+    rel = os.path.relpath(file.resolve(), base) if bind_dataset and file is not None else None
+    if rel is not None and (os.path.isabs(rel) or rel.split(os.sep)[0] == os.pardir):
+        raise SpecError(f"a bound dataset must lie inside the certificate's folder {base} "
+                        f"(docs/certificate-format.md); {file} does not: copy it there or "
+                        "embed it")
     t: dict[str, float] = {}
     clock = time.perf_counter()
+    if needs_torch(model):
+        say(f"reading {model}: loading torch (a few seconds) ...")
     imported = read_model(model, skeleton)
     spec = imported.spec
     t["read"] = time.perf_counter() - clock
@@ -142,9 +151,6 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
         none = CheckResult(False, False, 1, (), None, None)
         return CertifyResult(False, CONSTRUCTION, ds.N, sizes(spec), none, None, seqs, fails,
                              _near_miss(spec, evaluation.failures), t)
-    out = Path(output) if output is not None else None
-    base = (out or Path("x")).resolve().parent
-    rel = os.path.relpath(file.resolve(), base) if bind_dataset and file is not None else None
     cert = build_certificate(ds, BuildResult(spec=spec, params=params, hints=hints),
                              CONSTRUCTION, evaluation, dataset_path=rel)
     clock = time.perf_counter()

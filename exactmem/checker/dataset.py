@@ -4,10 +4,11 @@ strict grammar of docs/dataset-format.md; the producer's loader reads datasets w
 
 import hashlib
 import json
+import os
 from fractions import Fraction
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .forward import gcd
-from .parse import JsonFloat, Unusable, choice, integer, kind_of, obj, ratio, read_json
+from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, obj, ratio, read_json
 
 DATASET_FORMAT = "exactmem.dataset/1"
 
@@ -35,8 +36,25 @@ def dataset(entry, base):
     else:
         if type(entry["path"]) is not str or not entry["path"]:
             raise Unusable("dataset.path: expected a file name relative to the certificate")
-        data, where = read_json(base / entry["path"]), f"dataset file {entry['path']}"
+        data = read_json(inside(base, entry["path"]))
+        where = f"dataset file {entry['path']}"
     return dataset_object(data, where)
+
+
+def inside(base, name):
+    """The bound dataset file ``name`` of a certificate in the folder ``base``: a relative
+    path that resolves (symbolic links followed) inside ``base``, never outside it."""
+    rule = ("dataset.path: a bound dataset is a relative path inside the certificate's "
+            "folder (no absolute path, no '..', no link leading outside)")
+    if "\x00" in name or "\\" in name or PurePosixPath(name).is_absolute() or \
+            PureWindowsPath(name).is_absolute() or PureWindowsPath(name).drive or \
+            ".." in PurePosixPath(name).parts:
+        raise Unusable(f"{rule}; found {name[:200]!r}")
+    folder = os.path.realpath(base)
+    target = os.path.realpath(os.path.join(folder, name))
+    if os.path.commonpath([folder, target]) != folder or target == folder:
+        raise Unusable(f"{rule}; {name[:200]!r} resolves to {target[:200]}")
+    return Path(target)
 
 
 def dataset_object(data, where="dataset"):
@@ -104,7 +122,7 @@ def initial(net, toks, layers):
         if layers[0]["positions"] is None:
             return list(zip(*rows)), den, [list(s) for s in toks]
         prows, pden = layers[0]["positions"]  # column (t, k) = table[:, t] + positions[:, k]
-        m = den * pden // gcd(den, pden)
+        m = lcm(den, pden, "the input columns")
         fa, fb = m // den, m // pden
         ids: dict = {}
         out: list = []
@@ -122,10 +140,8 @@ def initial(net, toks, layers):
     table: dict = {}
     cols: list = []
     index, den = [], 1
-    for s in toks:
-        for t in s:
-            for x in t:
-                den = den * x.denominator // gcd(den, x.denominator)
+    for q in {x.denominator for s in toks for t in s for x in t}:
+        den = lcm(den, q, "the input columns")
     for s in toks:
         row = []
         for t in s:

@@ -13,12 +13,13 @@ from math import gcd
 from operator import add, neg, sub
 
 from . import piecewise
+from .parse import bounded, lcm
 
 SWEEP_MIN_HIDDEN = 32
 
 
 def _lcm(a, b):
-    return a * b // gcd(a, b)
+    return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
 def normalize(cols, den):
@@ -62,7 +63,7 @@ def _sweep(first, second, cols, den):
 
     p1, p0 = sums(pos, a), sums(pos, b)
     n1, n0 = sums(reversed(neg), a), sums(reversed(neg), b)
-    out_den = d2 * d1 * e1 * den * e2
+    out_den = bounded(d2 * d1 * e1 * den * e2)
     out = []
     for c in cols:
         x = c[0]
@@ -245,7 +246,7 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
         for c in set(counts):
             L = _lcm(L, c)
         per_head.append(([tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)],
-                         vden * L))
+                         bounded(vden * L)))
     out, out_den = per_head[0]
     for part, d in per_head[1:]:
         m = _lcm(out_den, d)

@@ -10,10 +10,9 @@ the label.  The claim must be the label.
 """
 
 from fractions import Fraction
-from math import gcd
 
 from . import forward
-from .parse import Unusable, integer, matrix, obj, ratio, show
+from .parse import Unusable, integer, lcm, matrix, obj, ratio, show
 from .softmax import grid, softmax_row
 
 MAX_PRECISION = 1 << 12
@@ -30,7 +29,7 @@ def needed(layers):
 
 
 def _lcm(a, b):
-    return a * b // gcd(a, b)
+    return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
 

@@ -4,12 +4,13 @@ The grammar is strict (docs/certificate-format.md): no duplicate keys, no unknow
 fields, no JSON floats, NaN or Infinity, rationals written canonically as ASCII
 ``-?(0|[1-9][0-9]*)(/[1-9][0-9]*)?`` in lowest terms, JSON integers where integers are
 meant.  Resource limits (:data:`MAX_FILE_BYTES`, :data:`MAX_DIGITS`, the JSON reader's
-nesting limit) make every input get an answer quickly.  Any deviation raises
+nesting limit, :data:`MAX_NODES` JSON values, :data:`MAX_DEN_BITS` bits of a common
+denominator, :data:`MAX_MATRIX_BITS` bits of a scaled matrix) make every input get an
+answer quickly, in bounded memory.  Any deviation raises
 :class:`Unusable`, naming the field.  A matrix becomes ``(rows of int numerators, den)``.
 """
 
 import gzip
-import io
 import json
 import os
 import re
@@ -17,8 +18,12 @@ import stat
 import zlib
 from math import gcd
 
-MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file
+MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file (after decompression)
 MAX_DIGITS = 20000  # decimal digits of one integer, numerator or denominator
+MAX_NODES = 1 << 25  # JSON values (containers and scalars) in one file
+MAX_DEN_BITS = 1 << 17  # bits of any common denominator the checker forms
+MAX_MATRIX_BITS = 1 << 30  # entries x bits of the common denominator, per matrix
+CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 _RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
 
 
@@ -83,8 +88,40 @@ def decimal(text):
     return -value if negative else value
 
 
-def loads(text):
-    """Strict JSON text -> Python values (floats become :class:`JsonFloat` markers)."""
+def lcm(a, b, where="a common denominator"):
+    """``lcm(a, b)``, refused beyond :data:`MAX_DEN_BITS` bits (before anything computes
+    with it): the one way the checker forms a common denominator."""
+    m = a * b // gcd(a, b)
+    if m.bit_length() > MAX_DEN_BITS:
+        raise Unusable(f"{where}: a common denominator of {m.bit_length()} bits exceeds the "
+                       f"limit of {MAX_DEN_BITS} bits (MAX_DEN_BITS)")
+    return m
+
+
+def bounded(den, where="a common denominator"):
+    """``den`` unchanged when within :data:`MAX_DEN_BITS` bits, else :class:`Unusable`."""
+    return lcm(den, 1, where)
+
+
+def count_nodes(chunk):
+    """An upper bound on the JSON values that start in ``chunk`` (bytes or text): one per
+    ``[`` not closed at once (a first element), ``,`` (a next one) and ``:`` (a member's
+    value); the root is one more."""
+    b = (lambda t: t) if isinstance(chunk, str) else (lambda t: t.encode())
+    return chunk.count(b("[")) - chunk.count(b("[]")) + chunk.count(b(",")) \
+        + chunk.count(b(":"))
+
+
+def loads(text, max_nodes=None):
+    """Strict JSON text -> Python values (floats become :class:`JsonFloat` markers); at
+    most ``max_nodes`` (MAX_NODES) values, counted before parsing."""
+    most = MAX_NODES if max_nodes is None else max_nodes
+    if 1 + count_nodes(text) > most:
+        raise Unusable(f"more than {most} JSON values (the limit MAX_NODES)")
+    return _parse(text)
+
+
+def _parse(text):
     try:
         return json.loads(text, object_pairs_hook=_pairs, parse_float=JsonFloat,
                           parse_int=decimal, parse_constant=_constant)
@@ -95,37 +132,58 @@ def loads(text):
             from None
 
 
-def read_json(path):
-    """Read a JSON file: a regular file of at most MAX_FILE_BYTES, UTF-8 without BOM,
-    optionally gzip-compressed (recognised by its magic bytes; the limit holds for the
-    decompressed text)."""
+def _chunks(fh, path, cap, max_nodes):
+    """The bytes of ``fh`` read CHUNK at a time; stops as soon as more than ``cap`` bytes or
+    more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen."""
+    data, nodes = bytearray(), 1
+    while True:
+        chunk = fh.read(CHUNK)
+        if not chunk:
+            return data
+        data += chunk
+        nodes += count_nodes(chunk)
+        if len(data) > cap:
+            raise Unusable(f"{path}: more than {cap} bytes of JSON text (the limit "
+                           "MAX_FILE_BYTES, after decompression)")
+        if nodes > max_nodes:
+            raise Unusable(f"{path}: more than {max_nodes} JSON values (the limit MAX_NODES)")
+
+
+def read_json(path, max_bytes=None, max_nodes=None):
+    """Read a JSON file: a regular file of at most ``max_bytes`` (MAX_FILE_BYTES) bytes and
+    ``max_nodes`` (MAX_NODES) JSON values, UTF-8 without BOM, optionally gzip-compressed
+    (recognised by its magic bytes; decompressed a chunk at a time, and both limits hold
+    for the decompressed text, so a small file that inflates to much more stops early)."""
+    cap = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    most = MAX_NODES if max_nodes is None else max_nodes
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
             raise Unusable(f"{path}: not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise Unusable(f"{path}: {info.st_size} bytes exceeds the limit of {MAX_FILE_BYTES}")
+        if info.st_size > cap:
+            raise Unusable(f"{path}: {info.st_size} bytes exceeds the limit of {cap} "
+                           "(MAX_FILE_BYTES)")
         with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+            if fh.read(2) == b"\x1f\x8b":
+                fh.seek(0)
+                try:
+                    with gzip.GzipFile(fileobj=fh) as gz:
+                        data = _chunks(gz, path, cap, most)
+                except (OSError, EOFError, zlib.error) as exc:
+                    raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
+            else:
+                fh.seek(0)
+                data = _chunks(fh, path, cap, most)
     except OSError as exc:
         raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise Unusable(f"{path}: larger than the limit of {MAX_FILE_BYTES} bytes")
-    if data[:2] == b"\x1f\x8b":  # gzip: the same limit applies to the decompressed text
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-                data = gz.read(MAX_FILE_BYTES + 1)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
-        if len(data) > MAX_FILE_BYTES:
-            raise Unusable(f"{path}: decompresses to more than {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Unusable(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    del data
     if text.startswith("\ufeff"):
         raise Unusable(f"{path}: starts with a byte-order mark; JSON text has none")
-    return loads(text)
+    return _parse(text)
 
 
 def obj(value, where, required, optional=()):
@@ -190,9 +248,12 @@ def matrix(value, where, rows=None, cols=None):
                        f"{rows if rows is not None else '*'}x{cols if cols is not None else '*'}")
     pq = [[ratio(x, f"{where}[{i}][{j}]") for j, x in enumerate(r)] for i, r in enumerate(value)]
     den = 1
-    for r in pq:
-        for _, q in r:
-            den = den * q // gcd(den, q)
+    for q in {q for r in pq for _, q in r}:
+        den = lcm(den, q, where)
+    if len(pq) * width * den.bit_length() > MAX_MATRIX_BITS:
+        raise Unusable(f"{where}: {len(pq)}x{width} entries over a common denominator of "
+                       f"{den.bit_length()} bits exceed the limit of {MAX_MATRIX_BITS} bits "
+                       "(MAX_MATRIX_BITS)")
     return [[p * (den // q) for p, q in r] for r in pq], den
 
 

@@ -20,9 +20,11 @@ from bisect import bisect_left, bisect_right
 from math import gcd
 from operator import add, sub
 
+from .parse import lcm
+
 
 def _lcm(a, b):
-    return a * b // gcd(a, b)
+    return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
 def _refine(starts, values, cuts):

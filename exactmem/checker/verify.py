@@ -26,6 +26,7 @@ from .parse import (
     read_json,
     show,
 )
+from .shards import shard_plan
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
@@ -301,9 +302,9 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
-            outs = run(net, layers, readout["positions"], part[0], tick)
+            outs = run(net, layers, readout["positions"], part[0], tick) if hi > lo else []
             _exact_readout(outs, part[2], part[1], task, readout, failures, ids)
-            if formats:
+            if formats and hi > lo:
                 failures += floatexact.check(
                     net, layers, initial(net, part[0], layers), forward.needed_positions(
                         layers, readout["positions"], net["n"]), formats)
@@ -342,15 +343,27 @@ def check_file(path, progress=None, shard=(0, 1)):
     return check_certificate(cert, p.parent, progress, shard)
 
 
-def _in_shards(check, source, base, shards, submit):
+def _count(cert):
+    """The number of claimed sequences of a decoded certificate (1 when unreadable: the
+    one slice then reports why)."""
+    claims = cert.get("claims") if type(cert) is dict else None
+    outputs = claims.get("outputs") if type(claims) is dict else None
+    return len(outputs) if type(outputs) is list else 1
+
+
+def _in_shards(check, source, base, shards, submit, count):
+    slices, processes = shard_plan(shards, count)
+    plan = [(k, slices) for k in range(slices)]
     if submit is not None:
-        futures = [submit(check, source, base, None, (k, shards)) for k in range(shards)]
+        futures = [submit(check, source, base, None, part) for part in plan]
         return combine([f.result() for f in futures])
+    if slices == 1:
+        return check(source, base, None, (0, 1))
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=shards) as pool:
-        return combine(list(pool.map(check, [source] * shards, [base] * shards,
-                                     [None] * shards, [(k, shards) for k in range(shards)])))
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        return combine(list(pool.map(check, [source] * slices, [base] * slices,
+                                     [None] * slices, plan)))
 
 
 def _check_path(path, _base, progress, shard):
@@ -358,14 +371,20 @@ def _check_path(path, _base, progress, shard):
 
 
 def check_sharded(path, shards, submit=None):
-    """Check ``path`` in ``shards`` slices in parallel and combine the reports.
+    """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
+    verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
+    :data:`MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
     default a local process pool of the standard library runs the shards."""
-    return _in_shards(_check_path, str(path), None, shards, submit)
+    try:
+        count = _count(read_json(path))
+    except Unusable as exc:
+        return CheckReport([str(exc)], unusable=True)
+    return _in_shards(_check_path, str(path), None, shards, submit, count)
 
 
 def check_certificate_sharded(cert, base, shards, submit=None):
     """:func:`check_sharded` for a decoded certificate (``base``: where a dataset bound
     by path is found)."""
-    return _in_shards(check_certificate, cert, base, shards, submit)
+    return _in_shards(check_certificate, cert, base, shards, submit, _count(cert))

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print only the verdict (no notes, no progress)")
     p.add_argument("--shards", type=int, default=1, metavar="K",
                    help="evaluate and check K disjoint slices of the sequences in parallel "
-                        "(local processes) and join them")
+                        "(local processes) and join them; K is clipped to 64 and to the "
+                        "number of sequences, the processes to the CPUs")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="with --shards: run the slices on this Dask scheduler (needs "
                         "exactmem[dask])")

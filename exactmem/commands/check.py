@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("certificate", help="certificate file")
     p.add_argument("--shards", type=int, default=1, metavar="K",
                    help="check K disjoint slices of the sequences in parallel processes "
-                        "and combine the verdicts (default: 1, one pass)")
+                        "and combine the verdicts (default: 1, one pass); K is clipped to "
+                        "64 and to the number of sequences, the processes to the CPUs: the "
+                        "verdict is the one pass's for every K")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="with --shards: run the shards on this Dask scheduler (needs "
                         "'exactmem[dask]'); workers must see the certificate's path")
@@ -31,11 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _sharded(args: argparse.Namespace) -> CheckReport:
     from pathlib import Path
 
+    from exactmem.checker.shards import MAX_SHARDS
     from exactmem.checker.verify import check_sharded
 
     path = str(Path(args.certificate).resolve())
-    print(f"checking {args.certificate} in {args.shards} shards"
-          + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr, flush=True)
+    if not args.quiet:
+        slices = min(args.shards, MAX_SHARDS)
+        print(f"checking {args.certificate} in {slices} shards"
+              + (" (at most the number of sequences)" if slices > 1 else "")
+              + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
+              flush=True)
     if not args.scheduler:
         return check_sharded(path, args.shards)
     try:

@@ -3,7 +3,10 @@
 The forward pass treats every sequence on its own (attention mixes positions of one
 sequence only), so evaluating the K slices ``[k N / K, (k + 1) N / K)`` and concatenating
 their predictions gives the evaluation of the whole dataset; failures are renumbered to
-the sequence indices of the whole dataset.
+the sequence indices of the whole dataset.  Whatever K is asked, at most
+:data:`~exactmem.checker.shards.MAX_SHARDS` slices are made, never more than there
+are sequences, in at most one local process per CPU
+(:func:`~exactmem.checker.shards.shard_plan`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from exactmem.checker.shards import shard_plan
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation, Failure
@@ -53,14 +57,15 @@ def evaluate_sharded(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | 
                      progress: Progress | None = None) -> Evaluation:
     """:func:`~exactmem.model.interval.evaluate_certified` in ``shards`` slices, run by
     ``submit`` (default: a local process pool); ``progress("shards", done, K)``."""
-    if shards < 1:
-        raise ExactmemError(f"shards: expected a positive number, found {shards}")
-    parts = [(lo, hi) for lo, hi in bounds(ds.N, shards) if hi > lo]
+    if type(shards) is not int or shards < 1:
+        raise ExactmemError(f"shards: expected a positive integer, found {shards!r}")
+    slices, processes = shard_plan(shards, ds.N)
+    parts = [(lo, hi) for lo, hi in bounds(ds.N, slices) if hi > lo]
     report = progress or (lambda _s, _d, _t: None)
     report("shards", 0, len(parts))
     pool = None
     if submit is None:
-        pool = ProcessPoolExecutor(max_workers=len(parts))
+        pool = ProcessPoolExecutor(max_workers=processes)
         submit = pool.submit
     try:
         futures: list[Future[Evaluation]] = [
