@@ -235,8 +235,9 @@ def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None
         what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
                 "smallest gap between distinct labels, so the nearest label is the label")
     floats = "".join(f"; float-exact in {f} (every weight, product, partial sum in any order "
-                     "and activation of the float mirror is a float of the format, so IEEE "
-                     "evaluation gives the exact outputs)" for f in formats)
+                     "and activation of the float mirror is zero or a normal float of the "
+                     "format, so IEEE evaluation, flushing subnormals or not, gives the exact "
+                     "outputs)" for f in formats)
     return f"memorization ({how}): at all {positions} read positions {what}{floats}"
 
 
