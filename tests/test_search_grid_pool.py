@@ -149,7 +149,7 @@ def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(
     from exactmem.search.labelings import shattering_search
 
     clock = {"now": 0.0}  # the deadline passes exactly when the first shape is done
-    real_run_shape = labelings.run_shape
+    real_run_shape: Any = labelings.run_shape
 
     def first_shape_then_late(*args: Any) -> dict[str, Any]:
         summary = real_run_shape(*args[:-1], None)
