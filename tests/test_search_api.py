@@ -121,3 +121,18 @@ def test_prove_from_python() -> None:
     assert str(res).splitlines()[-1] == "2 of 2 lemmas proved (quick)"
     with pytest.raises(ExactmemError, match="no lemma name contains"):
         exactmem.prove("no-such-lemma")
+
+
+def test_the_api_page_search_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", page, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/api.md", "exec"), {"__name__": "docs_api_search"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"status: found; minimal: 17 parameters, {BITS}")
+    assert out[1] == "[(13, 'infeasible', 'P/L1_H1_m1_s1_q0_res.cnf'), (17, 'found', None)]"
+    assert out[2] == "found minimal 14" and out[-1] == "2 of 2 lemmas proved (quick)"
+    assert (tmp_path / "P" / "L1_H1_m1_s1_q0_res.lrat").exists()
