@@ -136,3 +136,28 @@ def test_the_api_page_search_example_runs(tmp_path: Path, monkeypatch: pytest.Mo
     assert out[1] == "[(13, 'infeasible', 'P/L1_H1_m1_s1_q0_res.cnf'), (17, 'found', None)]"
     assert out[2] == "found minimal 14" and out[-1] == "2 of 2 lemmas proved (quick)"
     assert (tmp_path / "P" / "L1_H1_m1_s1_q0_res.lrat").exists()
+
+
+def test_the_readme_search_lines_run_as_written(tmp_path: Path) -> None:
+    import shlex
+
+    from exactmem.cli import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    starts = ("exactmem generate --task next-token --N 6 ", "exactmem search small.json",
+              "exactmem check-proof ", "exactmem check-search ")
+    lines = [x.split("  #")[0].strip() for x in readme.splitlines() if x.startswith(starts)]
+    assert [x.split()[1] for x in lines] == ["generate", "search", "search", "check-proof",
+                                             "search", "check-search"]
+    verbs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    exe = f"{shlex.quote(sys.executable)} -m exactmem"
+    for line in lines:
+        if line.split()[1] not in verbs:  # check-search: a verb of the proof checker
+            continue
+        proc = subprocess.run(line.replace("exactmem", exe, 1) + " -q", shell=True, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (line, proc.stdout, proc.stderr)
+        if "check-proof" in line:
+            assert "s VERIFIED" in proc.stdout
+        if "--proofs P" in line and "--json" not in line:
+            assert " 13  infeasible " in proc.stdout and "minimal: 17 parameters" in proc.stdout
