@@ -149,7 +149,7 @@ def test_the_readme_search_lines_run_as_written(tmp_path: Path) -> None:
     lines = [x.split("  #")[0].strip() for x in readme.splitlines() if x.startswith(starts)]
     assert [x.split()[1] for x in lines] == ["generate", "search", "search", "check-proof",
                                              "search", "check-search"]
-    verbs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    verbs = set(build_parser()._subparsers._group_actions[0].choices or ())  # type: ignore[union-attr]
     exe = f"{shlex.quote(sys.executable)} -m exactmem"
     for line in lines:
         if line.split()[1] not in verbs:  # check-search: a verb of the proof checker
