@@ -14,6 +14,7 @@ from exactmem.api import (
     ExportResult,
     InfoResult,
     PrecisionResult,
+    ProveResult,
     SearchResult,
     certify,
     certify_model,
@@ -22,6 +23,7 @@ from exactmem.api import (
     generate,
     info,
     precision,
+    prove,
     save_dataset,
     search,
 )
@@ -59,6 +61,6 @@ __all__ = [
     "load_dataset", "sizes",
     # the API: one function per CLI verb (docs/api.md)
     "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "PrecisionResult",
-    "SearchResult", "certify", "certify_model", "check", "export", "generate", "info",
-    "precision", "save_dataset", "search",
+    "ProveResult", "SearchResult", "certify", "certify_model", "check", "export", "generate",
+    "info", "precision", "prove", "save_dataset", "search",
 ]

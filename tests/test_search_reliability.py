@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -159,10 +159,8 @@ def test_json_output_keeps_progress_on_stderr(tmp_path: Path) -> None:
 
 
 def test_overall_budget_bounds_the_sweep() -> None:
-    start = time.monotonic()
     rep = minimize(xor(), Shape(residual=False, readout="scalar"), "ff-width",
                    Limits(max_ff_width=3), timeout_s=60, budget_s=1e-6)
-    assert time.monotonic() - start < 30
     assert rep["status"] == "unknown" and rep["minimal"] is None
     assert all(e["status"] == "unknown" for e in rep["sizes"])
     assert any("budget" in e.get("reason", "") for e in rep["sizes"])
@@ -179,54 +177,59 @@ def test_shattering_minimum_needs_the_caps_check(tmp_path: Path) -> None:
     assert rep["proved_minimal"] is True and rep["claim"] == "minimal"
 
 
-def _children(pid: int) -> set[int]:
-    out = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.add(int(entry))
-    return out
+HANG_GUARD = 900.0  # seconds; only against a driver that hangs, never a pass/fail criterion
 
 
-def _alive(pid: int) -> bool:
+def _worker_pids(proc: subprocess.Popen[bytes], fifo: Path, count: int) -> list[int]:
+    """Wait until ``count`` workers have written their pid into ``fifo`` (the executor's
+    ``EXACTMEM_WORKER_LOG`` hook); each line is an event, no clock decides the answer."""
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    wr = os.open(fifo, os.O_WRONLY)  # our own writer: the read end never sees end-of-file
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        text = b""
+        while text.count(b"\n") < count:
+            ready, _, _ = select.select([rd], [], [], HANG_GUARD)
+            assert ready, f"no worker started within the {HANG_GUARD:.0f} s hang guard"
+            text += os.read(rd, 4096)
+            assert proc.poll() is None, "the driver ended before it started its workers"
+        return [int(x) for x in text.split()]
+    finally:
+        os.close(rd)
+        os.close(wr)
 
 
 def test_killing_the_driver_ends_its_workers(tmp_path: Path) -> None:
+    fifo = tmp_path / "workers.fifo"
+    os.mkfifo(fifo)
     proc = subprocess.Popen(
         [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", "9", "--n", "2",
          "--vocab", "3", "--minimize", "params", "--workers", "2", "--timeout", "120",
          "--results", str(tmp_path / "k.jsonl"), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "EXACTMEM_WORKER_LOG": str(fifo)})
+    handles: dict[int, int] = {}  # pidfd -> worker pid
     try:
-        kids: set[int] = set()
-        for _ in range(300):
-            kids = _children(proc.pid)
-            if len(kids) >= 2:
-                break
-            time.sleep(0.1)
-        assert kids, "the driver started no worker"
-        time.sleep(1.0)
-        kids |= _children(proc.pid)
+        for k in _worker_pids(proc, fifo, 2):  # opened while the driver lives: no pid reuse
+            try:
+                handles[os.pidfd_open(k)] = k
+            except ProcessLookupError:  # already gone: nothing to wait for
+                pass
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    for _ in range(100):
-        if not any(_alive(k) for k in kids):
-            break
-        time.sleep(0.1)
-    left = [k for k in kids if _alive(k)]
-    for k in left:  # clean up before failing
-        os.kill(k, signal.SIGKILL)
+    try:
+        pending = list(handles)
+        while pending:  # a pidfd becomes readable when its process ends
+            ready, _, _ = select.select(pending, [], [], 120.0)  # guard after the event
+            if not ready:
+                break
+            pending = [h for h in pending if h not in ready]
+        left = [handles[h] for h in pending]
+        for h in pending:  # clean up before failing
+            signal.pidfd_send_signal(h, signal.SIGKILL)
+    finally:
+        for h in handles:
+            os.close(h)
     assert not left, f"workers {left} outlived the driver"
 
 

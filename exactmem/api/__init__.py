@@ -16,12 +16,15 @@ from exactmem.api.results import (
     DtypeFidelity,
     ExportResult,
     InfoResult,
+    LemmaResult,
     PrecisionResult,
+    ProveResult,
     SearchResult,
 )
-from exactmem.api.verbs import certify, check, export, generate, info, precision, search
+from exactmem.api.verbs import certify, check, export, generate, info, precision, prove, search
 from exactmem.model.dataset import load_dataset, save_dataset
 
 __all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
-           "PrecisionResult", "SearchResult", "certify", "certify_model", "check", "export",
-           "generate", "info", "load_dataset", "precision", "save_dataset", "search"]
+           "LemmaResult", "PrecisionResult", "ProveResult", "SearchResult", "certify",
+           "certify_model", "check", "export", "generate", "info", "load_dataset", "precision",
+           "prove", "save_dataset", "search"]

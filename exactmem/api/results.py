@@ -214,12 +214,60 @@ class PrecisionResult:
         return "\n".join(out)
 
 
+def _shape_label(sh: dict[str, Any]) -> str:
+    return (f"L{sh['layers']} H{sh['heads']} m{sh['d_model']} s{sh['head_dim']} "
+            f"q{sh['ff_width']}")
+
+
+def search_reason(report: dict[str, Any], minimize: str | None,
+                  outside: list[str]) -> str:
+    """Why a found size is only "at most": no sweep, margin ties, smaller shapes not
+    decided, or ``outside`` (shapes beyond the sweep's caps with no more parameters)."""
+    if minimize is None:
+        return "only the given shape was tried (no --minimize)"
+    parts = []
+    if report.get("ties") == "margin":
+        parts.append("--ties margin restricts hardmax ties, so a smaller shape it refutes "
+                     "may still memorize with exact ties")
+    open_ = [e for e in report.get("sizes", ()) if e.get("status") == "unknown"]
+    if open_:
+        named = ", ".join(_shape_label(e["shape"]) + (f" ({e['reason']})" if e.get("reason")
+                                                      else "") for e in open_[:3])
+        parts.append(f"{len(open_)} smaller shape{'s' if len(open_) > 1 else ''} not "
+                     f"decided: {named}" + (" ..." if len(open_) > 3 else ""))
+    if outside:
+        parts.append("not tried: " + "; ".join(outside))
+    return "; ".join(parts) or "not every smaller shape was refuted"
+
+
+def search_summary(report: dict[str, Any]) -> list[str]:
+    """The summary lines of a search report: the answer with its qualifier (what the
+    weights are and whose word an infeasible answer is), then why a size is "at most"."""
+    q = report.get("qualifier", "")
+    m = report.get("minimal")
+    status = report["status"]
+    if "sequences" in report:  # every labelling of the inputs
+        head = f"status: {status}" + (f"; shatters with {report['claim']} {m['params']} "
+                                      f"parameters" if m else "; no shape shatters") + f", {q}"
+    elif m is None:
+        head = f"status: {status}; no memorizing shape found, {q}"
+    else:
+        head = (f"status: found; {report['claim']}: {m['params']} parameters, {q} "
+                f"(layers {m['layers']}, heads {m['heads']}, d_model {m['d_model']}, "
+                f"head_dim {m['head_dim']}, ff_width {m['ff_width']})")
+    why = report.get("claim_reason")
+    return [head] + ([f"why at most: {why}"] if why else [])
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """The outcome of a search for a small hardmax network (``exactmem search``).
 
     ``status``: ``found``, ``infeasible`` or ``unknown``; ``minimal``: the smallest shape
-    found (with its parameter count); ``proved_minimal``: smaller shapes were refuted."""
+    found (with its parameter count); ``proved_minimal``: smaller shapes were refuted;
+    ``qualifier``: what was searched and whose word a refutation is ("among 2-bit integer
+    weights, LRAT-checked" / "real weights, solvers' word"); ``reason``: why the claim is
+    "at most"; ``report``: the ``--json`` object."""
 
     status: str
     minimal: dict[str, Any] | None
@@ -227,6 +275,8 @@ class SearchResult:
     claim: str | None
     shapes: tuple[dict[str, Any], ...] = ()
     report: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    qualifier: str = ""
+    reason: str | None = None
 
     def __bool__(self) -> bool:
         return self.status == "found"
@@ -234,6 +284,46 @@ class SearchResult:
     def __repr__(self) -> str:
         m = self.minimal
         best = "" if m is None else f", {self.claim or 'at most'} {m.get('params')} parameters"
-        return f"SearchResult({self.status}{best}, {len(self.shapes)} shapes tried)"
+        what = f", {self.qualifier}" if self.qualifier else ""
+        return f"SearchResult({self.status}{best}{what}, {len(self.shapes)} shapes tried)"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return "\n".join(search_summary({**self.report, "status": self.status,
+                                         "minimal": self.minimal, "claim": self.claim}))
+
+
+@dataclass(frozen=True, slots=True)
+class LemmaResult:
+    """One lemma of ``proofs/``: ``status`` is ``proved``, ``failed`` or ``unknown``."""
+
+    name: str
+    status: str
+    seconds: float
+    detail: str = ""
+    quick: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProveResult:
+    """The lemma proofs re-run (``exactmem prove``); true when every selected one is proved."""
+
+    lemmas: tuple[LemmaResult, ...]
+    quick: bool = False
+
+    @property
+    def proved(self) -> int:
+        return sum(lemma.status == "proved" for lemma in self.lemmas)
+
+    def __bool__(self) -> bool:
+        return self.proved == len(self.lemmas)
+
+    def __repr__(self) -> str:
+        return (f"ProveResult({self.proved} of {len(self.lemmas)} lemmas proved"
+                + (", quick)" if self.quick else ")"))
+
+    def __str__(self) -> str:
+        lines = [f"{x.status:8s} {x.seconds:8.2f}s  {x.name}"
+                 + (f"  ({'quick: ' if x.quick else ''}{x.detail})" if x.detail or x.quick
+                    else "") for x in self.lemmas]
+        return "\n".join(lines + [f"{self.proved} of {len(self.lemmas)} lemmas proved"
+                                   + (" (quick)" if self.quick else "")])

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 from exactmem.api.results import (
     CertifyResult,
@@ -19,9 +19,11 @@ from exactmem.api.results import (
     DtypeFidelity,
     ExportResult,
     InfoResult,
+    LemmaResult,
     PrecisionResult,
-    SearchResult,
+    ProveResult,
 )
+from exactmem.api.search import search
 from exactmem.errors import CertificateError, ExactmemError, MissingDependencyError
 from exactmem.model.dataset import Dataset, load_dataset
 from exactmem.model.sizes import Sizes
@@ -264,50 +266,21 @@ def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None
     return PrecisionResult(ds.N, rows, weights_p, forward_p, lines, bits, misses)
 
 
-def search(data: Dataset | PathLike, *, layers: int = 1, heads: int = 1, d_model: int = 1,
-           head_dim: int | None = None, ff_width: int = 0, residual: bool = True,
-           readout: str = "argmax", ties: str = "split", bound: object | None = None,
-           timeout: float = 60.0, budget: float | None = None, minimize: str | None = None,
-           max_layers: int = 2, max_heads: int = 2, max_d_model: int = 2,
-           max_ff_width: int = 4, certificates: PathLike | None = None,
-           on_result: Callable[[Any], None] | None = None) -> SearchResult:
-    """The smallest hardmax Transformer memorizing ``data`` (``exactmem search``, Z3): one
-    shape, or with ``minimize`` (``"ff-width"``, ``"heads"``, ``"params"``) a sweep."""
-    from exactmem.arith import to_rational
-    from exactmem.search.encoding import EncodeOptions
-    from exactmem.search.query import run_query
-    from exactmem.search.shape import Shape
-    from exactmem.search.sweep import Limits
-    from exactmem.search.sweep import minimize as sweep
+def prove(filter: str | None = None, *, quick: bool = False) -> ProveResult:  # noqa: A002
+    """Re-run the lemma proofs of ``proofs/`` (``exactmem prove``): every lemma, or those
+    whose name contains ``filter``; ``quick`` runs the smaller instances where a lemma has
+    them.  A filter that matches no lemma raises ``ExactmemError``."""
+    from exactmem.commands.prove import framework
 
-    ds, _ = dataset_of(data)
-    if budget is not None and budget <= 0:
-        raise ExactmemError(f"budget: expected a positive number of seconds, found {budget}")
-    base = Shape(layers=layers, heads=heads, d_model=d_model, head_dim=head_dim or d_model,
-                 ff_width=ff_width, residual=residual,
-                 readout=cast(Literal["scalar", "argmax"], readout))
-    b: Fraction | None = to_rational(bound, "bound") if bound is not None else None
-    opts = EncodeOptions(ties=cast(Literal["split", "margin"], ties), bound=b)
-    folder = Path(certificates) if certificates is not None else None
-    if minimize is not None:
-        limits = Limits(max_layers, max_heads, max_d_model, max_ff_width)
-        report = sweep(ds, base, minimize, limits, opts, timeout, folder, on_result, budget)
-    else:
-        path = None
-        if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / (base.label().replace(" ", "_") + ".cert.json")
-        res = run_query(ds, base, opts, timeout if budget is None else min(timeout, budget),
-                        path)
-        found = res.status == "found"
-        report = {"status": res.status, "minimal": {**base.as_dict(), "params": res.params}
-                  if found else None, "proved_minimal": False,
-                  "claim": "at most" if found else None, "sizes": [res.as_dict()]}
-    return SearchResult(status=str(report["status"]), minimal=report.get("minimal"),
-                        proved_minimal=bool(report.get("proved_minimal")),
-                        claim=report.get("claim"), shapes=tuple(report.get("sizes", ())),
-                        report=report)
+    fw = framework()
+    lemmas = fw.select(filter)
+    if not lemmas:
+        raise ExactmemError(f"no lemma name contains {filter!r}; the lemmas: "
+                            + ", ".join(lemma.name for lemma in fw.discover()))
+    return ProveResult(tuple(LemmaResult(r.lemma.name, str(r.outcome.status), r.seconds,
+                                         r.outcome.detail, r.quick)
+                             for r in fw.run(quick=quick, lemmas=lemmas)), quick)
 
 
 __all__ = ["certify", "check", "dataset_of", "export", "generate", "info", "precision",
-           "search"]
+           "prove", "search"]

@@ -40,7 +40,8 @@ def _die_with_parent(parent: int) -> None:
 
     On Linux the kernel sends SIGKILL when the parent exits (``PR_SET_PDEATHSIG``); a
     daemon thread that notices a changed parent id covers the rest (a solver call in a
-    foreign library releases the interpreter lock, so the thread runs meanwhile).
+    foreign library releases the interpreter lock, so the thread runs meanwhile).  With
+    ``EXACTMEM_WORKER_LOG=PATH`` each worker appends its process id to PATH once started.
     """
     if sys.platform.startswith("linux"):
         try:
@@ -52,6 +53,10 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+    log = os.environ.get("EXACTMEM_WORKER_LOG")
+    if log:  # observable worker start: one "PID" line each (a FIFO in the tests)
+        with open(log, "a", encoding="ascii") as fh:
+            fh.write(f"{os.getpid()}\n")
 
     def watch() -> None:
         while True:
