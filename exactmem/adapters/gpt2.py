@@ -125,6 +125,10 @@ def torch_logits(path: str | Path, tokens: np.ndarray, dtype: str = "float64") -
     except ImportError as exc:
         raise MissingDependencyError("the GPT-2 cross-check needs transformers and torch: "
                                      "pip install 'exactmem[trained]'") from exc
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
     model = GPT2LMHeadModel.from_pretrained(str(path), dtype=getattr(torch, dtype))
     model.eval()
     out = []

@@ -30,6 +30,7 @@ def random_gpt2(path: str | Path, seed: int = 0, layers: int = 2, d_model: int =
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    logging.disable_progress_bar()
     gen = torch.Generator().manual_seed(seed)
     cfg = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=d_model, n_layer=layers,
                      n_head=heads, bos_token_id=0, eos_token_id=0)

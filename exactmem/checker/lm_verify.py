@@ -143,8 +143,9 @@ def margin_failure(i, p, y, mids, rad):
             f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
 
 
-def check(cert, base, progress=None, shard=(0, 1)):
-    """Check a decoded LM certificate; returns ``(failures, unusable, claim)``."""
+def check(cert, base, progress=None, shard=(0, 1), unproved=None):
+    """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
+    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -187,8 +188,12 @@ def check(cert, base, progress=None, shard=(0, 1)):
         except lm_forward.Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
-        bad = [margin_failure(i, p, labels[i][p], *outs[p]) for p in pos[i]]
-        failures += [b for b in bad if b]
+        for p in pos[i]:
+            bad = margin_failure(i, p, labels[i][p], *outs[p])
+            if bad:
+                failures.append(bad)
+                if unproved is not None:
+                    unproved.append((i, p))
         proved += len(pos[i])
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
