@@ -1,11 +1,13 @@
-"""``exactmem certify-model MODEL_DIR DATA -o CERT [--partial]`` for trained language models
-(a GPT-2 checkpoint directory): import, cross-check, prove positions, self-check, write.
+"""``exactmem certify-model MODEL DATA -o CERT [--partial]`` for trained language models
+(a GPT-2 checkpoint directory, a nanoGPT checkpoint): import, cross-check, prove positions,
+self-check, write.
 
-The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` reads the
-checkpoint exactly; the spec's float64 forward pass must agree with the checkpoint's own torch
-forward pass on DATA (else the import is wrong: exit 2); :func:`~exactmem.model.lm_bounds.
-prove_positions` decides the positions with ball arithmetic; the stdlib checker re-proves the
-certificate before it is written.  Without ``--partial`` every position must be proved (exit 1
+The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
+:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+spec's float64 forward pass must agree with the checkpoint's own torch forward pass on DATA
+(else the import is wrong: exit 2); :func:`~exactmem.model.lm_bounds.prove_positions`
+decides the positions with ball arithmetic; the stdlib checker re-proves the certificate
+before it is written.  Without ``--partial`` every position must be proved (exit 1
 naming the failing positions with their margins, nothing written).
 """
 
@@ -23,23 +25,43 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-FORMATS = ("auto", "gpt2", "export")
+FORMATS = ("auto", "gpt2", "nanogpt", "export")
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
 
 
-def wants_lm(args: argparse.Namespace) -> bool:
-    """Whether certify-model's arguments name a language-model checkpoint."""
+def wants_lm(args: argparse.Namespace) -> str | None:
+    """The language-model kind certify-model's arguments name ("gpt2", "nanogpt"), or
+    None for the export layout."""
     fmt = getattr(args, "format", "auto")
-    if fmt == "gpt2":
-        return True
+    if fmt in ("gpt2", "nanogpt"):
+        return str(fmt)
     if fmt == "auto":
         from exactmem.adapters.gpt2 import is_gpt2_dir
+        from exactmem.adapters.gpt2_nanogpt import is_nanogpt
 
         if is_gpt2_dir(Path(args.model)):
-            return True
+            return "gpt2"
+        if is_nanogpt(Path(args.model)):
+            return "nanogpt"
     if getattr(args, "partial", False):
-        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory)")
-    return False
+        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory "
+                        "or a nanoGPT checkpoint)")
+    return None
+
+
+def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
+    """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
+    if kind == "gpt2":
+        from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+
+        return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
+                "transformers' GPT2LMHeadModel")
+    if kind == "nanogpt":
+        from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
+
+        return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
+                "nanoGPT's forward pass (torch)")
+    raise SpecError(f"--format: unknown language-model kind {kind!r}")
 
 
 @dataclass
@@ -55,10 +77,11 @@ class LMResult:
 
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
-               bind_dataset: bool = False, log: Any = None, progress: Any = None) -> LMResult:
-    """Certify the positions of ``data`` where the GPT-2 checkpoint ``model`` has the label
-    as unique argmax; writes ``output`` when all (or, ``partial``, at least one) are proved."""
-    from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+               kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
+               progress: Any = None) -> LMResult:
+    """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2" or
+    "nanogpt") has the label as unique argmax; writes ``output`` when all (or, ``partial``,
+    at least one) are proved."""
     from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.model.dataset import load_dataset
@@ -68,7 +91,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     say = log or (lambda _msg: None)
     t: dict[str, float] = {}
     clock = time.perf_counter()
-    spec = load_gpt2(model)
+    spec, own_forward, own_name = load_lm(model, kind)
     ds = load_dataset(data)
     if (ds.task, ds.inputs) != ("seq2seq", "token-ids"):
         raise SpecError(f"{data}: a language model is certified on a seq2seq token-id dataset "
@@ -85,14 +108,14 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     toks = np.array(ds.sequences)
     t["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    theirs = torch_logits(model, toks, "float64")
+    theirs = own_forward(toks)
     t["torch_float64"] = time.perf_counter() - clock
     ours = logits64(spec, toks)
     gap = float(np.abs(theirs - ours).max())
     if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
         raise SpecError(f"cross-check: the imported function's float64 logits differ from "
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
-    say(f"cross-check: float64 logits agree with transformers' GPT2LMHeadModel to {gap:.2g}")
+    say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
     clock = time.perf_counter()
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress)
     t["bounds"] = time.perf_counter() - clock
@@ -124,7 +147,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     return result
 
 
-def run_lm(args: argparse.Namespace) -> int:
+def run_lm(args: argparse.Namespace, kind: str) -> int:
     """The CLI side of :func:`certify_lm`."""
     from exactmem import progress
 
@@ -137,7 +160,7 @@ def run_lm(args: argparse.Namespace) -> int:
 
     tick, close = progress.hook("certify-model", heartbeat=True)
     try:
-        r = certify_lm(args.model, args.data, args.output, partial=args.partial,
+        r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
                        bind_dataset=args.bind_dataset, log=log, progress=tick)
     finally:
         close()

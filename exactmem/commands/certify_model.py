@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
-    p.add_argument("--format", choices=("auto", "gpt2", "export"), default="auto",
-                   help="MODEL's kind: a GPT-2 checkpoint directory (docs/trained-models.md), "
-                        "the export layout, or auto (a directory with config.json is GPT-2)")
+    p.add_argument("--format", choices=("auto", "gpt2", "nanogpt", "export"), default="auto",
+                   help="MODEL's kind: a GPT-2 checkpoint directory, a nanoGPT checkpoint "
+                        "(docs/trained-models.md), the export layout, or auto (detected)")
     p.add_argument("--partial", action="store_true",
                    help="language models: certify exactly the positions proved (K of M)")
     p.set_defaults(func=run)
@@ -47,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.commands.certify_lm import run_lm, wants_lm
     from exactmem.errors import SpecError
 
-    if wants_lm(args):
-        return run_lm(args)
+    kind = wants_lm(args)
+    if kind:
+        return run_lm(args, kind)
     if args.quiet:
         progress.configure(quiet=True)
 
