@@ -95,13 +95,15 @@ def load_nanogpt(path: str | Path) -> LMSpec:
                   activation="gelu_erf", layer_norm_eps=EPS, tied_head=True, tensors=tensors)
 
 
-def nanogpt_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
-    """nanoGPT's forward pass in float64 on the raw state dict: logits ``[N, n, vocab]``."""
+def nanogpt_logits(path: str | Path, tokens: np.ndarray, dtype: Any = None) -> np.ndarray:
+    """nanoGPT's forward pass on the raw state dict in ``dtype`` (a torch dtype; default
+    float64): logits ``[N, n, vocab]`` as float64."""
     import torch
     import torch.nn.functional as F  # noqa: N812 - torch's own name
 
     args, state = read_checkpoint(path)
-    sd = {k: v.double() for k, v in state.items() if v.is_floating_point()}
+    dtype = torch.float64 if dtype is None else dtype
+    sd = {k: v.to(dtype) for k, v in state.items() if v.is_floating_point()}
     d, h = args["n_embd"], args["n_head"]
 
     def ln(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -122,4 +124,4 @@ def nanogpt_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
             x = x + lin(y.transpose(1, 2).reshape(b, n, d), p + "attn.c_proj")
             x = x + lin(F.gelu(lin(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
         logits = ln(x, "transformer.ln_f") @ sd["transformer.wte.weight"].T
-    return logits.numpy()
+    return logits.double().numpy()
