@@ -146,3 +146,25 @@ def test_certificates_are_byte_identical(gpt2: Path, small_cert: dict[str, Any])
     assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "again.json",
                "--partial", "-q") == 0
     assert (gpt2 / "again.json").read_bytes() == (gpt2 / "small_c.json").read_bytes()
+
+
+def test_info_counts_the_claimed_positions(small_cert: dict[str, Any]) -> None:
+    from exactmem.certificate.lm import lm_info
+
+    cert = json.loads(json.dumps(small_cert))
+    cert["claims"]["positions"][2] = [0, 5]
+    got = lm_info(cert)
+    assert (got["positions"], got["certified_positions"], got["sequences_in_full"]) == \
+        (96, 82, 5)
+    assert (got["params"], got["layers"], got["activation"]) == (28032, 2, "gelu_tanh")
+
+
+def test_eps_zero_is_refused(gpt2: Path, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    m = _copy_model(gpt2 / "m", tmp_path / "m")
+    cfg = json.loads((m / "config.json").read_text())
+    cfg["layer_norm_epsilon"] = 0.0
+    (m / "config.json").write_text(json.dumps(cfg))
+    assert run("certify-model", m, gpt2 / "small.json", "-o", tmp_path / "c.json",
+               "--partial", "-q") == 2
+    assert "layer_norm_eps is 0" in capsys.readouterr().err

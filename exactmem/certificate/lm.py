@@ -53,3 +53,22 @@ def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
     from exactmem.model.atomic import write_text_atomic
 
     write_text_atomic(Path(path), canonical_json(cert) + "\n")
+
+
+def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
+    """What an LM certificate claims (``exactmem check`` decides whether it holds): the
+    position counts ``certified_positions`` of ``positions``, the sequences claimed in full,
+    and the model's shape and parameter count.  The dataset must be embedded."""
+    from exactmem.model.dataset import dataset_from_json
+
+    m = cert["model"]
+    ds = dataset_from_json(cert["dataset"]["data"])
+    claimed = cert["claims"]["positions"]
+    return {"format": LM_FORMAT, "N": ds.N, "n": ds.n, "positions": ds.N * ds.n,
+            "certified_positions": sum(map(len, claimed)),
+            "sequences_in_full": sum(len(p) == ds.n for p in claimed),
+            "partial": cert["claims"]["partial"],
+            "params": sum(len(t["values"]) for t in m["tensors"].values()),
+            **{k: m[k] for k in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff",
+                                 "activation", "tied_head")}}
+
