@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lm_models import random_spec
 
 from exactmem.checker import lm_bounds as B
 from exactmem.checker import lm_forward as L
@@ -151,30 +152,6 @@ def test_the_forward_pass_contains_the_float64_logits() -> None:
             mids, rad = out[p]
             assert rad < 2 ** (L.F - 60)
             assert np.abs(np.array(mids, dtype=object) / 2 ** L.F - ref[i, p]).max() < 1e-9
-
-
-def random_spec(rng: np.random.Generator, act: str, tied: bool):  # type: ignore[no-untyped-def]
-    """A small random LMSpec, float32 weights (as a checkpoint stores them)."""
-    from exactmem.model.lm_spec import LMSpec
-
-    v, t, d, f = 11, 8, 8, 16
-    shapes = {"wte": [v, d], "wpe": [t, d], "lnf.weight": [d], "lnf.bias": [d]}
-    if not tied:
-        shapes["head"] = [v, d]
-    for i in range(2):
-        p = f"h{i}."
-        shapes.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
-                       p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d],
-                       p + "attn.bias": [3 * d], p + "attn.proj.weight": [d, d],
-                       p + "attn.proj.bias": [d], p + "mlp.fc.weight": [d, f],
-                       p + "mlp.fc.bias": [f], p + "mlp.proj.weight": [f, d],
-                       p + "mlp.proj.bias": [d]})
-    tensors = {k: (rng.normal(0, 0.5, s) + (1 if ".ln" in "." + k and k.endswith("weight")
-                                             and len(s) == 1 else 0)).astype(np.float32)
-               .astype(np.float64) for k, s in shapes.items()}
-    return LMSpec(vocab_size=v, context=t, d_model=d, heads=2, layers=2, d_ff=f,
-                  activation=act, layer_norm_eps=1e-5, tied_head=tied,  # type: ignore[arg-type]
-                  tensors=tensors)
 
 
 @pytest.mark.parametrize("act", ["gelu_tanh", "gelu_erf"])

@@ -134,6 +134,8 @@ def claims(value, toks):
 def margin_failure(i, p, y, mids, rad):
     """None when the label's logit provably exceeds every other; else the failure text
     with the proved margin bound (``2**-F`` units shown as a decimal-free ratio)."""
+    if len(mids) == 1:
+        return None  # one class: its logit is the unique maximum
     best = max(m for k, m in enumerate(mids) if k != y)
     margin = mids[y] - best - 2 * rad
     if margin > 0:
