@@ -103,7 +103,12 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--kind", choices=("gpt2", "nanogpt"), default="gpt2")
     ap.add_argument("--workdir", default="gpt2bench")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (1: stable timings on a shared machine)")
     args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     if args.kind == "gpt2":

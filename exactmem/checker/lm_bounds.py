@@ -10,7 +10,8 @@ bound on its remainder.  Nothing here uses binary floating point.
   bound on its rounding error), the remainder ``<= 2 t**N / N!``; ``e**-u = 1 / e**u``.
 - ``tanh(z) = (1 - e**-2z) / (1 + e**-2z)`` for ``z >= 0``, odd.
 - ``erf(y) = 2/sqrt(pi) e**-y^2 sum_n 2^n y^(2n+1) / (1*3*...*(2n+1))`` (all terms positive for
-  ``y >= 0``; remainder bounded by a geometric series), ``1 - erfc(y)`` with
+  ``y >= 0``: one floor chain and a bound on its rounding error; the tail bounded by a
+  geometric series), ``1 - erfc(y)`` with
   ``erfc(y) <= e**-y^2 < 2**-F`` for ``y^2 >= 0.7 F``; odd.
 - ``1/sqrt(v)`` and ``sqrt(c)`` with :func:`math.isqrt`; ``pi`` from its first 50 decimals.
 """
@@ -100,24 +101,30 @@ def rsqrt(vlo, vhi, f):
     return one2 // (isqrt(vhi) + 1), cdiv(one2, isqrt(vlo))
 
 
-def _erf_series(y, f, rounding):
-    """Lower (``rounding`` = 0) or upper (1) bound of
-    ``sum_n 2^n y^(2n+1) / (1*3*...*(2n+1)) * 2**p`` for ``0 <= y``,
-    with ``p = f + GUARD``; returns ``(value, p)``."""
+def _erf_series(y, f):
+    """Bounds ``(lo, hi, p)`` of ``sum_n 2^n y^(2n+1) / (1*3*...*(2n+1)) * 2**p`` for
+    ``y / 2**f >= 0``, ``p = f + GUARD``.
+
+    One floor chain ``l_i = floor(l_{i-1} r_i)`` with the exact ratio ``r_i = 2y^2/(2i+1)``:
+    ``t_i - l_i <= r_i (t_{i-1} - l_{i-1}) + 1``, tracked with ``c = ceil(2y^2)`` in place of
+    ``2y^2`` as ``E_i = ceil(E_{i-1} c / (2i+1)) + 1``.  Once ``c / (2i+3) <= 1/2`` every later
+    ratio is at most 1/2, so the tail after term ``i`` is at most ``t_i <= l_i + E_i``."""
     p = f + GUARD
-    yy = y << GUARD  # y * 2**p
-    y2 = (yy * yy) >> p if rounding == 0 else -((-yy * yy) >> p)
-    term, total, i = yy, yy, 0
+    two_f = 2 * f
+    y2 = 2 * y * y  # 2 y^2 * 2**2f, exactly
+    c = -((-y2) >> two_f)
+    term = total = y << GUARD
+    err = errors = 0
+    i = 0
     while True:
         i += 1
-        num = term * 2 * y2
-        term = (num >> p) // (2 * i + 1) if rounding == 0 else cdiv(-((-num) >> p), 2 * i + 1)
+        term = ((term * y2) >> two_f) // (2 * i + 1)
+        err = cdiv(err * c, 2 * i + 1) + 1
         total += term
-        if 2 * y2 < (2 * i + 3) << (p - 1) and term < 2:  # ratio < 1/2 from here on
+        errors += err
+        if 2 * c <= 2 * i + 3 and term < 2:
             break
-    if rounding:
-        total += term + 2  # the tail: a geometric series of ratio < 1/2 after this term
-    return total, p
+    return total, total + errors + term + err, p
 
 
 def erf(y, f):
@@ -133,8 +140,7 @@ def erf(y, f):
     sq = yg * yg  # y^2 * 2**2g
     elo, ehi = exp(-cdiv(sq, 1 << g), g)[0], exp(-(sq >> g), g)[1]
     clo, chi = two_over_sqrt_pi(g)
-    slo, p = _erf_series(yg, g, 0)
-    shi, _ = _erf_series(yg, g, 1)
+    slo, shi, p = _erf_series(yg, g)
     lo = (clo * elo * slo) >> (2 * g + p - f)
     hi = cdiv(chi * ehi * shi, 1 << (2 * g + p - f))
     return max(0, lo), min(one, hi)

@@ -19,7 +19,7 @@ import flint
 
 from exactmem.model.lm_spec import LMSpec
 
-PREC = 80  # bits of the ball midpoints
+PREC = 128  # bits of the ball midpoints (as the checker carries)
 
 
 @dataclass(frozen=True, slots=True)
