@@ -168,3 +168,35 @@ def test_eps_zero_is_refused(gpt2: Path, tmp_path: Path,
     assert run("certify-model", m, gpt2 / "small.json", "-o", tmp_path / "c.json",
                "--partial", "-q") == 2
     assert "layer_norm_eps is 0" in capsys.readouterr().err
+
+
+def test_a_bound_dataset_is_found_by_the_checker(gpt2: Path) -> None:
+    assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "bound.json",
+               "--partial", "--bind-dataset", "-q") == 0
+    cert = json.loads((gpt2 / "bound.json").read_text())
+    assert cert["dataset"]["path"] == "small.json" and "data" not in cert["dataset"]
+    assert run("check", gpt2 / "bound.json", "-q") == 0
+
+
+def test_positions_the_checker_cannot_reprove_are_left_out(
+        gpt2: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The producer's and the checker's bounds differ; certify-model writes only what the
+    checker re-proves (with --partial) and fails otherwise."""
+    from exactmem.checker import lm_verify
+
+    real = lm_verify.margin_failure
+
+    def stricter(i, p, y, mids, rad):  # type: ignore[no-untyped-def]
+        return "sequence 1, position 2: not re-proved" if (i, p) == (1, 2) else \
+            real(i, p, y, mids, rad)
+
+    monkeypatch.setattr(lm_verify, "margin_failure", stricter)
+    assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "left.json",
+               "--partial") == 0
+    assert "1 positions proved by the producer are not re-proved" in capsys.readouterr().err
+    claimed = json.loads((gpt2 / "left.json").read_text())["claims"]["positions"]
+    assert 2 not in claimed[1] and sum(map(len, claimed)) == 95
+    assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "none.json",
+               "-q") == 2
+    assert "self-check: the checker rejects" in capsys.readouterr().err
+    assert not (gpt2 / "none.json").exists()
