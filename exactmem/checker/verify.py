@@ -249,6 +249,13 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
     other check is made in full); :func:`combine` joins the K reports into one.
     """
     failures = []
+    if type(cert) is dict and cert.get("format") == "exactmem.lm-certificate/1":
+        from .lm_verify import check as check_lm  # language models: docs/trained-models.md
+
+        bad, unusable, claim = check_lm(cert, base, progress, shard)
+        report = CheckReport(bad, unusable)
+        report.claim = claim
+        return report
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
             raise Unusable(f"format: expected {FORMAT!r}")

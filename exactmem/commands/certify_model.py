@@ -33,14 +33,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
+    p.add_argument("--format", choices=("auto", "gpt2", "nanogpt", "export"), default="auto",
+                   help="MODEL's kind: a GPT-2 checkpoint directory, a nanoGPT checkpoint "
+                        "(docs/trained-models.md), the export layout, or auto (detected)")
+    p.add_argument("--partial", action="store_true",
+                   help="language models: certify exactly the positions proved (K of M)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
     from exactmem.api.model import certify_model
+    from exactmem.commands.certify_lm import run_lm, wants_lm
     from exactmem.errors import SpecError
 
+    kind = wants_lm(args)
+    if kind:
+        return run_lm(args, kind)
     if args.quiet:
         progress.configure(quiet=True)
 

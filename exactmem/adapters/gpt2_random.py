@@ -1,0 +1,110 @@
+"""Small random GPT-2 and nanoGPT checkpoints and self-labelled token datasets, for demos,
+tests and benchmarks (needs ``transformers`` and torch: ``pip install 'exactmem[trained]'``).
+
+:func:`random_gpt2` draws every parameter from a fixed seed (weights ``N(0, std)``, biases
+``N(0, bias_std)``, LayerNorm gains ``1 + N(0, bias_std)``), so biases and gains take part in
+the function, and saves it with ``save_pretrained``.  :func:`self_labelled` labels random
+sequences with the checkpoint's own float64 argmax at every position.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from exactmem.errors import MissingDependencyError
+from exactmem.model.dataset import Dataset
+
+
+def random_gpt2(path: str | Path, seed: int = 0, layers: int = 2, d_model: int = 32,
+                heads: int = 2, vocab: int = 64, context: int = 16, std: float = 0.3,
+                bias_std: float = 0.1) -> Path:
+    """Write a random ``GPT2LMHeadModel`` to the directory ``path``; returns it."""
+    try:
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError as exc:
+        raise MissingDependencyError("random_gpt2 needs transformers and torch: "
+                                     "pip install 'exactmem[trained]'") from exc
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    gen = torch.Generator().manual_seed(seed)
+    cfg = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=d_model, n_layer=layers,
+                     n_head=heads, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith("bias"):
+                p.copy_(bias_std * noise)
+            elif ".ln_" in name:
+                p.copy_(1 + bias_std * noise)
+            else:
+                p.copy_(std * noise)
+    path = Path(path)
+    model.save_pretrained(str(path))
+    return path
+
+
+def random_nanogpt(path: str | Path, seed: int = 0, layers: int = 2, d_model: int = 32,
+                   heads: int = 2, vocab: int = 64, context: int = 16, bias: bool = True,
+                   std: float = 0.3, bias_std: float = 0.1) -> Path:
+    """Write a random nanoGPT checkpoint (``{"model": state_dict, "model_args": ...}``, the
+    key names and ``nn.Linear`` layouts of nanoGPT's ``GPT``, lm_head tied) to ``path``."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    d = d_model
+    shapes: dict[str, tuple[int, ...]] = {"transformer.wte.weight": (vocab, d),
+                                          "transformer.wpe.weight": (context, d),
+                                          "transformer.ln_f.weight": (d,)}
+    for i in range(layers):
+        p = f"transformer.h.{i}."
+        shapes.update({p + "ln_1.weight": (d,), p + "attn.c_attn.weight": (3 * d, d),
+                       p + "attn.c_proj.weight": (d, d), p + "ln_2.weight": (d,),
+                       p + "mlp.c_fc.weight": (4 * d, d), p + "mlp.c_proj.weight": (d, 4 * d)})
+    if bias:
+        shapes.update({k[:-len("weight")] + "bias": (v[0],) for k, v in list(shapes.items())
+                       if not k.startswith(("transformer.wte", "transformer.wpe"))})
+    sd = {}
+    for name, shape in shapes.items():
+        noise = torch.randn(shape, generator=gen)
+        if name.endswith("bias"):
+            sd[name] = bias_std * noise
+        elif ".ln_" in name:
+            sd[name] = 1 + bias_std * noise
+        else:
+            sd[name] = std * noise
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]
+    args = {"n_layer": layers, "n_head": heads, "n_embd": d, "block_size": context,
+            "bias": bias, "vocab_size": vocab, "dropout": 0.0}
+    path = Path(path)
+    torch.save({"model": sd, "model_args": args, "iter_num": 0}, str(path))
+    return path
+
+
+def self_labelled(path: str | Path, count: int, length: int, seed: int = 0) -> Dataset:
+    """``count`` random sequences of ``length`` tokens, labelled at every position with the
+    checkpoint's own float64 argmax (a seq2seq token-id dataset); ``path`` a GPT-2 directory
+    or a nanoGPT checkpoint file."""
+    import json
+
+    if Path(path).is_dir():
+        from exactmem.adapters.gpt2 import torch_logits
+
+        vocab = int(json.loads((Path(path) / "config.json").read_text())["vocab_size"])
+        toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
+        logits = torch_logits(path, toks, "float64")
+    else:
+        from exactmem.adapters.gpt2_nanogpt import nanogpt_logits, read_checkpoint
+
+        vocab = read_checkpoint(path)[0]["vocab_size"]
+        toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
+        logits = nanogpt_logits(path, toks)
+    labels = logits.argmax(-1)
+    return Dataset(task="seq2seq", inputs="token-ids",
+                   sequences=tuple(tuple(int(t) for t in s) for s in toks),
+                   labels=tuple(tuple(int(y) for y in r) for r in labels), vocab_size=vocab)

@@ -1,0 +1,146 @@
+"""Rigorous bounds for the irrational steps of a trained language model (standard library only).
+
+Numbers are scaled integers: ``X`` stands for the real ``X / 2**F``.  Every function returns
+``(lo, hi)`` with ``lo <= 2**F * f(x) <= hi`` for the real function ``f``: each rounding is
+directed (floor for a lower bound, ceiling for an upper one) and every truncated series adds a
+bound on its remainder.  Nothing here uses binary floating point.
+
+- ``exp``: range reduction ``e**u = (e**(u / 2**k)) ** (2**k)`` with ``u / 2**k < 2**-12``,
+  the Taylor series of a non-negative argument (all terms positive: one floor chain and a
+  bound on its rounding error), the remainder ``<= 2 t**N / N!``; ``e**-u = 1 / e**u``.
+- ``tanh(z) = (1 - e**-2z) / (1 + e**-2z)`` for ``z >= 0``, odd.
+- ``erf(y) = 2/sqrt(pi) e**-y^2 sum_n 2^n y^(2n+1) / (1*3*...*(2n+1))`` (all terms positive for
+  ``y >= 0``: one floor chain and a bound on its rounding error; the tail bounded by a
+  geometric series), ``1 - erfc(y)`` with
+  ``erfc(y) <= e**-y^2 < 2**-F`` for ``y^2 >= 0.7 F``; odd.
+- ``1/sqrt(v)`` and ``sqrt(c)`` with :func:`math.isqrt`; ``pi`` from its first 50 decimals.
+"""
+
+from math import isqrt
+
+PI_DIGITS = 314159265358979323846264338327950288419716939937510  # pi * 10**50, truncated
+PI_SCALE = 10 ** 50  # so PI_DIGITS / PI_SCALE < pi < (PI_DIGITS + 1) / PI_SCALE
+GUARD = 40  # extra bits carried inside exp
+
+
+def cdiv(a, b):
+    """``ceil(a / b)`` for ``b > 0``."""
+    return -((-a) // b)
+
+
+def _exp_nonneg(u, f):
+    """Bounds of ``e**(u / 2**f) * 2**f`` for an integer ``u >= 0``.
+
+    One floor chain ``lo_i = floor(lo_{i-1} t / i)`` (units ``2**-p``) gives
+    ``t**i / i! - 3 <= lo_i <= t**i / i!`` by induction (the error is at most
+    ``3 t / i + 1 <= 3``), so the Taylor sum lies in ``[lo, lo + 3 (n - 1) + 1]`` with the
+    remainder ``sum_{i >= n} t**i / i! <= 2 t**n / n! < 2**-p``."""
+    if u == 0:
+        return 1 << f, 1 << f
+    k = max(0, u.bit_length() - f + 12)  # t = u / 2**(f + k) < 2**-12
+    p = f + GUARD + k
+    t = u << GUARD  # t * 2**p, exactly
+    n = p // 12 + 1  # t**n / n! < 2**(-12 n) < 2**-p / 2
+    lo = term = 1 << p
+    for i in range(1, n):
+        term = ((term * t) >> p) // i
+        lo += term
+    hi = lo + 3 * (n - 1) + 1
+    for _ in range(k):
+        lo = (lo * lo) >> p
+        hi = -((-hi * hi) >> p)
+    return lo >> (p - f), -((-hi) >> (p - f))
+
+
+def exp(x, f):
+    """Bounds of ``e**(x / 2**f) * 2**f``; ``f <= 700`` (below ``e**-512`` the lower bound
+    is 0)."""
+    if x >= 0:
+        return _exp_nonneg(x, f)
+    u = -x
+    if 10 * u >= 7 * f << f:  # u / 2**f >= 0.7 f > f ln 2, so e**-u * 2**f < 1
+        return 0, 1
+    lo, hi = _exp_nonneg(u, f)
+    one2 = 1 << (2 * f)
+    return one2 // hi, cdiv(one2, lo)
+
+
+def tanh(z, f):
+    """Bounds of ``tanh(z / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
+    if z < 0:
+        lo, hi = tanh(-z, f)
+        return -hi, -lo
+    one = 1 << f
+    elo, ehi = exp(-2 * z, f)  # tanh is decreasing in e = e**-2z
+    return max(0, (one - ehi) * one // (one + ehi)), min(one, cdiv((one - elo) * one, one + elo))
+
+
+def sqrt_const(num, den, f):
+    """Bounds of ``sqrt(num / den) * 2**f`` for integers ``num >= 0``, ``den > 0``."""
+    v = num << (2 * f)
+    r = isqrt(v // den)
+    return r, isqrt(cdiv(v, den)) + 1
+
+
+def sqrt_two_over_pi(f):
+    """Bounds of ``sqrt(2 / pi) * 2**f``."""
+    lo = sqrt_const(2 * PI_SCALE, PI_DIGITS + 1, f)[0]
+    hi = sqrt_const(2 * PI_SCALE, PI_DIGITS, f)[1]
+    return lo, hi
+
+
+def two_over_sqrt_pi(f):
+    """Bounds of ``2 / sqrt(pi) * 2**f`` (``sqrt(4 / pi)``)."""
+    return sqrt_const(4 * PI_SCALE, PI_DIGITS + 1, f)[0], sqrt_const(4 * PI_SCALE, PI_DIGITS, f)[1]
+
+
+def rsqrt(vlo, vhi, f):
+    """Bounds of ``2**f / sqrt(v / 2**(2f))`` for all ``v`` in ``[vlo, vhi]``, ``vlo > 0``
+    (``v`` carries 2f fractional bits, so the root carries f)."""
+    one2 = 1 << (2 * f)
+    return one2 // (isqrt(vhi) + 1), cdiv(one2, isqrt(vlo))
+
+
+def _erf_series(y, f):
+    """Bounds ``(lo, hi, p)`` of ``sum_n 2^n y^(2n+1) / (1*3*...*(2n+1)) * 2**p`` for
+    ``y / 2**f >= 0``, ``p = f + GUARD``.
+
+    One floor chain ``l_i = floor(l_{i-1} r_i)`` with the exact ratio ``r_i = 2y^2/(2i+1)``:
+    ``t_i - l_i <= r_i (t_{i-1} - l_{i-1}) + 1``, tracked with ``c = ceil(2y^2)`` in place of
+    ``2y^2`` as ``E_i = ceil(E_{i-1} c / (2i+1)) + 1``.  Once ``c / (2i+3) <= 1/2`` every later
+    ratio is at most 1/2, so the tail after term ``i`` is at most ``t_i <= l_i + E_i``."""
+    p = f + GUARD
+    two_f = 2 * f
+    y2 = 2 * y * y  # 2 y^2 * 2**2f, exactly
+    c = -((-y2) >> two_f)
+    term = total = y << GUARD
+    err = errors = 0
+    i = 0
+    while True:
+        i += 1
+        term = ((term * y2) >> two_f) // (2 * i + 1)
+        err = cdiv(err * c, 2 * i + 1) + 1
+        total += term
+        errors += err
+        if 2 * c <= 2 * i + 3 and term < 2:
+            break
+    return total, total + errors + term + err, p
+
+
+def erf(y, f):
+    """Bounds of ``erf(y / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
+    if y < 0:
+        lo, hi = erf(-y, f)
+        return -hi, -lo
+    one = 1 << f
+    if 10 * y * y >= 7 * f << 2 * f:  # erfc(y) <= e**-y^2 <= e**-0.7f < 2**-f
+        return one - 1, one
+    g = f + 2 * ((y >> f) + 1) ** 2 + 8  # e**-y^2 * sum(...) cancels ~1.44 y^2 bits
+    yg = y << (g - f)
+    sq = yg * yg  # y^2 * 2**2g
+    elo, ehi = exp(-cdiv(sq, 1 << g), g)[0], exp(-(sq >> g), g)[1]
+    clo, chi = two_over_sqrt_pi(g)
+    slo, shi, p = _erf_series(yg, g)
+    lo = (clo * elo * slo) >> (2 * g + p - f)
+    hi = cdiv(chi * ehi * shi, 1 << (2 * g + p - f))
+    return max(0, lo), min(one, hi)

@@ -1,0 +1,226 @@
+"""Rigorous forward pass of a pre-LN decoder language model (standard library only).
+
+A value is a *ball*: a vector of integer midpoints ``m`` and one integer radius ``r`` (fixed
+point, ``2**-F`` each), standing for every real vector ``x`` with ``|x_i - m_i / 2**F| <= r /
+2**F`` for all ``i``.  The network's real-valued function (docs/trained-models.md) maps every
+point of the input ball into the output ball:
+
+- ``x W + b`` (weights ``W / 2**E`` exact): midpoints by one exact integer dot product per
+  output, floored (radius + 1); radius ``r * max_j sum_i |W_ij|`` (outward);
+- LayerNorm (population variance, ``eps`` exact): centred values, variance bounds from the
+  centred balls, ``1 / sqrt(var + eps)`` by :func:`lm_bounds.rsqrt`;
+- causal softmax attention with the ``1 / sqrt(d_head)`` scale: score balls, ``e**(s - M)``
+  bounds at each midpoint widened by ``e**+-r`` (``e**r <= 1 + 2r``, ``e**-r >= 1 - r`` for
+  ``r <= 1``), each weight bounded by ``lo_j / (lo_j + sum_{k != j} hi_k)`` and its mirror;
+- GELU, tanh form ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` or erf form
+  ``x/2 (1 + erf(x / sqrt 2))``: the inner argument is monotone, so its interval comes from
+  the end points; tanh / erf at its midpoint, widened by their Lipschitz constants (1 and
+  ``2/sqrt(pi) < 2``); the product by interval multiplication.
+
+Midpoint-radius form keeps each matrix-vector product to one integer dot product per output.
+"""
+
+from operator import mul
+
+from . import lm_bounds
+from .lm_bounds import cdiv
+
+F = 128  # fractional bits of every value
+ONE = 1 << F
+GELU_A = (44715, 10 ** 6)  # 0.044715, the decimal constant of the tanh form
+
+
+class Degenerate(Exception):
+    """A LayerNorm whose variance plus eps may be 0: no finite bound exists."""
+
+
+def linear(w, b):
+    """Prepare ``x W + b`` (``w = (rows [in][out] of numerators, E)``, ``b`` likewise or
+    None): columns, bias times ``2**F`` on one scale ``2**-E``, and the largest column
+    1-norm."""
+    rows, e = w
+    cols = [list(c) for c in zip(*rows)]
+    if b is None:
+        bias = [0] * len(cols)
+    else:
+        bn, eb = b
+        if eb > e:
+            cols = [[x << (eb - e) for x in c] for c in cols]
+            e = eb
+        bias = [x << (e - eb + F) for x in bn[0]]
+    return cols, bias, e, max(sum(map(abs, c)) for c in cols)
+
+
+def apply(lin, m, r):
+    cols, bias, e, l1 = lin
+    return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
+
+
+def layernorm(params, m, r, eps):
+    """``(x - mean) / sqrt(var + eps) * g + b`` on the ball ``(m, r)``."""
+    g, bias, e, gmax = params
+    d = len(m)
+    mu = sum(m) // d  # true mean within [mu, mu + 1) + r
+    c = [x - mu for x in m]
+    rc = 2 * r + 1
+    vlo = sum(max(abs(x) - rc, 0) ** 2 for x in c) // d + eps[0]
+    vhi = cdiv(sum((abs(x) + rc) ** 2 for x in c), d) + eps[1]
+    if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
+        raise Degenerate("LayerNorm: the variance plus eps may be 0")
+    slo, shi = lm_bounds.rsqrt(vlo, vhi, F)
+    sm = (slo + shi) >> 1
+    sr = shi - sm
+    shift = F + e
+    out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(c, g, bias)]
+    rad = (max(map(abs, c)) * sr + sm * rc + rc * sr) * gmax
+    return out, cdiv(rad, 1 << shift) + 1
+
+
+def ln_params(g, b):
+    """LayerNorm gain and bias on one scale; the bias times ``2**2F``."""
+    (gn, eg), (bn, eb) = g, b
+    e = max(eg, eb)
+    gv = [x << (e - eg) for x in gn[0]]
+    return gv, [x << (e - eb + 2 * F) for x in bn[0]], e, max(map(abs, gv))
+
+
+def _ball(lo, hi):
+    m = (lo + hi) >> 1
+    return m, hi - m
+
+
+def gelu(kind, m, r, consts):
+    """GELU (``kind`` "gelu_tanh" or "gelu_erf") of every coordinate of the ball."""
+    out, rad = [], 0
+    for x in m:
+        xlo, xhi = x - r, x + r
+        if kind == "gelu_tanh":
+            clo, chi = consts["c"]
+            an, ad = GELU_A
+            wlo = xlo + (an * xlo ** 3) // (ad << 2 * F)
+            whi = xhi + cdiv(an * xhi ** 3, ad << 2 * F)
+            zlo = min(clo * wlo, chi * wlo) >> F
+            zhi = cdiv(max(clo * whi, chi * whi), ONE)
+            zm, zr = _ball(zlo, zhi)
+            tlo, thi = lm_bounds.tanh(zm, F)
+        else:
+            clo, chi = consts["s"]  # 1 / sqrt 2
+            zlo = min(clo * xlo, chi * xlo) >> F
+            zhi = cdiv(max(clo * xhi, chi * xhi), ONE)
+            zm, zr = _ball(zlo, zhi)
+            zr *= 2  # |erf'| <= 2 / sqrt(pi) < 2
+            tlo, thi = lm_bounds.erf(zm, F)
+        p, q = ONE + max(tlo - zr, -ONE), ONE + min(thi + zr, ONE)
+        ends = (xlo * p, xlo * q, xhi * p, xhi * q)
+        lo, hi = min(ends) >> (F + 1), cdiv(max(ends), 2 * ONE)
+        mid, rr = _ball(lo, hi)
+        out.append(mid)
+        rad = max(rad, rr)
+    return out, rad
+
+
+def softmax_weights(scores, r):
+    """Bounds ``(lo, hi)`` (``2**-F``) of the softmax weights of score balls
+    ``(scores[j], r)``; None when the radius exceeds 1."""
+    if r > ONE:
+        return None
+    top = max(scores)
+    los, his = [], []
+    for s in scores:
+        lo, hi = lm_bounds.exp(s - top, F)
+        los.append((lo * (ONE - r)) >> F)
+        his.append(cdiv(hi * (ONE + 2 * r), ONE))
+    sl, sh = sum(los), sum(his)
+    return [(lo * ONE // (lo + sh - hi), cdiv(hi * ONE, hi + sl - lo))
+            for lo, hi in zip(los, his)]
+
+
+def attention(qkv, rads, heads, scale):
+    """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position;
+    returns the concatenated head outputs and their radii per position."""
+    d = len(qkv[0]) // 3
+    dh = d // heads
+    cm, cr = scale
+    outs = [[0] * d for _ in qkv]
+    orads = [0] * len(qkv)
+    for h in range(heads):
+        q = [row[h * dh:(h + 1) * dh] for row in qkv]
+        k = [row[d + h * dh:d + (h + 1) * dh] for row in qkv]
+        v = [row[2 * d + h * dh:2 * d + (h + 1) * dh] for row in qkv]
+        kn = [sum(map(abs, x)) for x in k]
+        vmax = [max(map(abs, x)) for x in v]
+        vcols = list(zip(*v))
+        for p in range(len(qkv)):
+            qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
+            scores, srad = [], 0
+            for j in range(p + 1):
+                dot = sum(map(mul, qp, k[j]))
+                drad = rp * kn[j] + rads[j] * qn + dh * rp * rads[j]  # 2**-2F
+                scores.append((dot * cm) >> 2 * F)
+                srad = max(srad, cdiv(abs(dot) * cr + drad * (cm + cr), 1 << 2 * F) + 1)
+            weights = softmax_weights(scores, srad)
+            if weights is None:
+                raise Degenerate("attention: a score radius exceeds 1")
+            am, ar = zip(*(_ball(lo, hi) for lo, hi in weights))
+            for c in range(dh):
+                outs[p][h * dh + c] = sum(map(mul, am, vcols[c][:p + 1])) >> F
+            rad = sum(a * vm for a, vm in zip(ar, vmax)) + sum(
+                (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar)))
+            orads[p] = max(orads[p], cdiv(rad, ONE) + 1)
+    return outs, orads
+
+
+def constants(d_head):
+    """The irrational constants as balls / bounds at ``2**-F``."""
+    lo, hi = lm_bounds.sqrt_const(1, d_head, F)
+    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(F),
+            "s": lm_bounds.sqrt_const(1, 2, F)}
+
+
+def embed(wte, wpe, toks):
+    """``wte[t] + wpe[p]`` as balls (radius 0 when exact at ``2**-F``, else 1)."""
+    (tr, et), (pr, ep) = wte, wpe
+    e = max(et, ep)
+    out, rads = [], []
+    for p, t in enumerate(toks):
+        num = [a << (e - et) for a in tr[t]]
+        num = [a + (b << (e - ep)) for a, b in zip(num, pr[p])]
+        if e <= F:
+            out.append([a << (F - e) for a in num])
+            rads.append(0)
+        else:
+            out.append([a >> (e - F) for a in num])
+            rads.append(1)
+    return out, rads
+
+
+def logits(model, toks, wanted):
+    """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence.
+
+    ``model`` is the prepared model of :mod:`lm_verify` (linear maps and LayerNorm
+    parameters made by :func:`linear` and :func:`ln_params`)."""
+    xs, rs = embed(model["wte"], model["wpe"], toks)
+    eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
+    for blk in model["blocks"]:
+        qkv, qr = [], []
+        for x, r in zip(xs, rs):
+            h, hr = layernorm(blk["ln1"], x, r, eps)
+            y, yr = apply(blk["attn"], h, hr)
+            qkv.append(y)
+            qr.append(yr)
+        att, ar = attention(qkv, qr, heads, consts["scale"])
+        for p, (a, r) in enumerate(zip(att, ar)):
+            y, yr = apply(blk["proj"], a, r)
+            x = [u + w for u, w in zip(xs[p], y)]
+            xr = rs[p] + yr
+            h, hr = layernorm(blk["ln2"], x, xr, eps)
+            h, hr = apply(blk["fc"], h, hr)
+            h, hr = gelu(act, h, hr, consts)
+            y, yr = apply(blk["mlp_proj"], h, hr)
+            xs[p] = [u + w for u, w in zip(x, y)]
+            rs[p] = xr + yr
+    out = {}
+    for p in wanted:
+        h, hr = layernorm(model["lnf"], xs[p], rs[p], eps)
+        out[p] = apply(model["head"], h, hr)
+    return out

@@ -1,0 +1,209 @@
+"""Checking a language-model certificate ``exactmem.lm-certificate/1`` (standard library only).
+
+Read strictly (docs/trained-models.md, "Certificate"): the model's shape and every tensor as
+integers over one power of two, the dataset (embedded or bound by SHA-256, a ``seq2seq``
+token-id dataset: a label at every position), the claimed positions and the digest.  Each
+claimed position is re-proved with the rigorous forward pass of :mod:`lm_forward`: the lower
+bound of the label's logit must exceed the upper bound of every other logit.  Nothing the
+producer computed is trusted; the claim "K of M positions" is stated by the checker.
+"""
+
+import hashlib
+
+from . import lm_forward
+from .dataset import canonical, dataset
+from .parse import Unusable, choice, integer, obj, ratio, typed
+
+FORMAT = "exactmem.lm-certificate/1"
+TOP = ("format", "model", "dataset", "claims", "digest")
+SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
+         "activation", "layer_norm_eps", "tied_head", "tensors")
+MAX_DIM = 1 << 16
+MAX_SCALE = 1100  # float64 subnormals need 1074 bits
+
+
+def tensor_names(layers, tied):
+    """``(required, optional)`` tensor names; an absent optional tensor (a bias) is 0."""
+    req, opt = ["wte", "wpe", "lnf.weight"], ["lnf.bias"]
+    for i in range(layers):
+        req += [f"h{i}.{t}.weight" for t in ("ln1", "attn", "attn.proj", "ln2", "mlp.fc",
+                                               "mlp.proj")]
+        opt += [f"h{i}.{t}.bias" for t in ("ln1", "attn", "attn.proj", "ln2", "mlp.fc",
+                                             "mlp.proj")]
+    if not tied:
+        req.append("head")
+    return req, opt
+
+
+def shapes(m):
+    """The shape of every tensor for the model header ``m`` (rows x columns; ``x W`` with
+    ``W`` of shape ``[in, out]``; the token table and the head ``[vocab, d]``)."""
+    v, t, d, f = m["vocab_size"], m["context"], m["d_model"], m["d_ff"]
+    out = {"wte": [v, d], "wpe": [t, d], "lnf.weight": [d], "lnf.bias": [d], "head": [v, d]}
+    for i in range(m["layers"]):
+        p = f"h{i}."
+        out.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
+                    p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d], p + "attn.bias": [3 * d],
+                    p + "attn.proj.weight": [d, d], p + "attn.proj.bias": [d],
+                    p + "mlp.fc.weight": [d, f], p + "mlp.fc.bias": [f],
+                    p + "mlp.proj.weight": [f, d], p + "mlp.proj.bias": [d]})
+    return out
+
+
+def tensor(value, where, shape):
+    """``{"shape", "scale", "values"}`` -> ``(rows of int numerators, scale)``; the value
+    of an entry is ``numerator / 2**scale`` and the scale is the least that is exact."""
+    obj(value, where, ("shape", "scale", "values"))
+    if value["shape"] != shape:
+        raise Unusable(f"{where}.shape: expected {shape}, found {value['shape']!r}")
+    e = integer(value["scale"], f"{where}.scale", 0, MAX_SCALE)
+    vals = typed(value["values"], list, f"{where}.values")
+    size = shape[0] * (shape[1] if len(shape) == 2 else 1)
+    if len(vals) != size:
+        raise Unusable(f"{where}.values: expected {size} numerators, found {len(vals)}")
+    nums = []
+    for k, s in enumerate(vals):
+        p, q = ratio(s, f"{where}.values[{k}]")
+        if q != 1:
+            raise Unusable(f"{where}.values[{k}]: expected an integer numerator, found {s!r}")
+        nums.append(p)
+    if e and not any(p & 1 for p in nums):
+        raise Unusable(f"{where}.scale: {e} is not the least exact scale (all numerators even)")
+    cols = shape[1] if len(shape) == 2 else size
+    return [nums[i:i + cols] for i in range(0, size, cols)], e
+
+
+def model(m):
+    """Read the model header and its tensors; returns the prepared model for
+    :func:`lm_forward.logits`."""
+    obj(m, "model", SHAPE)
+    choice(m["architecture"], ("pre-ln-decoder",), "model.architecture")
+    for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
+        integer(m[key], f"model.{key}", 1, MAX_DIM)
+    act = choice(m["activation"], ("gelu_tanh", "gelu_erf"), "model.activation")
+    if m["d_model"] % m["heads"]:
+        raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
+    ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
+    if ep < 0:
+        raise Unusable("model.layer_norm_eps: must be >= 0")
+    tied = typed(m["tied_head"], bool, "model.tied_head")
+    req, opt = tensor_names(m["layers"], tied)
+    ts = obj(m["tensors"], "model.tensors", req, opt)
+    shape = shapes(m)
+    t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
+    two_f = 2 * lm_forward.F
+    zero = ([[0] * m["d_model"]], 0)
+
+    def ln(name):
+        return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero))
+
+    def lin(name):
+        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"))
+
+    blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
+               "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
+               "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(m["layers"])]
+    rows, e = t["wte" if tied else "head"]
+    return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks, "lnf": ln("lnf"),
+            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None),
+            "eps": ((ep << two_f) // eq, -((-ep << two_f) // eq)), "heads": m["heads"],
+            "activation": act, "consts": lm_forward.constants(m["d_model"] // m["heads"]),
+            "vocab": m["vocab_size"], "context": m["context"]}
+
+
+def claims(value, toks):
+    """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
+    increasing); without ``partial`` every position must be claimed."""
+    obj(value, "claims", ("partial", "positions"))
+    partial = typed(value["partial"], bool, "claims.partial")
+    pos = typed(value["positions"], list, "claims.positions")
+    if len(pos) != len(toks):
+        raise Unusable(f"claims.positions: expected {len(toks)} lists, found {len(pos)}")
+    n = len(toks[0])
+    for i, row in enumerate(pos):
+        typed(row, list, f"claims.positions[{i}]")
+        for j, p in enumerate(row):
+            integer(p, f"claims.positions[{i}][{j}]", 0, n - 1)
+            if j and p <= row[j - 1]:
+                raise Unusable(f"claims.positions[{i}]: positions must be strictly increasing")
+        if not partial and len(row) != n:
+            raise Unusable(f"claims.positions[{i}]: without partial every position is claimed")
+    return partial, pos
+
+
+def margin_failure(i, p, y, mids, rad):
+    """None when the label's logit provably exceeds every other; else the failure text
+    with the proved margin bound (``2**-F`` units shown as a decimal-free ratio)."""
+    if len(mids) == 1:
+        return None  # one class: its logit is the unique maximum
+    best = max(m for k, m in enumerate(mids) if k != y)
+    margin = mids[y] - best - 2 * rad
+    if margin > 0:
+        return None
+    rival = next(k for k, m in enumerate(mids) if k != y and m == best)
+    return (f"sequence {i}, position {p}: label {y} is not proved the unique argmax "
+            f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
+
+
+def check(cert, base, progress=None, shard=(0, 1), unproved=None):
+    """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
+    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given."""
+    failures = []
+    try:
+        obj(cert, "certificate", TOP)
+        if type(cert["digest"]) is not str:
+            raise Unusable("digest: expected a 'sha256:...' string")
+        task, inputs, toks, labels, size, ds_hash = dataset(cert["dataset"], base)
+        if ds_hash != cert["dataset"]["sha256"]:
+            failures.append("dataset: its SHA-256 does not match the one bound in the certificate")
+        if (task, inputs) != ("seq2seq", "token-ids"):
+            raise Unusable(f"dataset: a language-model certificate needs a seq2seq token-id "
+                           f"dataset (a label at every position), found {task}, {inputs}")
+        net = model(cert["model"])
+        if size > net["vocab"]:
+            raise Unusable(f"dataset.vocab_size: {size} tokens, more than the model's "
+                           f"vocabulary of {net['vocab']}")
+        if len(toks[0]) > net["context"]:
+            raise Unusable(f"dataset: sequences of {len(toks[0])} tokens exceed the model's "
+                           f"context of {net['context']}")
+        partial, pos = claims(cert["claims"], toks)
+        body = {k: v for k, v in cert.items() if k != "digest"}
+        actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+        if cert["digest"] != actual:
+            failures.insert(0, f"digest: the certificate's content does not match its digest "
+                               f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
+    except Unusable as exc:
+        return [*failures, str(exc)], True, None
+    k, count = shard
+    lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
+    proved = full = 0
+    for i in range(lo, hi):
+        if progress is not None:
+            progress("forward", i - lo, hi - lo)
+        if not pos[i]:
+            continue
+        if max(labels[i][p] for p in pos[i]) >= net["vocab"]:
+            failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
+            continue
+        try:
+            outs = lm_forward.logits(net, toks[i], pos[i])
+        except lm_forward.Degenerate as exc:
+            failures.append(f"sequence {i}: {exc}")
+            continue
+        for p in pos[i]:
+            bad = margin_failure(i, p, labels[i][p], *outs[p])
+            if bad:
+                failures.append(bad)
+                if unproved is not None:
+                    unproved.append((i, p))
+        proved += len(pos[i])
+        full += len(pos[i]) == len(toks[i])
+    if progress is not None:
+        progress("forward", hi - lo, hi - lo)
+    total = (hi - lo) * len(toks[0])
+    claim = (f"{proved} of {total} positions have the label as unique argmax "
+             f"({full} of {hi - lo} sequences in full; "
+             + ("partial" if partial else "all positions claimed")
+             + f"; rigorous bounds at 2^-{lm_forward.F} on the real-valued function of the "
+               "stored weights)")
+    return failures, False, None if failures else claim

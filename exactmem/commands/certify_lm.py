@@ -1,0 +1,184 @@
+"""``exactmem certify-model MODEL DATA -o CERT [--partial]`` for trained language models
+(a GPT-2 checkpoint directory, a nanoGPT checkpoint): import, cross-check, prove positions,
+self-check, write.
+
+The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
+:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+spec's float64 forward pass must agree with the checkpoint's own torch forward pass on DATA
+(else the import is wrong: exit 2); :func:`~exactmem.model.lm_bounds.prove_positions`
+decides the positions with ball arithmetic; the stdlib checker re-proves the certificate
+before it is written.  Without ``--partial`` every position must be proved (exit 1
+naming the failing positions with their margins, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.errors import SpecError
+
+FORMATS = ("auto", "gpt2", "nanogpt", "export")
+CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
+
+
+def wants_lm(args: argparse.Namespace) -> str | None:
+    """The language-model kind certify-model's arguments name ("gpt2", "nanogpt"), or
+    None for the export layout."""
+    fmt = getattr(args, "format", "auto")
+    if fmt in ("gpt2", "nanogpt"):
+        return str(fmt)
+    if fmt == "auto":
+        from exactmem.adapters.gpt2 import is_gpt2_dir
+        from exactmem.adapters.gpt2_nanogpt import is_nanogpt
+
+        if is_gpt2_dir(Path(args.model)):
+            return "gpt2"
+        if is_nanogpt(Path(args.model)):
+            return "nanogpt"
+    if getattr(args, "partial", False):
+        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory "
+                        "or a nanoGPT checkpoint)")
+    return None
+
+
+def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
+    """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
+    if kind == "gpt2":
+        from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+
+        return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
+                "transformers' GPT2LMHeadModel")
+    if kind == "nanogpt":
+        from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
+
+        return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
+                "nanoGPT's forward pass (torch)")
+    raise SpecError(f"--format: unknown language-model kind {kind!r}")
+
+
+@dataclass
+class LMResult:
+    """What certify-model did: positions proved, the failures, timings (seconds)."""
+
+    proved: int
+    positions: int
+    sequences_full: int
+    failed: list[tuple[int, int, float]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    written: bool = False
+
+
+def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
+               kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
+               progress: Any = None) -> LMResult:
+    """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2" or
+    "nanogpt") has the label as unique argmax; writes ``output`` when all (or, ``partial``,
+    at least one) are proved."""
+    from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
+    from exactmem.checker.lm_verify import check as check_lm
+    from exactmem.model.dataset import load_dataset
+    from exactmem.model.lm_bounds import prove_positions
+    from exactmem.model.lm_float import logits64
+
+    say = log or (lambda _msg: None)
+    t: dict[str, float] = {}
+    clock = time.perf_counter()
+    spec, own_forward, own_name = load_lm(model, kind)
+    if spec.layer_norm_eps == 0:
+        raise SpecError("layer_norm_eps is 0: a LayerNorm input of zero variance would divide "
+                        "by 0, so the function is not defined everywhere; not certifying")
+    ds = load_dataset(data)
+    if (ds.task, ds.inputs) != ("seq2seq", "token-ids"):
+        raise SpecError(f"{data}: a language model is certified on a seq2seq token-id dataset "
+                        f"(a label at every position), found {ds.task}, {ds.inputs}")
+    if ds.vocab_size is not None and ds.vocab_size > spec.vocab_size:
+        raise SpecError(f"{data}: vocab_size {ds.vocab_size} exceeds the model's vocabulary "
+                        f"of {spec.vocab_size}")
+    if ds.num_classes > spec.vocab_size:
+        raise SpecError(f"{data}: label {ds.num_classes - 1} is not a token of the model's "
+                        f"vocabulary of {spec.vocab_size}")
+    if ds.n > spec.context:
+        raise SpecError(f"{data}: sequences of {ds.n} tokens exceed the context of "
+                        f"{spec.context}")
+    toks = np.array(ds.sequences)
+    t["import"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    theirs = own_forward(toks)
+    t["torch_float64"] = time.perf_counter() - clock
+    ours = logits64(spec, toks)
+    gap = float(np.abs(theirs - ours).max())
+    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
+        raise SpecError(f"cross-check: the imported function's float64 logits differ from "
+                        f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
+    say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
+    clock = time.perf_counter()
+    bounds = prove_positions(spec, ds.sequences, ds.labels, progress)
+    t["bounds"] = time.perf_counter() - clock
+    failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
+    result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
+                      failed, t)
+    if (failed and not partial) or not bounds.count:
+        return result
+    out = Path(output)
+    rel = os.path.relpath(Path(data).resolve(), out.resolve().parent) if bind_dataset else None
+    positions = [list(r) for r in bounds.proved]
+    cert = build_lm_certificate(spec, ds, positions, partial, rel)
+    clock = time.perf_counter()
+    unproved: list[tuple[int, int]] = []
+    bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved)
+    t["check"] = time.perf_counter() - clock
+    if unusable or len(bad) != len(unproved) or (unproved and not partial):
+        raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
+    if unproved:  # re-proved separately, each position on its own: drop what it could not
+        say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
+            "by the checker's bounds; they are left out")
+        for i, p in unproved:
+            positions[i].remove(p)
+        cert = build_lm_certificate(spec, ds, positions, partial, rel)
+        result.proved -= len(unproved)
+        result.sequences_full = sum(len(r) == ds.n for r in positions)
+    write_lm_certificate(cert, out)
+    result.written = True
+    return result
+
+
+def run_lm(args: argparse.Namespace, kind: str) -> int:
+    """The CLI side of :func:`certify_lm`."""
+    from exactmem import progress
+
+    if args.quiet:
+        progress.configure(quiet=True)
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    tick, close = progress.hook("certify-model", heartbeat=True)
+    try:
+        r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
+                       bind_dataset=args.bind_dataset, log=log, progress=tick)
+    finally:
+        close()
+    times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
+    log(f"times: {times}")
+    if not r.written:
+        for i, p, m in r.failed[:50]:
+            print(f"  sequence {i}, position {p}: not proved (float margin {m:.3g})",
+                  file=sys.stderr)
+        if len(r.failed) > 50:
+            print(f"  ... and {len(r.failed) - 50} more positions", file=sys.stderr)
+        print(f"not certified: {r.proved} of {r.positions} positions proved"
+              + ("" if args.partial else " (without --partial all must be)")
+              + f"; {args.output} was not written")
+        return 1
+    print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
+          f"full) of {args.data} for {args.model} -> {args.output}")
+    return 0

@@ -1,0 +1,29 @@
+"""Small random pre-LN decoders for the language-model tests (no checkpoint needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exactmem.model.lm_spec import LMSpec
+
+
+def random_spec(rng: np.random.Generator, act: str, tied: bool) -> LMSpec:
+    """A small random LMSpec, float32 weights (as a checkpoint stores them)."""
+    v, t, d, f = 11, 8, 8, 16
+    shapes = {"wte": [v, d], "wpe": [t, d], "lnf.weight": [d], "lnf.bias": [d]}
+    if not tied:
+        shapes["head"] = [v, d]
+    for i in range(2):
+        p = f"h{i}."
+        shapes.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
+                       p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d],
+                       p + "attn.bias": [3 * d], p + "attn.proj.weight": [d, d],
+                       p + "attn.proj.bias": [d], p + "mlp.fc.weight": [d, f],
+                       p + "mlp.fc.bias": [f], p + "mlp.proj.weight": [f, d],
+                       p + "mlp.proj.bias": [d]})
+    tensors = {k: (rng.normal(0, 0.5, s) + (1 if ".ln" in "." + k and k.endswith("weight")
+                                             and len(s) == 1 else 0)).astype(np.float32)
+               .astype(np.float64) for k, s in shapes.items()}
+    return LMSpec(vocab_size=v, context=t, d_model=d, heads=2, layers=2, d_ff=f,
+                  activation=act, layer_norm_eps=1e-5, tied_head=tied,  # type: ignore[arg-type]
+                  tensors=tensors)
