@@ -193,6 +193,14 @@ def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
     assert check.returncode == 0 and check.stdout.splitlines()[-1] == "s VERIFIED"
     cert = json.loads(Path(found["certificate"]).read_text())
     assert cert["construction"]["params"]["bits"] == 2
+    # the whole answer (vector inputs, certificate files, proved minimal) re-checks
+    from exactmem.checker.search_check import check_search
+
+    assert check_search(rep, tmp_path).verdict == "s VERIFIED"
+    del rep["sizes"][0]  # ff-width 0 no longer shown refuted: not proved minimal
+    rep["proved_minimal"] = True
+    why = check_search(rep, tmp_path).reasons
+    assert why and "smaller shape" in why[0]
 
 
 FIVE = [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1)]

@@ -17,9 +17,10 @@ embeds (its SHA-256 recomputed):
 * every entry's parameter count is recomputed from its shape; the summary (``status``,
   ``minimal``, ``proved_minimal``) must follow from the entries.
 
-Not checked: that the list of shapes covers the family (``proved_minimal`` is checked
-against the shapes listed).  Verdicts: ``s VERIFIED`` (exit 0), ``s REJECTED`` (exit 1: a
-claim fails), ``s UNUSABLE`` (exit 2: a file is missing or malformed, or a limit).
+``proved_minimal`` is checked by enumerating the smaller shapes of the swept family (the
+caps in ``family``) and finding each refuted in the answer.  Verdicts: ``s VERIFIED``
+(exit 0), ``s REJECTED`` (exit 1: a claim fails), ``s UNUSABLE`` (exit 2: a file is
+missing or malformed, or a limit).
 """
 
 from __future__ import annotations
@@ -280,22 +281,53 @@ def _off_grid(value: Any, bits: int) -> str | None:
     return None
 
 
-def _summary(answer: dict[str, Any], done: list[tuple[dict[str, Any], str]]) -> None:
+def _smaller(answer: dict[str, Any], a: _Answer) -> list[dict[str, Any]]:
+    """The shapes that must be refuted for ``proved_minimal``: with ``--minimize
+    ff-width`` / ``heads`` the minimal shape with that knob smaller; with ``params`` every
+    shape of the family (its caps, the minimal shape's residual and readout) with fewer
+    parameters -- and no shape beyond a cap may have as few as the minimal one."""
+    low, mode = answer["minimal"], answer.get("minimize")
+    base = {k: low[k] for k in (*KNOBS, "residual", "readout")}
+    if mode == "ff-width":
+        return [{**base, "ff_width": q} for q in range(low["ff_width"])]
+    if mode == "heads":
+        return [{**base, "heads": h} for h in range(1, low["heads"])]
+    if mode != "params":
+        raise _Failed("proved_minimal: only a sweep (--minimize) proves minimality")
+    fam = obj(answer.get("family"), "family",
+              ("max_layers", "max_heads", "max_d_model", "max_ff_width"))
+    cap = {k: integer(fam[f"max_{k}"], f"family.max_{k}", 0 if k == "ff_width" else 1,
+                      LIMITS[k]) for k in ("layers", "heads", "d_model", "ff_width")}
+    one = {**base, "layers": 1, "heads": 1, "d_model": 1, "head_dim": 1, "ff_width": 0}
+    for k in cap:
+        if params_of({**one, k: cap[k] + 1}, a.size, a.out(one)) <= low["params"]:
+            raise _Failed(f"proved_minimal: a shape beyond the cap on {k} has at most "
+                          f"{low['params']} parameters")
+    return [sh for L in range(1, cap["layers"] + 1) for h in range(1, cap["heads"] + 1)
+            for m in range(1, cap["d_model"] + 1) for s in range(1, m + 1)
+            for q in range(cap["ff_width"] + 1)
+            if params_of(sh := {**base, "layers": L, "heads": h, "d_model": m, "head_dim": s,
+                                "ff_width": q}, a.size, a.out(base)) < low["params"]]
+
+
+def _summary(answer: dict[str, Any], done: list[tuple[dict[str, Any], str]],
+             a: _Answer) -> None:
     """``status``, ``minimal`` and ``proved_minimal`` follow from the checked entries."""
     found = [{**e["shape"], "params": e["params"]} for e, st in done if st == "found"]
     if answer["status"] == "found":
         if answer["minimal"] not in found:
             raise _Failed("minimal: not one of the found sizes")
     elif found or answer["minimal"] is not None:
-        raise _Failed(f"status {answer['status']!r}, yet a size was found")
+        raise _Failed(f"status {answer['status']!r}, yet a size was found or minimal given")
     if answer["status"] == "infeasible" and any(st != "infeasible" for _, st in done):
         raise _Failed("status 'infeasible', yet a size is not refuted")
     if answer["proved_minimal"] is True:
-        if answer["status"] != "found":
-            raise _Failed("proved_minimal without a found size")
-        smaller = [st for e, st in done if e["params"] < answer["minimal"]["params"]]
-        if any(st != "infeasible" for st in smaller):
-            raise _Failed("proved_minimal, yet a listed smaller size is not refuted")
+        if answer["status"] != "found" or answer.get("ties") != "split":
+            raise _Failed("proved_minimal without a found size (or with restricted ties)")
+        refuted = [e["shape"] for e, st in done if st == "infeasible"]
+        for sh in _smaller(answer, a):
+            if sh not in refuted:
+                raise _Failed(f"proved_minimal, yet the smaller shape {sh} is not refuted")
     elif answer["proved_minimal"] is not False:
         raise Unusable("proved_minimal: expected true or false")
 
@@ -318,7 +350,7 @@ def check_search(answer: Any, base: Path) -> SearchReport:
             except Unusable as exc:
                 report.unusable.append(str(exc))
         if len(done) == len(sizes):
-            _summary(answer, done)
+            _summary(answer, done, a)
     except _Failed as exc:
         report.failures.append(str(exc))
     except (Unusable, MemoryError, RecursionError) as exc:
