@@ -6,9 +6,9 @@ them: the claims in the JSON (status, shape, parameters, bits, dataset, summary,
 swapped between sizes, weights of the embedded certificate), the CNF files (a literal, a
 clause, a header line) and the LRAT proofs (a hint, a literal, a line), re-binding the
 SHA-256 of every changed file (and a certificate's digest) as an attacker would.  A
-mutated answer that verifies is a false accept, except a changed proof that the independent standard-LRAT checker of
-tests/lrat_reference.py also accepts (the claim is then still proved).  Prints the counts;
-exit 1 on a false accept or a crash.
+mutated answer that verifies is a false accept, except a changed proof that the
+independent standard-LRAT checker of tests/lrat_reference.py also accepts (the claim is
+then still proved).  Prints the counts; exit 1 on a false accept or a crash.
 
     .venv/bin/python scripts/fuzz_search_answers.py --mutations 2000 --seed 1
 """
