@@ -193,7 +193,10 @@ def main() -> int:
         counts: Counter[tuple[str, str]] = Counter()
         false_accepts = []
         for k in range(args.mutations):
-            kind, bad = mutate(rng.choice(pieces), ans["sizes"], folder, rng)
+            base = rng.choice(pieces)
+            kind, bad = mutate(base, ans["sizes"], folder, rng)
+            while bad == base:  # a mutation that changed nothing (ff_width 0 - 1 -> 0)
+                kind, bad = mutate(base, ans["sizes"], folder, rng)
             try:
                 verdict = check_search(json.loads(json.dumps(bad)), folder).verdict
             except Exception as exc:  # noqa: BLE001 - a crash is a finding

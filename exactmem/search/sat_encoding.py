@@ -21,7 +21,7 @@ from exactmem.checker.search_encode import BitEncoder, Question, dimacs
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.bitblast import Circuit, Int
+from exactmem.checker.search_circuit import Circuit, Int
 from exactmem.search.encoding import Token, output_dim, reads_of
 from exactmem.search.shape import Shape, spec_of
 
