@@ -204,3 +204,24 @@ def test_the_api(answer: tuple[Path, dict[str, Any]]) -> None:
     proof = check_proof(folder / entry["cnf"], folder / entry["proof"])
     assert proof.verified and proof.claim == "this CNF is unsatisfiable"
     assert check_proof(folder / entry["cnf"], folder / "P").unusable
+
+
+def test_the_re_encoding_is_bounded_by_the_file_offered(
+        answer: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """A tiny CNF claimed for the largest shape: rejected after at most as many
+    variables as the file has bytes, not after encoding the whole network."""
+    folder, ans = answer
+    (tmp_path / "tiny.cnf").write_text("p cnf 1 1\n1 0\n")
+    (tmp_path / "tiny.lrat").write_text("2 0 1 0\n")
+    bad = copy.deepcopy(ans)
+    entry = _first(bad, "infeasible")
+    entry["shape"] = {"layers": 8, "heads": 8, "d_model": 16, "head_dim": 16,
+                      "ff_width": 32, "residual": True, "readout": "argmax"}
+    entry["params"] = params_of(entry["shape"], 3, 2)
+    entry.update(cnf="tiny.cnf", proof="tiny.lrat")
+    rebind(entry, tmp_path)
+    bad["sizes"] = [entry]
+    bad.update(status="infeasible", minimal=None, proved_minimal=False)
+    bad["bits"] = 8
+    verdict, why = _verdict(tmp_path, bad)
+    assert verdict == "s REJECTED" and "more variables than the file has bytes" in why[0]

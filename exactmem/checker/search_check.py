@@ -32,6 +32,7 @@ from typing import Any
 from .dataset import dataset as read_dataset
 from .lrat import check_lrat_files
 from .parse import Unusable, choice, integer, obj, ratio, read_json
+from .search_circuit import VariableLimit
 from .search_encode import ENCODER, Question, encode
 from .verify import VERDICTS, check_certificate
 
@@ -202,8 +203,12 @@ class _Answer:
                          big["layers"], big["heads"], big["d_model"], big["head_dim"],
                          big["ff_width"], big["residual"], big["readout"], self.bits,
                          opts["symmetry"], opts["segments"])
-            want = encode(q).encode("ascii")
             have = cnf.read_bytes()
+            try:  # the work is bounded by the file offered: no more variables than bytes
+                want = encode(q, len(have)).encode("ascii")
+            except VariableLimit:
+                raise _Failed(f"{where}.cnf: not the CNF of the question (that needs more "
+                              f"variables than the file has bytes)") from None
             if have != want:
                 line = next((k for k, (a, b) in enumerate(zip(have.splitlines(),
                                                               want.splitlines()), 1)
@@ -355,6 +360,8 @@ def check_search(answer: Any, base: Path) -> SearchReport:
         report.failures.append(str(exc))
     except (Unusable, MemoryError, RecursionError) as exc:
         report.unusable.append(str(exc) or type(exc).__name__)
+    except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer
+        report.unusable.append(f"cannot be checked: {type(exc).__name__}: {exc}")
     return report
 
 

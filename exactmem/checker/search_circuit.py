@@ -35,17 +35,25 @@ class Int:
         return self.bits[i] if i < len(self.bits) else self.bits[-1]
 
 
-class Circuit:
-    """Fresh variables, clauses, and gates over them."""
+class VariableLimit(Exception):
+    """The circuit needs more variables than :attr:`Circuit.max_vars`."""
 
-    def __init__(self) -> None:
+
+class Circuit:
+    """Fresh variables, clauses, and gates over them.  ``max_vars`` (when set) bounds the
+    work: a circuit that needs more variables raises :class:`VariableLimit`."""
+
+    def __init__(self, max_vars: int | None = None) -> None:
         self.nvars = 1
         self.true = 1
+        self.max_vars = max_vars
         self.clauses: list[list[int]] = [[1]]
         self._gates: dict[tuple[int, ...], int] = {}  # structural hashing
 
     def var(self) -> int:
         self.nvars += 1
+        if self.max_vars is not None and self.nvars > self.max_vars:
+            raise VariableLimit(f"more than {self.max_vars} variables")
         return self.nvars
 
     # gates -------------------------------------------------------------------------

@@ -148,8 +148,8 @@ class BitEncoder:
     """Builds the circuit of a :class:`Question` (:meth:`encode`); ``weights`` maps each
     weight matrix's name to its integers."""
 
-    def __init__(self, q: Question) -> None:
-        self.q, self.c = q, Circuit()
+    def __init__(self, q: Question, max_vars: int | None = None) -> None:
+        self.q, self.c = q, Circuit(max_vars)
         self.weights: dict[str, list[list[Int]]] = {}
         self.reads = reads_of(q.sequences, q.labels)
         self.tail_input: dict[Key, Mix] = {}
@@ -392,6 +392,7 @@ def tail_segments(q: Question) -> bool:
     return q.d_model == 1 and q.readout == "argmax" and q.out_dim == 2
 
 
-def encode(q: Question) -> str:
-    """The CNF text of a question."""
-    return BitEncoder(q).encode().cnf()
+def encode(q: Question, max_vars: int | None = None) -> str:
+    """The CNF text of a question (:class:`~.search_circuit.VariableLimit` past
+    ``max_vars`` variables)."""
+    return BitEncoder(q, max_vars).encode().cnf()

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from exactmem.arith import ScaledMatrix
+from exactmem.checker.search_circuit import Circuit, Int
 from exactmem.checker.search_encode import BitEncoder, Question, dimacs
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.checker.search_circuit import Circuit, Int
 from exactmem.search.encoding import Token, output_dim, reads_of
 from exactmem.search.shape import Shape, spec_of
 
