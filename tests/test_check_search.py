@@ -183,7 +183,8 @@ def test_nested_sizes_and_label_consistency(answer: tuple[Path, dict[str, Any]],
     (tmp_path / "d.json").write_text(json.dumps(
         {"format": "exactmem.dataset/1", "task": "next-token", "inputs": "token-ids",
          "vocab_size": 2, "sequences": [[0, 1], [1, 0], [0, 1]], "labels": [0, 1, 1]}))
-    proc = exactmem(tmp_path, "search", "d.json", "--bits", "1", "--json", "--quiet")
+    proc = exactmem(tmp_path, "search", "d.json", "--bits", "1", "--json", "--quiet",
+                    "--minimize", "ff-width", "--max-ff-width", "0")
     inconsistent = json.loads(proc.stdout)
     assert _first(inconsistent, "infeasible")["proof_kind"] == "label-consistency"
     assert _verdict(tmp_path, inconsistent) == ("s VERIFIED", [])

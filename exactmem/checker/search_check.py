@@ -129,9 +129,11 @@ class _Failed(Exception):
 class _Answer:
     def __init__(self, answer: Any, base: Path, report: SearchReport) -> None:
         self.base, self.report = base, report
-        obj(answer, "answer", ("bits", "sizes", "dataset", "status", "minimal",
-                               "proved_minimal"),
-            ("claim", "conflict_budget", "family", "minimize", "ties"))
+        if type(answer) is not dict:
+            raise Unusable("answer: expected a JSON object")
+        for key in ("bits", "sizes", "dataset", "status", "minimal", "proved_minimal"):
+            if key not in answer:  # other fields (timings, texts) are not claims checked
+                raise Unusable(f"answer.{key}: missing")
         self.bits = integer(answer["bits"], "answer.bits", 1, MAX_BITS)
         task, self.inputs, toks, labels, self.size, digest = read_dataset(answer["dataset"],
                                                                           base)
@@ -319,6 +321,7 @@ def _summary(answer: dict[str, Any], done: list[tuple[dict[str, Any], str]],
              a: _Answer) -> None:
     """``status``, ``minimal`` and ``proved_minimal`` follow from the checked entries."""
     found = [{**e["shape"], "params": e["params"]} for e, st in done if st == "found"]
+    choice(answer["status"], ("found", "infeasible", "unknown"), "status")
     if answer["status"] == "found":
         if answer["minimal"] not in found:
             raise _Failed("minimal: not one of the found sizes")

@@ -203,10 +203,7 @@ def _single(ds: Any, base: Any, opts: Any, args: argparse.Namespace) -> dict[str
            "claim": "at most" if minimal else None, "ties": opts.ties,
            "sizes": [res.as_dict()]}
     if args.bits is not None:
-        from exactmem.search.query import bits_answer
-
         out["bits"] = args.bits
-        out.update(bits_answer(ds, out["sizes"], {0: res}))
     else:
         out.update(rlimit=args.solver["rlimit"], encoding=args.encoding)
     return out
