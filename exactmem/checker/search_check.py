@@ -37,10 +37,11 @@ from .search_encode import ENCODER, Question, encode
 from .verify import VERDICTS, check_certificate
 
 KNOBS = ("layers", "heads", "d_model", "head_dim", "ff_width")
-LIMITS = {"layers": 8, "heads": 8, "d_model": 16, "head_dim": 16, "ff_width": 32}
+LIMITS = {"layers": 8, "heads": 16, "d_model": 64, "head_dim": 64, "ff_width": 1024}
 MAX_BITS = 8
 MAX_SEQUENCES = 4096
-MAX_SIZES = 10_000
+MAX_SIZES = 100_000
+MAX_FAMILY = 100_000  # shapes enumerated for proved_minimal (the search's cap)
 
 
 class SearchReport:
@@ -305,6 +306,10 @@ def _smaller(answer: dict[str, Any], a: _Answer) -> list[dict[str, Any]]:
               ("max_layers", "max_heads", "max_d_model", "max_ff_width"))
     cap = {k: integer(fam[f"max_{k}"], f"family.max_{k}", 0 if k == "ff_width" else 1,
                       LIMITS[k]) for k in ("layers", "heads", "d_model", "ff_width")}
+    count = cap["layers"] * cap["heads"] * cap["d_model"] * (cap["d_model"] + 1) // 2 \
+        * (cap["ff_width"] + 1)
+    if count > MAX_FAMILY:
+        raise Unusable(f"family: {count} shapes, more than {MAX_FAMILY}")
     one = {**base, "layers": 1, "heads": 1, "d_model": 1, "head_dim": 1, "ff_width": 0}
     for k in cap:
         if params_of({**one, k: cap[k] + 1}, a.size, a.out(one)) <= low["params"]:
