@@ -92,6 +92,7 @@ VERBS: dict[str, tuple[str, list[str]]] = {
     "certify": ("dataset", ["certify", "BAD", "-c", "lookup", "-o", "OUT"]),
     "search": ("dataset", ["search", "BAD", "--timeout", "5"]),
     "check": ("certificate", ["check", "BAD"]),
+    "check-search": ("certificate", ["check-search", "BAD"]),
     "info": ("certificate", ["info", "BAD"]),
     "export": ("certificate", ["export", "BAD", "--format", "onnx", "-o", "OUT"]),
     "precision": ("certificate", ["precision", "BAD", "--no-search"]),

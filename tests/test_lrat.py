@@ -46,12 +46,14 @@ def test_cadical_lrat_proofs_verified_and_their_lemmas_are_rup_for_dratify(n: in
     assert check_proof(cnf, drup).verdict == "s VERIFIED"
 
 
-def test_ids_of_clauses_derived_while_reading_are_skipped() -> None:
+def test_proofs_are_written_in_standard_numbering() -> None:
     """CaDiCaL strengthens clauses by the units read before them and numbers those lemmas
-    in between the original clauses: the checker names the originals around them."""
+    in between the original clauses; the proof is renumbered: clauses 1..m, lemmas from
+    m + 1 on, increasing."""
     cls = [[1], [1, 2], [-1, 2], [-2, 3], [-3, -2]]
     proof = lrat_proof(cls)
-    assert proof.split()[0] != "6"  # a lemma id inside the range 1..5 of the originals
+    ids = [int(line.split()[0]) for line in proof.splitlines() if line.split()[1] != "d"]
+    assert ids == list(range(6, 6 + len(ids)))
     assert check_lrat(dimacs(3, cls), proof).verdict == "s VERIFIED"
 
 
@@ -114,6 +116,7 @@ GOOD = "5 2 0 1 2 0\n6 0 5 3 4 0\n"
     ("5 1 2 0 1 0\n6 2 0 1 2 0\n7 0 6 3 4 0\n", "s VERIFIED", ""),  # a copy of clause 1
     ("5 -1 0 4 1 0\n6 0 5 1 2 0\n", "s REJECTED", "hint 1 is satisfied"),
     ("6 2 0 1 2 0\n5 0 6 3 4 0\n", "s UNUSABLE", "does not exceed"),
+    ("4 2 0 1 2 0\n5 0 4 3 0\n", "s UNUSABLE", "does not exceed 4"),  # an original's id
     ("5 2 0 1 -2 0\n6 0 5 3 4 0\n", "s UNUSABLE", "RAT hints"),
     ("5 3 0 1 2 0\n6 0 5 3 4 0\n", "s UNUSABLE", "beyond 2 variables"),
     ("5 2 0 1 2\n6 0 5 3 4 0\n", "s UNUSABLE", "ID LITERALS 0 HINTS 0"),

@@ -180,10 +180,11 @@ def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
     assert proof.endswith(".lrat")
     assert check_lrat_files(cnf, proof).verdict == "s VERIFIED"
     verb = _cli("check-proof", cnf, proof)
-    assert verb.returncode == 0 and verb.stdout.strip() == "s VERIFIED"
+    assert verb.returncode == 0 and verb.stdout.splitlines()[-1] == "s VERIFIED"
     dratify = pytest.importorskip("dratify")
     cnf_text = Path(cnf).read_text()
-    clauses = [[int(x) for x in line.split()[:-1]] for line in cnf_text.splitlines()[1:]]
+    clauses = [[int(x) for x in line.split()[:-1]] for line in cnf_text.splitlines()
+               if line[0] not in "cp"]
     drup = to_drup(clauses, Path(proof).read_text())
     assert dratify.check_proof(dratify.parse_dimacs(cnf_text), drup).ok
     found = rep["sizes"][2]
@@ -192,6 +193,14 @@ def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
     assert check.returncode == 0 and check.stdout.splitlines()[-1] == "s VERIFIED"
     cert = json.loads(Path(found["certificate"]).read_text())
     assert cert["construction"]["params"]["bits"] == 2
+    # the whole answer (vector inputs, certificate files, proved minimal) re-checks
+    from exactmem.checker.search_check import check_search
+
+    assert check_search(rep, tmp_path).verdict == "s VERIFIED"
+    del rep["sizes"][0]  # ff-width 0 no longer shown refuted: not proved minimal
+    rep["proved_minimal"] = True
+    why = check_search(rep, tmp_path).reasons
+    assert why and "smaller shape" in why[0]
 
 
 FIVE = [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1)]

@@ -10,9 +10,10 @@ from bit_networks import random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactmem.checker.search_encode import BitEncoder
 from exactmem.model.dataset import Dataset
 from exactmem.search.bitblast import Circuit
-from exactmem.search.sat_encoding import _BitEncoder, encode_bits, tail_segments
+from exactmem.search.sat_encoding import encode_bits, question, tail_segments
 from exactmem.search.shape import Shape
 
 
@@ -41,7 +42,7 @@ def _changes_fit(streams: list[int], labels: list[int], k: int) -> bool:
 def test_segment_clauses_hold_exactly_when_the_labels_change_few_times(
         points: list[tuple[int, int]], ff_width: int) -> None:
     ds = Dataset("next-token", "token-ids", ((0,),), (0,), vocab_size=1)
-    enc = _BitEncoder(ds, Shape(ff_width=ff_width), 2)
+    enc = BitEncoder(question(ds, Shape(ff_width=ff_width), 2))
     enc.c = Circuit()
     keys = [(i, (0,)) for i in range(len(points))]
     enc.segments({key: enc.c.const(x) for key, (x, _) in zip(keys, points, strict=True)},

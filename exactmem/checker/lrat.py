@@ -3,14 +3,13 @@
 Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.drup.parse_cnf`) and a
 textual LRAT proof, one step per line:
 
-* ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` (lemma ids strictly increase) with the
-  hints ``h1 ... hm``: ids of live clauses;
+* ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` with the hints ``h1 ... hm``: ids of
+  live clauses;
 * ``id d c1 ... cm 0`` deletes the clauses ``c1 ... cm`` (the leading id is not used);
 * ``c ...`` is a comment.
 
-Clause ``k`` of the CNF file has the ``k``-th smallest positive id that no lemma uses
-(CaDiCaL numbers the clauses it derives while reading the CNF in between the original
-ones).  The naming cannot make a wrong proof pass: a hint naming the wrong clause fails.
+Standard LRAT numbering (as lrat-check and cake_lpr read it): clause ``k`` of the CNF file
+is ``k`` (``1..m`` in file order), and lemma ids exceed ``m`` and strictly increase.
 
 A lemma is checked by reverse unit propagation **along its hints only**: its literals are
 made false; each hint, in order, must then have every literal false but one, which is made
@@ -29,7 +28,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, _Rejected, failure, parse_cnf
 
@@ -65,29 +64,17 @@ def _check_lemma(k: int, lemma: list[int], hints: list[int],
                     "end without a conflict")
 
 
-def original_ids(count: int, lines: Iterable[str]) -> dict[int, int]:
-    """``{id: k}``: clause ``k`` (0-based) of the CNF has the ``k``-th smallest positive id
-    that no lemma line of the proof uses."""
-    used = set()
-    for line in lines:
-        s = line.split(maxsplit=2)
-        if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
-            used.add(int(s[0]))
-    free = (i for i in range(1, count + len(used) + 1) if i not in used)
-    return dict(zip(free, range(count), strict=False))
-
-
 def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
     """Check that the LRAT ``proof_text`` refutes ``cnf_text``; never raises on bad input."""
     return _check(cnf_text, lambda: iter(proof_text.splitlines()), max_steps)
 
 
 def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) -> ProofReport:
-    """The check over the proof's lines, read twice (``lines()`` starts them again)."""
+    """The check over the proof's lines."""
     try:
         nvars, cnf = parse_cnf(cnf_text)
-        clauses = {i: tuple(cnf[k]) for i, k in original_ids(len(cnf), lines()).items()}
-        last = 0
+        clauses = {k: tuple(c) for k, c in enumerate(cnf, 1)}
+        last = len(cnf)
         lemmas = deletions = steps = 0
         refuted = False
         for k, line in enumerate(lines(), 1):
@@ -110,9 +97,9 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
             if any(abs(x) > nvars for x in lemma):
                 raise Unusable(f"proof line {k}: a literal beyond {nvars} variables")
             if ident <= last:
-                raise Unusable(f"proof line {k}: lemma id {ident} does not exceed {last}")
-            if ident in clauses:
-                raise Unusable(f"proof line {k}: lemma id {ident} names a live clause")
+                raise Unusable(f"proof line {k}: lemma id {ident} does not exceed {last} "
+                               f"(the CNF's {len(cnf)} clauses are 1..{len(cnf)}; lemma ids "
+                               "increase)")
             if any(h < 0 for h in hints):
                 raise Unusable(f"proof line {k}: RAT hints (negative ids) are not supported")
             last = ident

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "standard-library checkers: LRAT (exactmem.checker.lrat: every lemma by "
                     "unit propagation along its hints) or DRUP/DRAT (exactmem.checker.drup: "
                     "backward RUP, else RAT). Prints one line: 's VERIFIED' (exit 0: the CNF "
-                    "is unsatisfiable), 's REJECTED' (exit 1: a lemma fails or no empty "
+                    "is unsatisfiable -- only that, not what it encodes: see check-search), "
+                    "'s REJECTED' (exit 1: a lemma fails or no empty "
                     "clause is derived) or 's UNUSABLE' (exit 2: malformed input or a "
                     "resource limit); reasons go to stderr.",
         epilog="example: exactmem check-proof proofs/q1.cnf proofs/q1.lrat")
@@ -45,5 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if report.verdict == "s VERIFIED":
         print(f"c {report.lemmas} lemmas checked, {report.deletions} deletions applied",
               file=sys.stderr)
+        print("c claim: this CNF is unsatisfiable (not what it encodes: exactmem "
+              "check-search binds a search answer's CNF to its question)")
     print(report.verdict)
     return report.exit_code

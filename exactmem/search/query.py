@@ -247,10 +247,14 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
         return QueryResult(shape, params, Infeasible("label-consistency", conflict),
                            time.monotonic() - start, extra=extra)
     problem = encode_bits(ds, shape, bits, fixed_embed)
-    ans = sat_backend.solve(problem.circuit.nvars, problem.clauses, budget, proof_stem)
+    ans = sat_backend.solve(problem.circuit.nvars, problem.clauses, budget, proof_stem,
+                            problem.header)
     extra += (("conflicts", ans.conflicts), ("variables", problem.circuit.nvars),
               ("clauses", len(problem.clauses)))
     if not isinstance(ans.outcome, sat_backend.SatModel):
+        if ans.hashes is not None:
+            extra += (("cnf_sha256", ans.hashes[0]), ("proof_sha256", ans.hashes[1]),
+                      ("question", cnf_question(fixed_embed)))
         return QueryResult(shape, params, ans.outcome, time.monotonic() - start,
                            cnf=ans.cnf, proof=ans.proof,
                            extra=extra + (("proof_check_seconds", round(ans.check_seconds,
@@ -263,7 +267,37 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
                                                   + "; ".join(failures[:3])), seconds,
                            extra=extra)
     path = _write(cert, certificate_path)
+    if path is not None:
+        extra += (("certificate_sha256", file_sha256(path)),)
     return QueryResult(shape, params, Found(spec), seconds, cert, path, extra=extra)
+
+
+def cnf_question(fixed_embed: list[list[int]] | None = None) -> dict[str, Any]:
+    """The encoding options a written CNF was built with (``exactmem check-search``
+    re-derives the CNF from them, the dataset, the shape and the bits)."""
+    from exactmem.checker.search_encode import ENCODER
+
+    return {"encoder": ENCODER, "symmetry": True, "segments": True,
+            "fixed_embed": fixed_embed}
+
+
+def file_sha256(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def bits_answer(ds: Dataset, sizes: list[dict[str, Any]],
+                results: dict[int, QueryResult]) -> dict[str, Any]:
+    """What a bit-bounded answer adds so that ``exactmem check-search`` can re-check it on
+    its own: the dataset (embedded, with its SHA-256) and, for each found size whose
+    certificate was not written to a file, the certificate (``certificate_data``).
+    ``results``: the query result of each entry of ``sizes`` that ran (by index)."""
+    for k, res in results.items():
+        if res.status == "found" and res.certificate_path is None \
+                and res.certificate is not None:
+            sizes[k]["certificate_data"] = res.certificate
+    return {"dataset": {"data": ds.to_json(), "sha256": ds.sha256()}}
 
 
 def _threshold_stage(ds: Dataset, shape: Shape, opts: EncodeOptions, timeout_s: float,

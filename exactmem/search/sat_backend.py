@@ -3,12 +3,16 @@
 :func:`solve` runs CaDiCaL 1.9.5 (``Cadical195``) with LRAT proof logging (the solver's own
 ``lrat`` option: every lemma with the ids of the clauses that imply it) under a
 deterministic **conflict budget** (a rerun gets the same answer on any machine load).  An
-UNSAT answer is written as a DIMACS CNF and a textual LRAT proof, and is reported only
-after the standard-library checker :mod:`exactmem.checker.lrat` verified the pair.
+UNSAT answer is written as a DIMACS CNF (opened by the comment lines naming its question)
+and a textual LRAT proof in **standard numbering** (original clauses ``1..m`` in file
+order, lemma ids ``m+1, m+2, ...``: :func:`standard_lrat` renumbers CaDiCaL's ids), and is
+reported only after the standard-library checker :mod:`exactmem.checker.lrat` verified the
+pair.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import time
 from dataclasses import dataclass
@@ -50,21 +54,57 @@ class SatAnswer:
     cnf: str | None = None
     proof: str | None = None
     check_seconds: float = 0.0
+    hashes: tuple[str, str] | None = None  # SHA-256 of the CNF and proof files written
 
 
-def dimacs(nvars: int, clauses: list[list[int]]) -> str:
-    lines = [f"p cnf {nvars} {len(clauses)}"]
-    lines.extend(" ".join(map(str, c)) + " 0" for c in clauses)
-    return "\n".join(lines) + "\n"
+def dimacs(nvars: int, clauses: list[list[int]], header: list[str] | None = None) -> str:
+    from exactmem.checker.search_encode import dimacs as trusted
+
+    return trusted(nvars, clauses, header)
+
+
+def cadical_ids(count: int, lines: list[str]) -> dict[int, int]:
+    """``{CaDiCaL id: k}``: with proof logging on while the clauses are added, CaDiCaL
+    gives clause ``k`` (0-based) of the input the ``k``-th smallest positive id that no
+    lemma uses (the clauses it derives while reading are numbered in between)."""
+    used = set()
+    for line in lines:
+        s = line.split(maxsplit=2)
+        if len(s) > 1 and s[0] != "c" and s[1] != "d" and s[0].isdigit():
+            used.add(int(s[0]))
+    free = (i for i in range(1, count + len(used) + 1) if i not in used)
+    return dict(zip(free, range(count), strict=False))
+
+
+def standard_lrat(count: int, lrat: str) -> str:
+    """CaDiCaL's LRAT proof of ``count`` clauses in standard numbering: clause ``k`` of
+    the CNF file is ``k`` (1-based), the lemmas are ``count + 1, count + 2, ...`` in
+    order; a deletion line carries the id of the last lemma before it."""
+    lines = lrat.splitlines()
+    new = {i: k + 1 for i, k in cadical_ids(count, lines).items()}
+    last = count
+    out: list[str] = []
+    for line in lines:
+        s = line.split()
+        if not s or s[0] == "c":
+            continue
+        if s[1] == "d":
+            out.append(f"{last} d " + " ".join(str(new[int(i)]) for i in s[2:-1]) + " 0")
+            continue
+        nums = list(map(int, s))
+        cut = nums.index(0)
+        last += 1
+        new[nums[0]] = last
+        hints = " ".join(str(new[h] if h > 0 else -new[-h]) for h in nums[cut + 1:-1])
+        out.append(" ".join(map(str, [last, *nums[1:cut], 0])) + (f" {hints} 0" if hints
+                                                                   else " 0"))
+    return "\n".join(out) + "\n"
 
 
 def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
-    """The lemmas and deletions of an LRAT proof of ``clauses`` as a DRUP proof (ids and
-    hints dropped), for DRAT checkers such as drat-trim or dratify.  The clauses are named
-    as :mod:`exactmem.checker.lrat` names them: the ids no lemma uses, in order."""
-    from exactmem.checker.lrat import original_ids
-
-    by_id = {i: clauses[k] for i, k in original_ids(len(clauses), lrat.splitlines()).items()}
+    """The lemmas and deletions of a standard LRAT proof of ``clauses`` as a DRUP proof
+    (ids and hints dropped), for DRAT checkers such as drat-trim or dratify."""
+    by_id = {k + 1: c for k, c in enumerate(clauses)}
     out: list[str] = []
     for line in lrat.splitlines():
         s = line.split()
@@ -84,8 +124,7 @@ def lrat_to_drup(clauses: list[list[int]], lrat: str) -> str:
 def _run(clauses: list[list[int]], conflicts: int) -> tuple[bool | None, int, frozenset[int],
                                                              str]:
     """``(answer, conflicts used, model, LRAT text)``: CaDiCaL with its ``lrat`` option set
-    before any clause is added (the ids of the clauses it derives while reading are
-    interleaved with the original ones: :func:`exactmem.checker.lrat.original_ids`)."""
+    before any clause is added; the proof in standard numbering (:func:`standard_lrat`)."""
     import pysolvers
 
     solvers = _pysat()
@@ -104,15 +143,16 @@ def _run(clauses: list[list[int]], conflicts: int) -> tuple[bool | None, int, fr
         if res is False:
             pysolvers.flushpr(s.prfp)
             s.prfile.seek(0)
-            proof = s.prfile.read().decode("ascii")
+            proof = standard_lrat(len(clauses), s.prfile.read().decode("ascii"))
         return res, used, model, proof
     finally:
         s.delete()
 
 
 def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLICTS,
-          proof_stem: Path | None = None) -> SatAnswer:
-    """Solve; on UNSAT write ``<stem>.cnf`` / ``<stem>.lrat`` (when given) and check them."""
+          proof_stem: Path | None = None, header: list[str] | None = None) -> SatAnswer:
+    """Solve; on UNSAT write ``<stem>.cnf`` (opened by the comment lines ``header``) and
+    ``<stem>.lrat`` (when given), with their SHA-256, and check them."""
     from exactmem.checker.lrat import check_lrat
 
     res, used, model, proof_text = _run(clauses, conflicts)
@@ -120,23 +160,26 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
         return SatAnswer(Unknown(f"conflict budget {conflicts} exhausted ({version()})"), used)
     if res:
         return SatAnswer(SatModel(model, used), used)
-    cnf_text = dimacs(nvars, clauses)
+    cnf_text = dimacs(nvars, clauses, header)
     cnf_path = proof_path = None
+    hashes = None
     if proof_stem is not None:
         proof_stem.parent.mkdir(parents=True, exist_ok=True)
         cnf_path, proof_path = str(proof_stem) + ".cnf", str(proof_stem) + ".lrat"
         Path(cnf_path).write_text(cnf_text)
         Path(proof_path).write_text(proof_text)
+        hashes = (hashlib.sha256(cnf_text.encode()).hexdigest(),
+                  hashlib.sha256(proof_text.encode()).hexdigest())
     start = time.monotonic()
     report = check_lrat(cnf_text, proof_text)
     secs = time.monotonic() - start
     if report.verdict != "s VERIFIED":
         return SatAnswer(Unknown(f"{version()} said UNSAT but the proof checker answered "
                                  f"{report.verdict}: {'; '.join(report.reasons)}"),
-                         used, cnf_path, proof_path, secs)
+                         used, cnf_path, proof_path, secs, hashes)
     detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of {report.lemmas} "
               f"lemmas verified by exactmem.checker.lrat")
-    return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs)
+    return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs, hashes)
 
 
 class Incremental:

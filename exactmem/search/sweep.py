@@ -19,7 +19,7 @@ from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encoding import EncodeOptions
 from exactmem.search.outcome import Infeasible
-from exactmem.search.query import QueryResult, run_bits_query, run_query, shape_params
+from exactmem.search.query import QueryResult, bits_answer, run_bits_query, run_query, shape_params
 from exactmem.search.shape import Shape, nests_in
 
 Minimize = Literal["ff-width", "heads", "params"]
@@ -67,6 +67,9 @@ def caps_hide_nothing(ds: Dataset, base: Shape, limits: Limits, params: int) -> 
     return all(shape_params(ds, sh) > params for sh in beyond)
 
 
+PROOF_KEYS = ("cnf", "proof", "cnf_sha256", "proof_sha256", "question")
+
+
 def implied_infeasible(shape: Shape, infeasible: list[Shape]) -> Shape | None:
     for big in infeasible:
         if nests_in(shape, big):
@@ -102,7 +105,8 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
     deadline = None if budget_s is None else time.monotonic() + budget_s
     sizes: list[dict[str, Any]] = []
     infeasible: list[Shape] = []
-    proofs: dict[Shape, tuple[str, str | None, str | None]] = {}
+    proofs: dict[Shape, tuple[str, dict[str, Any]]] = {}  # kind, files and question
+    ran: dict[int, QueryResult] = {}
     all_smaller_infeasible = True
     minimal: dict[str, Any] | None = None
     shapes = candidates(base, mode, limits, ds)
@@ -116,9 +120,8 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
                 entry = {"shape": shape.as_dict(), "params": shape_params(ds, shape),
                          "status": "infeasible", "seconds": 0.0,
                          "proof_kind": proofs[big][0],
-                         "detail": f"nests in the infeasible shape {big.label()}"}
-                if proofs[big][1] is not None:
-                    entry["cnf"], entry["proof"] = proofs[big][1], proofs[big][2]
+                         "detail": f"nests in the infeasible shape {big.label()}",
+                         "nests_in": big.as_dict(), **proofs[big][1]}
                 sizes.append(entry)
                 bar.update()
                 continue
@@ -144,19 +147,22 @@ def minimize(ds: Dataset, base: Shape, mode: str = "params", limits: Limits | No
             bar.update()
             if on_result is not None:
                 on_result(res)
+            ran[len(sizes)] = res
             sizes.append(res.as_dict())
             if res.status == "found":
                 minimal = {**shape.as_dict(), "params": res.params}
             elif res.status == "infeasible":
                 infeasible.append(shape)
                 assert isinstance(res.outcome, Infeasible)
-                proofs[shape] = (res.outcome.proof_kind, res.cnf, res.proof)
+                proofs[shape] = (res.outcome.proof_kind,
+                                 {k: v for k, v in sizes[-1].items() if k in PROOF_KEYS})
                 if isinstance(res.outcome, Infeasible) and res.outcome.proof_kind == \
                         "label-consistency":
                     break  # no shape of the family can memorize this dataset
             else:
                 all_smaller_infeasible = False
-    extra: dict[str, Any] = {"bits": bits, "conflict_budget": conflicts} if bits is not None \
+    extra: dict[str, Any] = {"bits": bits, "conflict_budget": conflicts,
+                             **bits_answer(ds, sizes, ran)} if bits is not None \
         else {k: v for k, v in (solver or {}).items() if k in ("rlimit", "encoding")}
     return report(ds, base, mode, limits, opts.ties, sizes, minimal, all_smaller_infeasible,
                   extra)

@@ -1,0 +1,46 @@
+"""The proof side of the public API: ``exactmem.check_search`` and ``exactmem.check_proof``
+mirror the verbs ``check-search`` and ``check-proof`` (docs/proof-checker.md).  Both return
+a :class:`~exactmem.api.results.CheckResult` whose ``claim`` says what a verified answer
+proves; an unreadable file is an ``unusable`` result, not an exception."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from exactmem.api.results import CheckResult
+
+PathLike = str | os.PathLike[str]
+
+
+def _result(exit_code: int, reasons: list[str] | tuple[str, ...], claim: str,
+            path: Path | None) -> CheckResult:
+    return CheckResult(exit_code == 0, exit_code == 2, exit_code, tuple(reasons),
+                       claim if exit_code == 0 else None, path)
+
+
+def check_search(path: PathLike, base: PathLike | None = None) -> CheckResult:
+    """Check a bit-bounded search answer (``exactmem search --bits ... --json``) as a
+    whole: found sizes certified, infeasible sizes' CNFs re-derived from the question and
+    refuted by their LRAT proofs.  Files it names are relative to its folder (or ``base``).
+    """
+    from exactmem.checker.search_check import check_search_file
+
+    rep = check_search_file(str(path), None if base is None else str(base))
+    return _result(rep.exit_code, rep.reasons,
+                   "every size of the answer is found or refuted as it states", Path(path))
+
+
+def check_proof(cnf: PathLike, proof: PathLike, fmt: str = "auto") -> CheckResult:
+    """Check that ``proof`` (LRAT, or DRUP/DRAT: ``fmt`` ``"lrat"``/``"drup"``, or by the
+    file suffix) refutes the DIMACS ``cnf``.  A verified result says only that the CNF is
+    unsatisfiable, not what it encodes (:func:`check_search` binds that)."""
+    from exactmem.checker.drup import check_proof_files
+    from exactmem.checker.lrat import check_lrat_files
+    from exactmem.commands.check_proof import proof_format
+
+    if fmt not in ("auto", "lrat", "drup"):
+        raise ValueError(f"fmt: expected 'auto', 'lrat' or 'drup', found {fmt!r}")
+    check = check_lrat_files if proof_format(str(proof), fmt) == "lrat" else check_proof_files
+    rep = check(str(cnf), str(proof))
+    return _result(rep.exit_code, rep.reasons, "this CNF is unsatisfiable", Path(proof))

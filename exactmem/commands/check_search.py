@@ -1,0 +1,43 @@
+"""``exactmem check-search RESULT.json``: one verdict for a whole bit-bounded search
+answer, by the trusted checker (:mod:`exactmem.checker.search_check`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check-search", help="verify every size of a bit-bounded search answer (--bits)",
+        description="Re-checks an answer of 'exactmem search DATA --bits B --json' with the "
+                    "standard-library checker: every found size's certificate verifies on "
+                    "the answer's dataset and has the shape, parameter count and B-bit "
+                    "weights claimed; every infeasible size's CNF is re-derived from the "
+                    "dataset, shape, bits and options by the trusted encoder and must equal "
+                    "the file, whose LRAT proof must refute it; files match their SHA-256. "
+                    "Prints one line: 's VERIFIED' (exit 0), 's REJECTED' (exit 1: a claim "
+                    "fails) or 's UNUSABLE' (exit 2: a missing or malformed file, or a "
+                    "limit); reasons go to stderr. Files named in the answer are relative to "
+                    "its folder (or --base).",
+        epilog="example: exactmem search data.json --bits 2 --minimize params --proofs P "
+               "--json > answer.json && exactmem check-search answer.json")
+    p.add_argument("answer", help="the JSON answer of 'exactmem search --bits ... --json'")
+    p.add_argument("--base", default=None, metavar="DIR",
+                   help="folder the answer's file names are relative to (default: the "
+                        "answer's folder)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from exactmem.checker.search_check import check_search_file
+
+    report = check_search_file(args.answer, args.base)
+    for line in report.reasons:
+        print(f"c {line}", file=sys.stderr)
+    c = report.counts
+    print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
+          f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
+          f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)
+    print(report.verdict)
+    return report.exit_code
