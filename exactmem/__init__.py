@@ -19,6 +19,8 @@ from exactmem.api import (
     certify,
     certify_model,
     check,
+    check_proof,
+    check_search,
     export,
     generate,
     info,
@@ -61,6 +63,7 @@ __all__ = [
     "load_dataset", "sizes",
     # the API: one function per CLI verb (docs/api.md)
     "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "PrecisionResult",
-    "ProveResult", "SearchResult", "certify", "certify_model", "check", "export", "generate",
+    "ProveResult", "SearchResult", "certify", "certify_model", "check", "check_proof",
+    "check_search", "export", "generate",
     "info", "precision", "prove", "save_dataset", "search",
 ]

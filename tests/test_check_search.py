@@ -229,3 +229,16 @@ def test_the_re_encoding_is_bounded_by_the_file_offered(
     bad["bits"] = 8
     verdict, why = _verdict(tmp_path, bad)
     assert verdict == "s REJECTED" and "more variables than the file has bytes" in why[0]
+
+
+def test_a_single_shape_answer_verifies_and_a_flipped_label_is_rejected(
+        tmp_path: Path) -> None:
+    """Without ``--minimize`` (one shape asked): the answer carries its dataset, so it is
+    re-checked on its own; a label changed in that dataset no longer verifies."""
+    ans = genuine_answer(tmp_path, "--bits", "1")
+    assert [e["status"] for e in ans["sizes"]] in (["found"], ["infeasible"])
+    assert _verdict(tmp_path, ans) == ("s VERIFIED", [])
+    bad = copy.deepcopy(ans)
+    labels = bad["dataset"]["data"]["labels"]
+    labels[0] = 1 - labels[0] if isinstance(labels[0], int) else labels[0]
+    assert _verdict(tmp_path, bad)[0] != "s VERIFIED"

@@ -10,6 +10,7 @@ needs when called.
 """
 
 from exactmem.api.model import certify_model
+from exactmem.api.proofs import check_proof, check_search
 from exactmem.api.results import (
     CertifyResult,
     CheckResult,
@@ -26,5 +27,6 @@ from exactmem.model.dataset import load_dataset, save_dataset
 
 __all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
            "LemmaResult", "PrecisionResult", "ProveResult", "SearchResult", "certify",
-           "certify_model", "check", "export", "generate", "info", "load_dataset", "precision",
+           "certify_model", "check", "check_proof", "check_search", "export", "generate",
+           "info", "load_dataset", "precision",
            "prove", "save_dataset", "search"]

@@ -220,7 +220,10 @@ def _single(ds: Dataset, base: Any, opts: Any, timeout: float, budget: float | N
            "claim": "at most" if minimal else None, "ties": opts.ties,
            "sizes": [res.as_dict()]}
     if bits is not None:
+        from exactmem.search.query import bits_answer
+
         out["bits"] = bits
+        out.update(bits_answer(ds, out["sizes"], {0: res}))
     else:
         out.update(rlimit=solver["rlimit"], encoding=solver["encoding"])
     return out
