@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from lrat_reference import accepts  # noqa: E402
 from search_answers import genuine_answer, rebind  # noqa: E402
 
-from exactmem.checker.search_check import check_search  # noqa: E402
+from exactmem.checker.proofs.search_check import check_search  # noqa: E402
 from exactmem.model.dataset import dataset_from_json  # noqa: E402
 
 Answer = dict[str, Any]

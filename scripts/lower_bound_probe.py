@@ -9,7 +9,7 @@ each bit budget b the script sweeps shapes (1 block, residual, argmax readout, h
 count and records, per labeling, the smallest shape with a b-bit integer network that
 memorizes it.  Every ``found`` is a certificate
 the checker verified; every smaller shape is ``infeasible`` with an LRAT proof checked by
-exactmem.checker.lrat (re-checked at the end with ``exactmem check-proof``'s code),
+exactmem.checker.proofs.lrat (re-checked at the end with ``exactmem check-proof``'s code),
 ``implied`` (nested in a refuted shape), or ``unknown`` (conflict budget) -- then the row
 says "at most".
 
@@ -272,7 +272,7 @@ def recheck(rows: list[dict[str, Any]], out: Path) -> None:
     """Every proof re-checked from its files by the code behind `exactmem check-proof`,
     every certificate by the code behind `exactmem check`."""
     from exactmem.checker import check_file
-    from exactmem.checker.lrat import check_lrat_files
+    from exactmem.checker.proofs.lrat import check_lrat_files
 
     for r in rows:
         if r.get("kept"):  # a row of an earlier run whose files are not here: as recorded

@@ -1,6 +1,6 @@
 """An independent standard-LRAT checker, written for the tests from the format description
 (lrat-check, Heule et al.; cake_lpr reads the same numbering), sharing no code with
-:mod:`exactmem.checker.lrat`:
+:mod:`exactmem.checker.proofs.lrat`:
 
 * the CNF's clauses are numbered 1..m in file order;
 * ``ID LITS 0 HINTS 0`` adds clause ``ID`` (an id no clause ever had: greater than every

@@ -16,7 +16,7 @@ import pytest
 from lrat_reference import accepts
 from search_answers import exactmem, genuine_answer, pigeonhole_files, rebind
 
-from exactmem.checker.search_check import check_search, nests_in, params_of
+from exactmem.checker.proofs.search_check import check_search, nests_in, params_of
 
 
 @pytest.fixture(scope="module")

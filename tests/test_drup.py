@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cnf_formulas import dimacs, php
 
-from exactmem.checker.drup import check_proof, check_proof_files
+from exactmem.checker.proofs.drup import check_proof, check_proof_files
 
 PHP_SOLVERS = ["cadical153", "glucose4", "lingeling"]
 

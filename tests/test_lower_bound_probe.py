@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from exactmem.checker import check_file
-from exactmem.checker.lrat import check_lrat_files
+from exactmem.checker.proofs.lrat import check_lrat_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from cnf_formulas import dimacs, php
 
-from exactmem.checker.drup import check_proof
-from exactmem.checker.lrat import check_lrat
+from exactmem.checker.proofs.drup import check_proof
+from exactmem.checker.proofs.lrat import check_lrat
 from exactmem.search.sat_backend import _run
 from exactmem.search.sat_backend import lrat_to_drup as to_drup
 
@@ -147,7 +147,7 @@ def test_check_proof_verb_reads_lrat_by_suffix(tmp_path: Path) -> None:
 
 def test_proof_files_are_streamed_and_bad_bytes_unusable(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from exactmem.checker import lrat
+    from exactmem.checker.proofs import lrat
 
     (tmp_path / "f.cnf").write_text(CNF)
     good, bad = tmp_path / "good.lrat", tmp_path / "bad.lrat"

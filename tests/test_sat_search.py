@@ -16,7 +16,7 @@ from bit_networks import network, random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.checker.lrat import check_lrat_files
+from exactmem.checker.proofs.lrat import check_lrat_files
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.search import canonical
@@ -194,7 +194,7 @@ def test_xor_without_residual_two_bits_needs_two_relus_with_checked_proofs(
     cert = json.loads(Path(found["certificate"]).read_text())
     assert cert["construction"]["params"]["bits"] == 2
     # the whole answer (vector inputs, certificate files, proved minimal) re-checks
-    from exactmem.checker.search_check import check_search
+    from exactmem.checker.proofs.search_check import check_search
 
     assert check_search(rep, tmp_path).verdict == "s VERIFIED"
     del rep["sizes"][0]  # ff-width 0 no longer shown refuted: not proved minimal

@@ -10,7 +10,7 @@ from bit_networks import random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.checker.search_encode import BitEncoder
+from exactmem.checker.proofs.search_encode import BitEncoder
 from exactmem.model.dataset import Dataset
 from exactmem.search.bitblast import Circuit
 from exactmem.search.sat_encoding import encode_bits, question, tail_segments

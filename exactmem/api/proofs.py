@@ -24,7 +24,7 @@ def check_search(path: PathLike, base: PathLike | None = None) -> CheckResult:
     whole: found sizes certified, infeasible sizes' CNFs re-derived from the question and
     refuted by their LRAT proofs.  Files it names are relative to its folder (or ``base``).
     """
-    from exactmem.checker.search_check import check_search_file
+    from exactmem.checker.proofs.search_check import check_search_file
 
     rep = check_search_file(str(path), None if base is None else str(base))
     return _result(rep.exit_code, rep.reasons,
@@ -35,8 +35,8 @@ def check_proof(cnf: PathLike, proof: PathLike, fmt: str = "auto") -> CheckResul
     """Check that ``proof`` (LRAT, or DRUP/DRAT: ``fmt`` ``"lrat"``/``"drup"``, or by the
     file suffix) refutes the DIMACS ``cnf``.  A verified result says only that the CNF is
     unsatisfiable, not what it encodes (:func:`check_search` binds that)."""
-    from exactmem.checker.drup import check_proof_files
-    from exactmem.checker.lrat import check_lrat_files
+    from exactmem.checker.proofs.drup import check_proof_files
+    from exactmem.checker.proofs.lrat import check_lrat_files
     from exactmem.commands.check_proof import proof_format
 
     if fmt not in ("auto", "lrat", "drup"):

@@ -11,8 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check-proof", help="verify that an LRAT or DRUP/DRAT proof refutes a DIMACS CNF",
         description="Checks a textual refutation of a strict DIMACS CNF with the "
-                    "standard-library checkers: LRAT (exactmem.checker.lrat: every lemma by "
-                    "unit propagation along its hints) or DRUP/DRAT (exactmem.checker.drup: "
+                    "standard-library checkers: LRAT (exactmem.checker.proofs.lrat: every lemma by "
+                    "unit propagation along its hints) or DRUP/DRAT (exactmem.checker.proofs.drup: "
                     "backward RUP, else RAT). Prints one line: 's VERIFIED' (exit 0: the CNF "
                     "is unsatisfiable -- only that, not what it encodes: see check-search), "
                     "'s REJECTED' (exit 1: a lemma fails or no empty "
@@ -35,8 +35,8 @@ def proof_format(path: str, fmt: str = "auto") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.drup import MAX_STEPS, check_proof_files
-    from exactmem.checker.lrat import check_lrat_files
+    from exactmem.checker.proofs.drup import MAX_STEPS, check_proof_files
+    from exactmem.checker.proofs.lrat import check_lrat_files
 
     check = check_lrat_files if proof_format(args.proof, args.format) == "lrat" \
         else check_proof_files

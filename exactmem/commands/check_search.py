@@ -1,5 +1,5 @@
 """``exactmem check-search RESULT.json``: one verdict for a whole bit-bounded search
-answer, by the trusted checker (:mod:`exactmem.checker.search_check`)."""
+answer, by the trusted checker (:mod:`exactmem.checker.proofs.search_check`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.search_check import check_search_file
+    from exactmem.checker.proofs.search_check import check_search_file
 
     report = check_search_file(args.answer, args.base)
     for line in report.reasons:

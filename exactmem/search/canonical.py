@@ -1,7 +1,7 @@
 """One grid point per function: moved to the trusted base
-(:mod:`exactmem.checker.search_reps`), whose encoder writes the clauses; re-exported."""
+(:mod:`exactmem.checker.proofs.search_reps`), whose encoder writes the clauses; re-exported."""
 
-from exactmem.checker.search_reps import (
+from exactmem.checker.proofs.search_reps import (
                                           MAX_COMBOS,
                                           applies,
                                           excluded,

@@ -24,7 +24,7 @@ complements of ``r > 0`` (same threshold), ``r = 0`` the two constant labellings
 
 Nothing here is trusted: a labelling found is rebuilt as a network (:meth:`GridPool.spec`)
 and certified by the checker; one not found is asked to the SAT solver, whose refutation is
-an LRAT proof checked by :mod:`exactmem.checker.lrat`.
+an LRAT proof checked by :mod:`exactmem.checker.proofs.lrat`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@
   ``"label-consistency"`` (two sequences no permutation-equivariant network can tell apart
   carry different labels: checkable from the dataset alone) or ``"lrat"`` (bit-bounded
   weights: a SAT solver's LRAT refutation of the CNF, verified by the stdlib checker
-  :mod:`exactmem.checker.lrat`; ``"drup"`` for DRUP refutations checked by
-  :mod:`exactmem.checker.drup`);
+  :mod:`exactmem.checker.proofs.lrat`; ``"drup"`` for DRUP refutations checked by
+  :mod:`exactmem.checker.proofs.drup`);
 * :class:`Unknown` -- timeout, resource limit, or a model that could not be made rational.
 
 Backends return :class:`Assignment` (exact values of the unknowns) instead of ``Found``;

@@ -232,7 +232,7 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
     """Decide whether ``shape`` with ``bits``-bit integer weights memorizes ``ds`` (SAT).
 
     ``found``: the model's network, certified and verified by the checker.  ``infeasible``:
-    label consistency, or an LRAT refutation verified by :mod:`exactmem.checker.lrat`
+    label consistency, or an LRAT refutation verified by :mod:`exactmem.checker.proofs.lrat`
     (written to ``<proof_stem>.cnf`` / ``.lrat`` when ``proof_stem`` is given).
     """
     from exactmem.search import sat_backend
@@ -275,7 +275,7 @@ def run_bits_query(ds: Dataset, shape: Shape, bits: int, conflicts: int | None =
 def cnf_question(fixed_embed: list[list[int]] | None = None) -> dict[str, Any]:
     """The encoding options a written CNF was built with (``exactmem check-search``
     re-derives the CNF from them, the dataset, the shape and the bits)."""
-    from exactmem.checker.search_encode import ENCODER
+    from exactmem.checker.proofs.search_encode import ENCODER
 
     return {"encoder": ENCODER, "symmetry": True, "segments": True,
             "fixed_embed": fixed_embed}

@@ -6,7 +6,7 @@ deterministic **conflict budget** (a rerun gets the same answer on any machine l
 UNSAT answer is written as a DIMACS CNF (opened by the comment lines naming its question)
 and a textual LRAT proof in **standard numbering** (original clauses ``1..m`` in file
 order, lemma ids ``m+1, m+2, ...``: :func:`standard_lrat` renumbers CaDiCaL's ids), and is
-reported only after the standard-library checker :mod:`exactmem.checker.lrat` verified the
+reported only after the standard-library checker :mod:`exactmem.checker.proofs.lrat` verified the
 pair.
 """
 
@@ -58,7 +58,7 @@ class SatAnswer:
 
 
 def dimacs(nvars: int, clauses: list[list[int]], header: list[str] | None = None) -> str:
-    from exactmem.checker.search_encode import dimacs as trusted
+    from exactmem.checker.proofs.search_encode import dimacs as trusted
 
     return trusted(nvars, clauses, header)
 
@@ -153,7 +153,7 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
           proof_stem: Path | None = None, header: list[str] | None = None) -> SatAnswer:
     """Solve; on UNSAT write ``<stem>.cnf`` (opened by the comment lines ``header``) and
     ``<stem>.lrat`` (when given), with their SHA-256, and check them."""
-    from exactmem.checker.lrat import check_lrat
+    from exactmem.checker.proofs.lrat import check_lrat
 
     res, used, model, proof_text = _run(clauses, conflicts)
     if res is None:
@@ -178,7 +178,7 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
                                  f"{report.verdict}: {'; '.join(report.reasons)}"),
                          used, cnf_path, proof_path, secs, hashes)
     detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of {report.lemmas} "
-              f"lemmas verified by exactmem.checker.lrat")
+              f"lemmas verified by exactmem.checker.proofs.lrat")
     return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs, hashes)
 
 

@@ -1,12 +1,12 @@
 """Bit-bounded networks to CNF: "a shape with b-bit integer weights memorizes the dataset".
 
-The CNF is built by the **trusted encoder** :mod:`exactmem.checker.search_encode` (the
+The CNF is built by the **trusted encoder** :mod:`exactmem.checker.proofs.search_encode` (the
 grid, the exact integer semantics, symmetry breaking and segment clauses are described
 there and in docs/search.md): the search writes exactly the CNF that ``exactmem
 check-search`` re-derives from the question, so there is one encoder, not two.  This
 module turns a :class:`~exactmem.model.dataset.Dataset` and a
 :class:`~exactmem.search.shape.Shape` into the encoder's
-:class:`~exactmem.checker.search_encode.Question`, adds the solver-side variant with open
+:class:`~exactmem.checker.proofs.search_encode.Question`, adds the solver-side variant with open
 label literals (:func:`encode_labelled`, never written as a proof) and reads networks
 off models.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from exactmem.arith import ScaledMatrix
-from exactmem.checker.search_circuit import Circuit, Int
-from exactmem.checker.search_encode import BitEncoder, Question, dimacs
+from exactmem.checker.proofs.search_circuit import Circuit, Int
+from exactmem.checker.proofs.search_encode import BitEncoder, Question, dimacs
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec

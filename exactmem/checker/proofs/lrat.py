@@ -1,6 +1,6 @@
 """A small LRAT proof checker (standard library only): "this CNF is unsatisfiable".
 
-Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.drup.parse_cnf`) and a
+Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.proofs.drup.parse_cnf`) and a
 textual LRAT proof, one step per line:
 
 * ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` with the hints ``h1 ... hm``: ids of
@@ -20,7 +20,7 @@ accepted.  The check of a lemma costs the total length of its hints, so a proof 
 in time linear in its size; nothing is searched.  The proof is accepted when the empty
 lemma is checked; the lines after it must still be well formed.
 
-Verdicts as in :mod:`exactmem.checker.drup`: ``s VERIFIED`` (exit 0), ``s REJECTED``
+Verdicts as in :mod:`exactmem.checker.proofs.drup`: ``s VERIFIED`` (exit 0), ``s REJECTED``
 (exit 1), ``s UNUSABLE`` (exit 2: malformed input or a resource limit).
 """
 

@@ -29,12 +29,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from .dataset import dataset as read_dataset
+from ..dataset import dataset as read_dataset
+from ..parse import Unusable, choice, integer, obj, ratio, read_json
+from ..verify import VERDICTS, check_certificate
 from .lrat import check_lrat_files
-from .parse import Unusable, choice, integer, obj, ratio, read_json
 from .search_circuit import VariableLimit
 from .search_encode import ENCODER, Question, encode
-from .verify import VERDICTS, check_certificate
 
 KNOBS = ("layers", "heads", "d_model", "head_dim", "ff_width")
 LIMITS = {"layers": 8, "heads": 16, "d_model": 64, "head_dim": 64, "ff_width": 1024}
