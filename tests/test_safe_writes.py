@@ -145,3 +145,27 @@ def test_atomic_writes_refuse_unusable_targets(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="no such folder"), \
             atomic_path(tmp_path / "missing" / "f"):
         pass
+
+
+def test_search_proofs_and_results_lines_never_go_through_a_symlink(tmp_path: Path) -> None:
+    """The CNF and LRAT files of an infeasible size replace a symlink planted at their names;
+    a results file that is a symlink is refused, not appended through."""
+    from exactmem.search.labelings import ResultsFile
+
+    data = tmp_path / "d.json"
+    assert main(["generate", "--task", "next-token", "--N", "6", "--n", "2", "--vocab", "3",
+                 "--classes", "3", "--seed", "1", "-o", str(data), "-q"]) == 0
+    proofs = tmp_path / "P"
+    proofs.mkdir()
+    stem = "L1_H1_m1_s1_q0_res"
+    victim = plant(proofs, [f"{stem}.cnf", f"{stem}.lrat"])
+    main(["search", str(data), "--bits", "2", "--proofs", str(proofs), "--json", "-q"])
+    assert victim.read_text() == VICTIM_TEXT
+    assert not (proofs / f"{stem}.cnf").is_symlink()
+    assert (proofs / f"{stem}.cnf").read_text().startswith("c encoder ")
+    link = tmp_path / "results.jsonl"
+    link.symlink_to(victim)
+    store = ResultsFile(link, {"q": 1})  # not a results file: replaced, never followed
+    store.add({"key": "k", "status": "found"})
+    assert victim.read_text() == VICTIM_TEXT
+    assert not link.is_symlink() and link.read_text().count("\n") == 2

@@ -227,7 +227,14 @@ class ResultsFile:
             self._write_line({"format": RESULTS_FORMAT, "header": header})
 
     def _write_line(self, obj: dict[str, Any]) -> None:
-        with self.path.open("a") as fh:
+        # appended in place (a kill keeps every finished line), never through a symlink
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                         0o666)
+        except OSError as exc:
+            raise DatasetError(f"cannot append to {self.path}: {exc.strerror or exc} "
+                               "(a symlink is never followed)") from None
+        with os.fdopen(fd, "a") as fh:
             fh.write(json.dumps(obj, sort_keys=True) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -166,8 +166,10 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
     if proof_stem is not None:
         proof_stem.parent.mkdir(parents=True, exist_ok=True)
         cnf_path, proof_path = str(proof_stem) + ".cnf", str(proof_stem) + ".lrat"
-        Path(cnf_path).write_text(cnf_text)
-        Path(proof_path).write_text(proof_text)
+        from exactmem.model.atomic import write_text_atomic
+
+        write_text_atomic(Path(cnf_path), cnf_text)
+        write_text_atomic(Path(proof_path), proof_text)
         hashes = (hashlib.sha256(cnf_text.encode()).hexdigest(),
                   hashlib.sha256(proof_text.encode()).hexdigest())
     start = time.monotonic()
