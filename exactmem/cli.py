@@ -35,17 +35,6 @@ class HelpFormatter(argparse.HelpFormatter):
         return (text + " " if text else "") + "(default: %(default)s)"
 
 
-def positive_int(text: str) -> int:
-    """An argparse ``type``: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {value}")
-    return value
-
-
 def _add_quiet(parser: argparse.ArgumentParser) -> None:
     if "--quiet" not in parser._option_string_actions:
         flags = ["--quiet"] if "-q" in parser._option_string_actions else ["--quiet", "-q"]

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.model.dataset import Dataset
-from exactmem.search.labelings import consistency_classes
-from exactmem.search.shape import Shape
+from exactmem.search.question.labellings import consistency_classes
+from exactmem.search.question.shape import Shape
 
 V = 2
 Z3_RLIMIT = 20_000_000  # Z3 resource units per query (deterministic)
@@ -84,8 +84,8 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
     ``known``: the row of a smaller bit budget that found a network.  Its integers lie in
     this budget's range too (the grids are nested), so its certificate answers this budget
     and only the smaller shapes are searched."""
-    from exactmem.search.query import run_bits_query
-    from exactmem.search.shape import nests_in
+    from exactmem.search.drive.query import run_bits_query
+    from exactmem.search.question.shape import nests_in
 
     ds = dataset(N, seed)
     ident = [[int(i == j) for j in range(V)] for i in range(V)]
@@ -185,9 +185,9 @@ def real_query(ds: Dataset, sh: Shape, cert: str, rlimits: tuple[int, int]) -> t
     the second encoding and to cvc5, and ``proof_kind`` says who agreed (``z3``,
     ``z3+enc2``, ``z3+cvc5``, ``z3+enc2+cvc5``); a second opinion's ``sat`` makes the
     point unknown."""
-    from exactmem.search.encoding import EncodeOptions
-    from exactmem.search.outcome import Infeasible
-    from exactmem.search.query import run_query
+    from exactmem.search.drive.query import run_query
+    from exactmem.search.encode.encoding import EncodeOptions
+    from exactmem.search.question.outcome import Infeasible
 
     opts = EncodeOptions(fixed_embed=tuple(tuple(Fraction(int(i == j)) for j in range(V))
                                            for i in range(V)))

@@ -22,16 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-from exactmem.search.executors import make_executor
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    consistency_classes,
-    generate_inputs,
-    shattering_search,
-)
-from exactmem.search.shape import Shape
-from exactmem.search.sweep import Limits, candidates
+from exactmem.search.drive.executors import make_executor
+from exactmem.search.drive.labelings import shattering_search
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.sweep import Limits, candidates
+from exactmem.search.question.labellings import consistency_classes, generate_inputs
+from exactmem.search.question.shape import Shape
 
 COLUMNS = ["n", "N", "vocab", "status", "minimal_shape", "params", "params_no_embedding",
            "proved_minimal", "shapes_tried", "found", "infeasible", "unknown", "padded",
@@ -122,7 +118,7 @@ def verify_runs(runs: Path, cert_dir: Path | None) -> dict[str, int]:
     from exactmem.certificate import build_certificate, spec_from_json, write_certificate
     from exactmem.checker import check_file
     from exactmem.constructions.base import BuildResult
-    from exactmem.search.query import CONSTRUCTION_NAME
+    from exactmem.search.question.outcome import CONSTRUCTION_NAME
 
     counts = {"found": 0, "verified": 0, "rejected": 0}
     out = cert_dir or Path(tempfile.mkdtemp(prefix="min_size_certs_"))

@@ -10,9 +10,8 @@ from typing import Any
 from exactmem.arith import ScaledMatrix
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
-from exactmem.search.encoding import output_dim
-from exactmem.search.sat_encoding import encode_bits
-from exactmem.search.shape import Shape, spec_of
+from exactmem.search.encode.sat_encoding import encode_bits
+from exactmem.search.question.shape import Shape, output_dim, spec_of
 
 
 def random_network(shape: Shape, bits: int, rng: random.Random, vocab: int, n: int,

@@ -44,7 +44,7 @@ def rebind(entry: dict[str, Any], folder: Path) -> None:
 def pigeonhole_files(folder: Path, stem: str = "php") -> tuple[str, str]:
     """An unrelated unsatisfiable CNF (4 pigeons, 3 holes) and a valid standard-LRAT proof
     of it, written to ``folder``; their names."""
-    from exactmem.search.sat_backend import _run, dimacs
+    from exactmem.search.solvers.sat_backend import _run, dimacs
 
     def var(p: int, h: int) -> int:
         return p * 3 + h + 1

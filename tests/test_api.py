@@ -62,10 +62,10 @@ def test_import_exactmem_loads_no_torch_z3_or_onnx() -> None:
 
 
 def test_search_stays_the_function_after_the_subpackage_is_imported() -> None:
-    import exactmem.search.sweep  # noqa: F401
+    import exactmem.search.drive.sweep  # noqa: F401
 
     assert callable(exactmem.search)
-    code = ("import exactmem, exactmem.search.sweep, exactmem.search.query; "
+    code = ("import exactmem, exactmem.search.drive.sweep, exactmem.search.drive.query; "
             "from exactmem.search import minimize; print(callable(exactmem.search))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

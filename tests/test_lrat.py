@@ -14,8 +14,8 @@ from cnf_formulas import dimacs, php
 
 from exactmem.checker.proofs.drup import check_proof
 from exactmem.checker.proofs.lrat import check_lrat
-from exactmem.search.sat_backend import _run
-from exactmem.search.sat_backend import lrat_to_drup as to_drup
+from exactmem.search.solvers.sat_backend import _run
+from exactmem.search.solvers.sat_backend import lrat_to_drup as to_drup
 
 
 def lrat_proof(cls: list[list[int]]) -> str:

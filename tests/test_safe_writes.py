@@ -99,7 +99,7 @@ def test_a_symlink_at_the_output_is_replaced_not_followed(certified: tuple[Path,
 
 def test_precision_json_and_search_results_do_not_follow_symlinks(
         certified: tuple[Path, Dataset], tmp_path: Path) -> None:
-    from exactmem.search.labelings import RESULTS_FORMAT, ResultsFile
+    from exactmem.search.drive.results import RESULTS_FORMAT, ResultsFile
 
     cert, _ = certified
     victim = plant(tmp_path, ["p.json.tmp", "results.jsonl.tmp", ".p.json.tmp"])
@@ -150,7 +150,7 @@ def test_atomic_writes_refuse_unusable_targets(tmp_path: Path) -> None:
 def test_search_proofs_and_results_lines_never_go_through_a_symlink(tmp_path: Path) -> None:
     """The CNF and LRAT files of an infeasible size replace a symlink planted at their names;
     a results file that is a symlink is refused, not appended through."""
-    from exactmem.search.labelings import ResultsFile
+    from exactmem.search.drive.results import ResultsFile
 
     data = tmp_path / "d.json"
     assert main(["generate", "--task", "next-token", "--N", "6", "--n", "2", "--vocab", "3",

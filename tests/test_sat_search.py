@@ -16,15 +16,15 @@ from bit_networks import network, random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactmem.checker.proofs import search_reps as canonical
 from exactmem.checker.proofs.lrat import check_lrat_files
+from exactmem.checker.proofs.search_circuit import Circuit
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
-from exactmem.search import canonical
-from exactmem.search.bitblast import Circuit
-from exactmem.search.query import run_bits_query, run_query
-from exactmem.search.sat_backend import lrat_to_drup as to_drup
-from exactmem.search.sat_encoding import encode_bits
-from exactmem.search.shape import Shape
+from exactmem.search.drive.query import run_bits_query, run_query
+from exactmem.search.encode.sat_encoding import encode_bits
+from exactmem.search.question.shape import Shape
+from exactmem.search.solvers.sat_backend import lrat_to_drup as to_drup
 
 POINTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
 
@@ -107,7 +107,7 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
 def _representatives(values: dict[str, list[list[int]]], shape: Shape, bits: int
                      ) -> dict[str, list[list[int]]]:
     """``d_model = head_dim = 1``: every head and hidden unit replaced by the
-    representative of its function (:mod:`exactmem.search.canonical`)."""
+    representative of its function (:mod:`exactmem.checker.proofs.search_reps`)."""
     if not canonical.applies(shape.d_model, shape.head_dim, bits):
         return values
     heads = canonical.representatives(bits, 4, canonical.head_key)

@@ -10,11 +10,11 @@ from bit_networks import random_network, weight_literals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactmem.checker.proofs.search_circuit import Circuit
 from exactmem.checker.proofs.search_encode import BitEncoder
 from exactmem.model.dataset import Dataset
-from exactmem.search.bitblast import Circuit
-from exactmem.search.sat_encoding import encode_bits, question, tail_segments
-from exactmem.search.shape import Shape
+from exactmem.search.encode.sat_encoding import encode_bits, question, tail_segments
+from exactmem.search.question.shape import Shape
 
 
 def _satisfiable(clauses: list[list[int]], assumptions: list[int] | None = None) -> bool:

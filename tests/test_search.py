@@ -27,14 +27,14 @@ from exactmem.model.spec import (
     Linear,
     NetworkSpec,
 )
-from exactmem.search import z3_backend
-from exactmem.search.encoding import EncodeOptions, TieMode, encode
-from exactmem.search.formula import Poly
-from exactmem.search.outcome import Assignment, Found, Infeasible
-from exactmem.search.query import run_query
-from exactmem.search.shape import SearchReadout, Shape, nests_in, spec_of
-from exactmem.search.sweep import Limits, minimize
-from exactmem.search.witness import pad_witness
+from exactmem.search.drive.query import run_query
+from exactmem.search.drive.sweep import Limits, minimize
+from exactmem.search.encode.encoding import EncodeOptions, TieMode, encode
+from exactmem.search.encode.formula import Poly
+from exactmem.search.encode.witness import pad_witness
+from exactmem.search.question.outcome import Assignment, Found, Infeasible
+from exactmem.search.question.shape import SearchReadout, Shape, nests_in, spec_of
+from exactmem.search.solvers import z3_backend
 
 POINTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
 
@@ -205,7 +205,7 @@ def test_rationalising_an_algebraic_model() -> None:
 
     import z3
 
-    from exactmem.search.formula import Problem, eq, ge, le
+    from exactmem.search.encode.formula import Problem, eq, ge, le
 
     p = Problem()
     x, y = p.real("x", param=True), p.real("y", param=True)

@@ -9,10 +9,10 @@ from fractions import Fraction
 
 import pytest
 
+from exactmem.checker.proofs import search_reps as canonical
 from exactmem.model.dataset import Dataset
-from exactmem.search import canonical
-from exactmem.search.sat_encoding import encode_bits
-from exactmem.search.shape import Shape
+from exactmem.search.encode.sat_encoding import encode_bits
+from exactmem.search.question.shape import Shape
 
 
 def _head_output(head: tuple[int, ...], query: int, keys: list[int]) -> Fraction:

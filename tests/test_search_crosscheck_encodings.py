@@ -12,15 +12,15 @@ import pytest
 
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
-from exactmem.search import crosscheck, z3_backend
-from exactmem.search.crosscheck import Verdicts
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.encoding_positions import encode_positions
-from exactmem.search.formula import Problem
-from exactmem.search.labelings import Question
-from exactmem.search.outcome import Assignment, Found, Infeasible, Unknown
-from exactmem.search.query import run_query
-from exactmem.search.shape import Shape
+from exactmem.search.drive.query import run_query
+from exactmem.search.drive.results import Question
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.encode.encoding_positions import encode_positions
+from exactmem.search.encode.formula import Problem
+from exactmem.search.question.outcome import Assignment, Found, Infeasible, Unknown
+from exactmem.search.question.shape import Shape
+from exactmem.search.solvers import crosscheck, z3_backend
+from exactmem.search.solvers.crosscheck import Verdicts
 
 XOR = Dataset("next-token", "vectors",
               tuple(((Fraction(a), Fraction(b)),) for a, b in ((0, 0), (1, 0), (0, 1), (1, 1))),

@@ -1,4 +1,4 @@
-"""Array fronts (exactmem.search.front_pool): the vectorized forward agrees with the exact
+"""Array fronts (exactmem.search.finders.front_pool): the vectorized forward agrees with the exact
 one, every proposal passes the exact tail test and no passing front is left out, and a
 proposed front's tail is fitted whatever the scale of its scores."""
 
@@ -12,19 +12,20 @@ import pytest
 
 from exactmem.checker import check_certificate
 from exactmem.model.dataset import Dataset
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.encoding_positions import encode_positions
-from exactmem.search.front_pool import FrontPool, applies, pool_for
-from exactmem.search.labelings import Question, generate_inputs
-from exactmem.search.outcome import Assignment
-from exactmem.search.shape import Shape
-from exactmem.search.transfer import (
+from exactmem.search.drive.results import Question
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.encode.encoding_positions import encode_positions
+from exactmem.search.finders.front_pool import FrontPool, applies, pool_for
+from exactmem.search.finders.transfer import (
     front_of,
     pool_candidates,
     streams,
     tail_separates,
     transfer,
 )
+from exactmem.search.question.labellings import generate_inputs
+from exactmem.search.question.outcome import Assignment
+from exactmem.search.question.shape import Shape
 
 SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(2, 1, 1, 1, 0, True, "argmax"),
           Shape(1, 2, 1, 1, 2, True, "argmax"), Shape(2, 2, 1, 1, 1, True, "argmax")]
@@ -68,7 +69,7 @@ def test_a_fixed_front_with_small_score_gaps_still_gets_its_tail() -> None:
              ("att0.0.A", ((Fraction(1),),)), ("att0.0.B", ((Fraction(-3, 4),),)),
              ("att1.0.A", ((Fraction(-1),),)), ("att1.0.B", ((Fraction(1),),)))
     ds = Dataset("next-token", "token-ids", ((0, 3),), (0,), vocab_size=4)
-    from exactmem.search import z3_backend
+    from exactmem.search.solvers import z3_backend
 
     problem = encode_positions(ds, shape, EncodeOptions(fixed=front))
     assert isinstance(z3_backend.solve(problem, 60, rlimit=2_000_000), Assignment)

@@ -1,4 +1,4 @@
-"""Grid enumeration (exactmem.search.grid_pool): its integer forward is the exact forward,
+"""Grid enumeration (exactmem.search.finders.grid_pool): its integer forward is the exact forward,
 every network it proposes is on the grid and passes the checker, and -- where the walk is
 exhaustive -- it finds a network exactly for the labellings the SAT encoding finds one for
 (so its misses are the SAT refutations)."""
@@ -14,19 +14,16 @@ import pytest
 
 from exactmem.certificate import spec_to_json
 from exactmem.model.dataset import Dataset
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.executors import make_executor
-from exactmem.search.grid_pool import GridPool, applies, grid, word_of
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    generate_inputs,
-    labelling_classes,
-    run_shape,
-)
-from exactmem.search.query import certify_witness, given_witness, run_bits_query
-from exactmem.search.shape import Shape
-from exactmem.search.transfer import streams
+from exactmem.search.drive.executors import make_executor
+from exactmem.search.drive.labelings import run_shape
+from exactmem.search.drive.query import given_witness, run_bits_query
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.finders.grid_pool import GridPool, applies, grid, word_of
+from exactmem.search.finders.transfer import streams
+from exactmem.search.question.labellings import generate_inputs, labelling_classes
+from exactmem.search.question.outcome import certify_witness
+from exactmem.search.question.shape import Shape
 
 SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(1, 1, 1, 1, 1, True, "argmax"),
           Shape(2, 1, 1, 1, 0, True, "argmax"), Shape(1, 2, 1, 1, 0, True, "argmax")]
@@ -87,7 +84,7 @@ def test_exhaustive_walk_agrees_with_sat_on_every_labelling(shape: Shape, bits: 
 
 
 def _numbers(net: dict) -> list[str]:  # type: ignore[type-arg]
-    from exactmem.search.query import _numbers as numbers
+    from exactmem.search.drive.query import _numbers as numbers
 
     return [str(v) for v in numbers(net["layers"])]
 
@@ -145,8 +142,8 @@ def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from exactmem.search import labelings
-    from exactmem.search.labelings import shattering_search
+    from exactmem.search.drive import labelings
+    from exactmem.search.drive.labelings import shattering_search
 
     clock = {"now": 0.0}  # the deadline passes exactly when the first shape is done
     real_run_shape: Any = labelings.run_shape
@@ -187,7 +184,8 @@ def test_negative_front_counts_are_refused_with_exit_2(flag: str, tmp_path: Path
 
 def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from exactmem.search import labelings
+    from exactmem.search.drive import walks as drive_walks
+    from exactmem.search.drive.results import record_key
 
     seqs = generate_inputs(8, 2, 4)
     q = Question(seqs, 4, bits=2, conflicts=200_000)
@@ -197,10 +195,10 @@ def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
     small = Shape(ff_width=0)
     res = run_bits_query(q.dataset(labels), small, 2, conflicts=200_000)
     assert res.status == "infeasible"
-    store.add({**res.as_dict(), "key": labelings.record_key(small, labels),
+    store.add({**res.as_dict(), "key": record_key(small, labels),
                "labels": list(labels)})
     walks: list[int] = []
-    monkeypatch.setattr(labelings, "_grid_witnesses",
+    monkeypatch.setattr(drive_walks, "grid_witnesses",
                         lambda *args: walks.append(1) or args[2])
     ex = make_executor("serial", 1, None)
     try:
@@ -211,7 +209,7 @@ def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
         ex.close()
     assert two["shatters"] is False and two["classes"]["infeasible"] == 1
     assert walks == []
-    assert store.records[labelings.record_key(Shape(heads=2), labels)]["status"] == \
+    assert store.records[record_key(Shape(heads=2), labels)]["status"] == \
         "infeasible"
 
 
@@ -240,18 +238,20 @@ def test_a_probe_cut_at_a_quarter_budget_is_asked_again_in_full(
     """The labellings smaller shapes failed on are probed under a quarter of the conflict
     budget; one left unknown there is not dropped: it is asked again under the whole
     budget (here it is refuted then, and the shape fails)."""
-    from exactmem.search import labelings
+    from exactmem.search.drive import labelings
+    from exactmem.search.drive import walks as drive_walks
+    from exactmem.search.drive.results import record_key
 
     seqs = generate_inputs(8, 2, 4)
     q = Question(seqs, 4, bits=2, conflicts=40_000)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     labels = (0, 0, 1, 0, 0, 1, 1, 0)
     small = Shape(ff_width=0)
-    store.add({"key": labelings.record_key(small, labels), "labels": list(labels),
+    store.add({"key": record_key(small, labels), "labels": list(labels),
                "shape": small.as_dict(), "status": "unknown", "seconds": 0.0,
                "params": 12})
     shape = Shape(heads=2)
-    hard = labelings.record_key(shape, labels)
+    hard = record_key(shape, labels)
     asked: list[tuple[str, int]] = []
 
     def worker(p: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def test_a_probe_cut_at_a_quarter_budget_is_asked_again_in_full(
                 "conflict_budget": int(p["conflicts"])}
 
     monkeypatch.setattr(labelings, "query_worker", worker)
-    monkeypatch.setattr(labelings, "_grid_witnesses", lambda *args: args[2])
+    monkeypatch.setattr(drive_walks, "grid_witnesses", lambda *args: args[2])
     ex = make_executor("serial", 1, None)
     try:
         res = run_shape(q, shape, store, ex, first_failure=True, show_progress=False)

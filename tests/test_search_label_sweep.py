@@ -1,4 +1,4 @@
-"""Label sweep (exactmem.search.label_sweep): the CNF with open label literals has a model
+"""Label sweep (exactmem.search.finders.label_sweep): the CNF with open label literals has a model
 under a labelling exactly when the per-labelling CNF has one, every network it proposes
 passes the checker, and all-labellings runs use it without changing any answer."""
 
@@ -10,19 +10,16 @@ from pathlib import Path
 import pytest
 
 from exactmem.errors import SpecError
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.executors import make_executor
-from exactmem.search.label_sweep import LabelSweep, applies
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    generate_inputs,
-    labelling_classes,
-    run_shape,
-)
-from exactmem.search.query import certify_witness, run_bits_query
-from exactmem.search.sat_encoding import encode_labelled
-from exactmem.search.shape import Shape
+from exactmem.search.drive.executors import make_executor
+from exactmem.search.drive.labelings import run_shape
+from exactmem.search.drive.query import run_bits_query
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.encode.sat_encoding import encode_labelled
+from exactmem.search.finders.label_sweep import LabelSweep, applies
+from exactmem.search.question.labellings import generate_inputs, labelling_classes
+from exactmem.search.question.outcome import certify_witness
+from exactmem.search.question.shape import Shape
 
 SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(1, 1, 2, 1, 0, True, "argmax"),
           Shape(1, 1, 1, 1, 1, False, "argmax")]

@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from exactmem.search.executors import SerialExecutor
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
+from exactmem.search.drive.executors import SerialExecutor
+from exactmem.search.drive.labelings import run_shape
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.question.labellings import (
     consistency_classes,
     generate_inputs,
     labelled_graph,
     labelling_classes,
-    run_shape,
 )
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 CMD = [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", "6", "--n", "2",
        "--vocab", "3", "--minimize", "params", "--workers", "2", "--timeout", "60"]
@@ -127,7 +126,7 @@ def test_all_labelings_n6_shatters_with_zero_unknowns_and_resumes_after_a_kill(
 def test_dask_executor_on_a_local_cluster(tmp_path: Path) -> None:
     from distributed import LocalCluster
 
-    from exactmem.search.executors import DaskExecutor
+    from exactmem.search.drive.executors import DaskExecutor
 
     q = Question(generate_inputs(4, 2, 2), 2, timeout_s=30)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
@@ -147,7 +146,7 @@ def test_dask_executor_on_a_local_cluster(tmp_path: Path) -> None:
                           (8, 2, 4, 2, True), (6, 2, 4, 3, False)])
 def test_labelling_classes_by_permutations_match_graph_isomorphism(
         N: int, n: int, vocab: int, classes: int, symmetric: bool) -> None:  # noqa: N803
-    from exactmem.search.labelings import _classes_by_graphs, _classes_by_permutations
+    from exactmem.search.question.labellings import _classes_by_graphs, _classes_by_permutations
 
     for seed in range(2):
         seqs = generate_inputs(N, n, vocab, seed)

@@ -10,15 +10,17 @@ from functools import cache
 import numpy as np
 import pytest
 
+from exactmem.checker.proofs.search_reps import grid_values
 from exactmem.model.dataset import Dataset
-from exactmem.search import plane_exhaustive
-from exactmem.search.canonical import grid_values
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.labelings import generate_inputs
-from exactmem.search.plane_exhaustive import PlaneExhaustive
-from exactmem.search.plane_pool import Front, PlanePool
-from exactmem.search.query import certify_witness, query_worker
-from exactmem.search.shape import Shape
+from exactmem.search.drive.worker import query_worker
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.finders import plane_exhaustive
+from exactmem.search.finders.plane_exhaustive import PlaneExhaustive
+from exactmem.search.finders.plane_net import Front
+from exactmem.search.finders.plane_pool import PlanePool
+from exactmem.search.question.labellings import generate_inputs
+from exactmem.search.question.outcome import certify_witness
+from exactmem.search.question.shape import Shape
 
 SEQS3 = tuple(generate_inputs(9, 2, 3))  # every length-2 sequence over 3 tokens
 

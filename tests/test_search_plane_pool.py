@@ -1,4 +1,4 @@
-"""The sampled walk over wide one-block shapes (exactmem.search.plane_pool): its integer
+"""The sampled walk over wide one-block shapes (exactmem.search.finders.plane_pool): its integer
 forward is the exact forward, its orbits are the labelling classes, and every network it
 proposes -- token-renamed and label-swapped ones included -- is on the grid and passes the
 checker."""
@@ -12,19 +12,15 @@ import numpy as np
 import pytest
 
 from exactmem.certificate import spec_to_json
-from exactmem.search.executors import make_executor
-from exactmem.search.grid_pool import word_of
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    generate_inputs,
-    labelling_classes,
-    run_shape,
-)
-from exactmem.search.plane_pool import PlanePool, applies
-from exactmem.search.query import given_witness
-from exactmem.search.shape import Shape
-from exactmem.search.transfer import streams
+from exactmem.search.drive.executors import make_executor
+from exactmem.search.drive.labelings import run_shape
+from exactmem.search.drive.query import given_witness
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.finders.grid_pool import word_of
+from exactmem.search.finders.plane_pool import PlanePool, applies
+from exactmem.search.finders.transfer import streams
+from exactmem.search.question.labellings import generate_inputs, labelling_classes
+from exactmem.search.question.shape import Shape
 
 SHAPES = [Shape(1, 1, 2, 1, 0), Shape(1, 1, 2, 1, 1), Shape(1, 2, 2, 1, 1)]
 
@@ -148,9 +144,9 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With walks cut after one idle front and SAT under one conflict, the labellings left
     unknown are served by the late walk (certified), none is reported infeasible."""
-    from exactmem.search import labelings
+    from exactmem.search.drive import walks as drive_walks
 
-    real = labelings._walk_pool
+    real = drive_walks.walk_pool
 
     def short_walks(q: Question, shape: Shape, fronts: int | None = None,
                     plane_only: bool = False) -> object:
@@ -159,7 +155,7 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
             pool.patience = 1
         return pool
 
-    monkeypatch.setattr(labelings, "_walk_pool", short_walks)
+    monkeypatch.setattr(drive_walks, "walk_pool", short_walks)
     seqs = generate_inputs(9, 2, 3)
     q = Question(seqs, 3, bits=2, conflicts=1, sweep=0)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())

@@ -10,11 +10,11 @@ import pytest
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.model.spec import Linear
-from exactmem.search import cvc5_backend, z3_backend
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.outcome import Found, Infeasible, Unknown
-from exactmem.search.query import run_query
-from exactmem.search.shape import Shape
+from exactmem.search.drive.query import run_query
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.question.outcome import Found, Infeasible, Unknown
+from exactmem.search.question.shape import Shape
+from exactmem.search.solvers import cvc5_backend, z3_backend
 
 XOR = Dataset("next-token", "vectors",
               tuple(((Fraction(a), Fraction(b)),) for a, b in ((0, 0), (1, 0), (0, 1), (1, 1))),

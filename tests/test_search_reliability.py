@@ -14,18 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.model.dataset import Dataset, save_dataset
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.executors import SerialExecutor
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    labelling_classes,
-    record_key,
-    run_shape,
-    shattering_search,
-)
-from exactmem.search.shape import Shape
-from exactmem.search.sweep import Limits, minimize
+from exactmem.search.drive.executors import SerialExecutor
+from exactmem.search.drive.labelings import run_shape, shattering_search
+from exactmem.search.drive.results import Question, ResultsFile, record_key
+from exactmem.search.drive.sweep import Limits, minimize
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.question.labellings import labelling_classes
+from exactmem.search.question.shape import Shape
 
 POINTS = [(0, 0), (1, 0), (0, 1), (1, 1)]
 SMALL = Shape()  # L1 H1 m1 s1 q0, residual, argmax

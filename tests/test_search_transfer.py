@@ -1,4 +1,4 @@
-"""Witness transfer: a donor's front with a re-fitted tail (exactmem.search.transfer)."""
+"""Witness transfer: a donor's front with a re-fitted tail (exactmem.search.finders.transfer)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,15 @@ from exactmem.arith import ScaledMatrix
 from exactmem.certificate import spec_to_json
 from exactmem.checker import check_certificate
 from exactmem.model.spec import FeedForward
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.executors import ProcessExecutor, SerialExecutor
-from exactmem.search.labelings import (
-    Question,
-    ResultsFile,
-    generate_inputs,
-    labelling_classes,
-    run_shape,
-)
-from exactmem.search.outcome import Found
-from exactmem.search.query import run_query
-from exactmem.search.shape import Shape, spec_of
-from exactmem.search.transfer import donor_specs, front_of, transfer
+from exactmem.search.drive.executors import ProcessExecutor, SerialExecutor
+from exactmem.search.drive.labelings import run_shape
+from exactmem.search.drive.query import run_query
+from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.finders.transfer import donor_specs, front_of, transfer
+from exactmem.search.question.labellings import generate_inputs, labelling_classes
+from exactmem.search.question.outcome import Found
+from exactmem.search.question.shape import Shape, spec_of
 
 SHAPE = Shape(1, 1, 1, 1, 1, True, "argmax")
 SEQS = generate_inputs(5, 2, 3, seed=1)
@@ -137,7 +133,7 @@ def test_the_cheap_tail_test_agrees_with_the_solver(ff_width: int) -> None:
     random labellings it says yes exactly when Z3 re-fits a tail (and the checker agrees)."""
     import random
 
-    from exactmem.search.transfer import random_fronts, streams, tail_separates
+    from exactmem.search.finders.transfer import random_fronts, streams, tail_separates
 
     shape = Shape(1, 1, 1, 1, ff_width, True, "argmax")
     rng = random.Random(ff_width)
@@ -158,7 +154,7 @@ def test_the_cheap_tail_test_agrees_with_the_solver(ff_width: int) -> None:
 
 
 def test_random_fronts_answer_labellings_no_donor_could() -> None:
-    from exactmem.search.transfer import pool_candidates
+    from exactmem.search.finders.transfer import pool_candidates
 
     q = Question(SEQS, 3)
     ds = q.dataset((0, 1, 1, 0, 1))
@@ -180,11 +176,11 @@ def test_the_threshold_tail_problem_is_satisfied_by_every_network(ff_width: int)
 
     from exactmem.arith import ScaledMatrix
     from exactmem.model.evaluate import evaluate
-    from exactmem.search import z3_backend
-    from exactmem.search.encoding_positions import encode_thresholds
-    from exactmem.search.outcome import Assignment
-    from exactmem.search.transfer import random_fronts
-    from exactmem.search.witness import witness_spec
+    from exactmem.search.encode.encoding_positions import encode_thresholds
+    from exactmem.search.encode.witness import witness_spec
+    from exactmem.search.finders.transfer import random_fronts
+    from exactmem.search.question.outcome import Assignment
+    from exactmem.search.solvers import z3_backend
 
     shape = Shape(1, 1, 1, 1, ff_width, True, "argmax")
     rng = random.Random(10 + ff_width)

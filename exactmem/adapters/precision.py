@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from exactmem import progress as progress_ui
+from exactmem.adapters.float_judge import DtypeRow, Miss, Values, judge, memorized_fraction
 from exactmem.adapters.formats import FORMATS, FloatFormat, bits, round_to_format, significand_bits
 from exactmem.adapters.mpfr_eval import exact_values, forward_float
 from exactmem.arith import ScaledMatrix
@@ -53,53 +54,10 @@ from exactmem.model.spec import (
     NetworkSpec,
 )
 
-Values = Sequence[Sequence[Sequence[Fraction | None]]]  # [sequence][position][coordinate]
 MAX_P = 4096
 IEEE_BY_PRECISION = {f.precision: f for f in FORMATS.values()}
 
 
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """A read position whose float output does not give the label."""
-
-    sequence: int
-    position: int
-    expected: int
-    found: str
-
-    def __str__(self) -> str:
-        return (f"sequence {self.sequence}, position {self.position}: expected {self.expected}, "
-                f"found {self.found}")
-
-
-def judge(spec: NetworkSpec, ds: Dataset, values: Values) -> list[Miss]:
-    """Every read position where the outputs ``values`` do not give the label (float rule)."""
-    misses: list[Miss] = []
-    positions = spec.read_positions()
-    scalar = spec.readout.kind == "scalar"
-    for i in range(ds.N):
-        for k, y, vec in zip(positions, ds.position_labels(i), values[i], strict=True):
-            if any(v is None for v in vec):
-                misses.append(Miss(i, k, y, "a non-finite output"))
-                continue
-            if scalar:
-                o = vec[0]
-                assert o is not None
-                if not abs(o - y) < Fraction(1, 2):
-                    misses.append(Miss(i, k, y, f"{float(o)!r}"))
-            else:
-                best = max(v for v in vec if v is not None)
-                winners = [c for c, v in enumerate(vec) if v == best]
-                if winners != [y]:
-                    misses.append(Miss(i, k, y, f"argmax {winners}"))
-    return misses
-
-
-def memorized_fraction(ds: Dataset, misses: Sequence[Miss]) -> float:
-    return 1 - len({m.sequence for m in misses}) / ds.N
-
-
-# (a) weights rounded to p bits, evaluated exactly -----------------------------------------
 def _round_int(x: int, p: int) -> int:
     """The integer ``x`` rounded to ``p`` significant bits, to nearest, ties to even."""
     shift = abs(x).bit_length() - p
@@ -293,19 +251,6 @@ def minimal_bits(what: str, misses_at: Callable[[int], list[Miss]], ds: Dataset,
 
 
 # the report ------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class DtypeRow:
-    """One float format run directly in a runtime (torch, or onnxruntime on the exported
-    graph): memorized fraction and first failing sequences."""
-
-    dtype: str
-    precision: int
-    memorized: float
-    failing: tuple[int, ...]
-    seconds: float
-    runtime: str = "torch"
-
-
 @dataclass(frozen=True, slots=True)
 class PrecisionReport:
     rows: tuple[DtypeRow, ...]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from exactmem import progress as progress_ui
-from exactmem.adapters.precision import DtypeRow, Values, judge
+from exactmem.adapters.float_judge import DtypeRow, Values, judge
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 

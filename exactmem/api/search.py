@@ -101,9 +101,9 @@ def qualifier(bits: int | None, ties: str = "split", bound: str | None = None,
 
 def _outside_caps(ds: Dataset, base: Any, limits: Any, params: int) -> list[str]:
     """The smallest shape beyond each cap with at most ``params`` parameters (the shapes
-    :func:`exactmem.search.sweep.caps_hide_nothing` looks at)."""
-    from exactmem.search.query import shape_params
-    from exactmem.search.shape import Shape
+    :func:`exactmem.search.drive.sweep.caps_hide_nothing` looks at)."""
+    from exactmem.search.question.outcome import shape_params
+    from exactmem.search.question.shape import Shape
 
     smallest = Shape(1, 1, 1, 1, 0, base.residual, base.readout)
     out = []
@@ -140,9 +140,9 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
     keyword arguments are the CLI's options (``--max-ff-width`` is ``max_ff_width``,
     ``--no-transfer`` is ``transfer=False``).  Unusable input raises ``DatasetError``."""
     from exactmem.arith import to_rational
-    from exactmem.search.encoding import EncodeOptions
-    from exactmem.search.shape import Shape
-    from exactmem.search.sweep import Limits
+    from exactmem.search.drive.sweep import Limits
+    from exactmem.search.encode.encoding import EncodeOptions
+    from exactmem.search.question.shape import Shape
 
     check_caps(layers=layers, heads=heads, d_model=d_model, head_dim=head_dim,
                ff_width=ff_width, max_layers=max_layers, max_heads=max_heads,
@@ -188,7 +188,7 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
                            "--vocab")
     _check_dataset(ds)
     if minimize is not None:
-        from exactmem.search.sweep import minimize as sweep
+        from exactmem.search.drive.sweep import minimize as sweep
 
         report = sweep(ds, base, minimize, limits, opts, timeout, folder, on_result, budget,
                        bits, conflicts, proof_dir, solver)
@@ -202,7 +202,7 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
 def _single(ds: Dataset, base: Any, opts: Any, timeout: float, budget: float | None,
             folder: Path | None, bits: int | None, conflicts: int | None,
             proof_dir: Path | None, solver: dict[str, Any]) -> dict[str, Any]:
-    from exactmem.search.query import run_bits_query, run_query
+    from exactmem.search.drive.query import run_bits_query, run_query
 
     path = None
     name = base.label().replace(" ", "_")
@@ -220,7 +220,7 @@ def _single(ds: Dataset, base: Any, opts: Any, timeout: float, budget: float | N
            "claim": "at most" if minimal else None, "ties": opts.ties,
            "sizes": [res.as_dict()]}
     if bits is not None:
-        from exactmem.search.query import bits_answer
+        from exactmem.search.drive.query import bits_answer
 
         out["bits"] = bits
         out.update(bits_answer(ds, out["sizes"], {0: res}))
@@ -254,17 +254,14 @@ def _result(report: dict[str, Any], bits: int | None, ties: str, bound: str | No
 
 def _all_labelings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction | None,
                    kw: dict[str, Any]) -> SearchResult:
-    from exactmem.search.executors import make_executor
-    from exactmem.search.grid_pool import MAX_FRONTS as GRID_FRONTS
-    from exactmem.search.label_sweep import SWEEP_CONFLICTS
-    from exactmem.search.labelings import (
-        Question,
-        ResultsFile,
-        generate_inputs,
-        shattering_search,
-    )
-    from exactmem.search.sweep import candidates, caps_hide_nothing
-    from exactmem.search.transfer import DEFAULT_POOL
+    from exactmem.search.drive.executors import make_executor
+    from exactmem.search.drive.labelings import shattering_search
+    from exactmem.search.drive.results import Question, ResultsFile
+    from exactmem.search.drive.sweep import candidates, caps_hide_nothing
+    from exactmem.search.finders.grid_pool import MAX_FRONTS as GRID_FRONTS
+    from exactmem.search.finders.label_sweep import SWEEP_CONFLICTS
+    from exactmem.search.finders.transfer import DEFAULT_POOL
+    from exactmem.search.question.labellings import generate_inputs
 
     if ds is not None:
         if ds.inputs != "token-ids" or ds.task != "next-token":
@@ -324,8 +321,8 @@ def _all_labelings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction |
 
 def _kinds(store: Any, sizes: list[dict[str, Any]]) -> dict[str, int]:
     """How many infeasible answers of the swept shapes rest on which proof kind."""
-    from exactmem.search.labelings import record_key
-    from exactmem.search.shape import Shape
+    from exactmem.search.drive.results import record_key
+    from exactmem.search.question.shape import Shape
 
     counts: dict[str, int] = {}
     for rec in store.records.values():

@@ -6,7 +6,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-from exactmem.cli import positive_int
+from exactmem.commands._args import positive_int
 from exactmem.errors import DatasetError, MissingDependencyError
 
 #: the largest value each size flag accepts (docs/cli.md, "generate: size caps")

@@ -1,15 +1,26 @@
-"""Search for minimal hardmax Transformers that memorize a dataset (Z3 backend).
+"""Search for minimal hardmax Transformers that memorize a dataset.
 
-The encoding is solver-independent (:mod:`~exactmem.search.formula`,
-:mod:`~exactmem.search.encoding`); :mod:`~exactmem.search.z3_backend` is the only module
-importing a solver.  See ``docs/search.md``.
+The wing is layered; each subpackage imports only the ones above it in this list
+(``tests/test_layering.py`` keeps it so):
+
+* :mod:`~exactmem.search.question` -- what is asked and what an answer is (shapes,
+  outcomes, labelling classes);
+* :mod:`~exactmem.search.encode` -- a question as a formula (real weights) or a CNF
+  (b-bit weights, built by the trusted encoder of :mod:`exactmem.checker.proofs`);
+* :mod:`~exactmem.search.solvers` -- Z3, cvc5 and CaDiCaL, each imported lazily in its own
+  module, and the cross-check of refutations;
+* :mod:`~exactmem.search.finders` -- shortcuts that find networks fast and never decide
+  infeasibility;
+* :mod:`~exactmem.search.drive` -- queries, sweeps over shapes, the all-labellings runs.
+
+See ``docs/search.md``.
 """
 
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.outcome import Found, Infeasible, Outcome, Unknown
-from exactmem.search.query import QueryResult, run_query
-from exactmem.search.shape import Shape, nests_in
-from exactmem.search.sweep import Limits, minimize
+from exactmem.search.drive.query import run_query
+from exactmem.search.drive.sweep import Limits, minimize
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.question.outcome import Found, Infeasible, Outcome, QueryResult, Unknown
+from exactmem.search.question.shape import Shape, nests_in
 
 __all__ = ["EncodeOptions", "Found", "Infeasible", "Limits", "Outcome", "QueryResult", "Shape",
            "Unknown", "encode", "minimize", "nests_in", "run_query"]

@@ -9,8 +9,8 @@ a ring homomorphism and the true result lies in ``[lo, hi]``, the ``W`` bits are
 its two's complement.  So there is never an overflow, and the sign bit is the sign.
 
 Gates are Tseitin-encoded with constant folding (literal :attr:`Circuit.true` is fixed
-true).  This module only builds clauses; :mod:`exactmem.search.sat_backend` solves them; the
-trusted encoder :mod:`.search_encode` and the search's solver-side circuits use it.
+true).  This module only builds clauses; :mod:`exactmem.search.solvers.sat_backend` solves
+them; the trusted encoder :mod:`.search_encode` and the search's solver-side circuits use it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A second opinion on real-valued refutations: the only module that imports ``cvc5``.
 
-:func:`refutes` translates a :class:`~exactmem.search.formula.Problem` to cvc5's API
+:func:`refutes` translates a :class:`~exactmem.search.encode.formula.Problem` to cvc5's API
 (quantifier-free nonlinear real arithmetic with Boolean structure, decided by cvc5's
 cylindrical algebraic coverings) and asks whether it is unsatisfiable, under cvc5's
 deterministic resource limit.  It is written independently of the Z3 translation so that
@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from exactmem.errors import MissingDependencyError
-from exactmem.search.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
+from exactmem.search.encode.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
 
 Answer = Literal["unsat", "sat", "unknown"]
 

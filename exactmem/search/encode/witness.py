@@ -13,9 +13,8 @@ from fractions import Fraction
 from exactmem.arith import ScaledMatrix
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.encoding import output_dim
-from exactmem.search.formula import Problem
-from exactmem.search.shape import Shape, spec_of
+from exactmem.search.encode.formula import Problem
+from exactmem.search.question.shape import Shape, output_dim, spec_of
 
 
 def _values(problem: Problem, name: str, values: Sequence[Fraction]) -> list[list[Fraction]]:
@@ -69,12 +68,12 @@ def _padded(m: ScaledMatrix, rows: int, cols: int) -> ScaledMatrix:
 def pad_witness(spec: NetworkSpec, small: Shape, big: Shape) -> NetworkSpec:
     """The network of shape ``big`` computing what ``spec`` (of shape ``small``) computes.
 
-    Requires :func:`~exactmem.search.shape.nests_in`; zero stream coordinates, zero heads
+    Requires :func:`~exactmem.search.question.shape.nests_in`; zero stream coordinates, zero heads
     (zero scores, zero value) and zero hidden units are added; an added block is the
     identity through the residual.
     """
     from exactmem.model.spec import Attention, Embedding, FeedForward, Linear
-    from exactmem.search.shape import nests_in
+    from exactmem.search.question.shape import nests_in
 
     if not nests_in(small, big):
         raise ValueError(f"shape {small.label()} does not nest in {big.label()}")

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import multiset_key
-from exactmem.search.formula import (
+from exactmem.search.encode.formula import (
     Formula,
     Poly,
     Problem,
@@ -49,7 +49,7 @@ from exactmem.search.formula import (
     le,
     matvec,
 )
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 TieMode = Literal["split", "margin"]
 Token = Any  # an int id or a tuple of Fractions
@@ -63,7 +63,7 @@ class EncodeOptions:
     fast, never to refute; ``fixed_embed``: for vector inputs, a fixed rational
     ``d_model x dim`` input map (not searched; the change-of-basis normalisation is then
     off); ``fixed``: parameters held at given rational values, ``(name, rows)`` pairs
-    (witness transfer, :mod:`exactmem.search.transfer`; only the positions encoding reads
+    (witness transfer, :mod:`exactmem.search.finders.transfer`; only the positions encoding reads
     it)."""
 
     ties: TieMode = "split"
@@ -302,7 +302,3 @@ def encode(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Prob
         raise SpecError("the multiset encoding does not hold parameters fixed; "
                         "use the positions encoding")
     return _Encoder(ds, shape, opts or EncodeOptions()).encode()
-
-
-def output_dim(ds: Dataset, shape: Shape) -> int:
-    return 1 if shape.readout == "scalar" else max(2, ds.num_classes)

@@ -25,8 +25,9 @@ from typing import Any
 
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import Attention, Embedding, FeedForward, Linear, NetworkSpec
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.shape import Shape
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.finders.front_pool import cheap_test_applies
+from exactmem.search.question.shape import Shape
 
 DEFAULT_TRANSFER_RLIMIT = 2_000_000  # Z3 resource units per re-fit (deterministic)
 DEFAULT_MAX_FRONTS = 64  # distinct fronts tried per query
@@ -83,12 +84,6 @@ def streams(spec: NetworkSpec, shape: Shape, ds: Dataset) -> list[tuple[Fraction
     return [rows[0] for rows in outputs(front, forward(front, ds))]
 
 
-def cheap_test_applies(shape: Shape, classes: int) -> bool:
-    """Does :func:`tail_separates` decide for this shape and number of labels?"""
-    return shape.d_model == 1 and shape.residual and shape.readout == "argmax" \
-        and classes <= 2
-
-
 def tail_separates(ys: Sequence[tuple[Fraction, ...]], labels: Sequence[int],
                    shape: Shape) -> bool | None:
     """Can the tail realize ``labels`` on the streams ``ys``?  Exact for a one-dimensional
@@ -126,8 +121,7 @@ def iter_random_fronts(shape: Shape, ds: Dataset, seed: int, span: int = 4
     import random
 
     from exactmem.arith import ScaledMatrix
-    from exactmem.search.encoding import output_dim
-    from exactmem.search.shape import spec_of
+    from exactmem.search.question.shape import output_dim, spec_of
 
     rng = random.Random(seed)
     m, s, q = shape.d_model, shape.head_dim, shape.ff_width
@@ -184,7 +178,7 @@ def pool_candidates(ds: Dataset, shape: Shape, count: int = DEFAULT_POOL, seed: 
     known, the first ``limit`` of them."""
     import dataclasses as dc
 
-    from exactmem.search import front_pool
+    from exactmem.search.finders import front_pool
 
     if front_pool.applies(ds, shape):  # the fronts run as arrays, a million at a time
         pool = front_pool.pool_for(ds, shape, seed)
@@ -207,8 +201,8 @@ def donor_specs(shape: Shape, donors: Iterable[tuple[dict[str, Any], dict[str, A
     """Donor networks as networks of ``shape``: ``(donor shape, network JSON)`` pairs;
     a donor of a nested smaller shape is zero-padded, other shapes are skipped."""
     from exactmem.certificate import spec_from_json
-    from exactmem.search.shape import nests_in
-    from exactmem.search.witness import pad_witness
+    from exactmem.search.encode.witness import pad_witness
+    from exactmem.search.question.shape import nests_in
 
     out = []
     for shape_obj, network in donors:
@@ -225,16 +219,21 @@ def transfer(ds: Dataset, shape: Shape, donors: Sequence[NetworkSpec],
              max_fronts: int = DEFAULT_MAX_FRONTS, timeout_s: float = 60.0,
              certificate_path: str | Path | None = None, cheap_test: bool = True) -> Any:
     """A checker-verified network of ``shape`` memorizing ``ds`` whose front is a donor's,
-    as a :class:`~exactmem.search.query.QueryResult`, or ``None``.
+    as a :class:`~exactmem.search.drive.query.QueryResult`, or ``None``.
 
     Distinct fronts are tried in the order given (at most ``max_fronts``), each under
     Z3's resource limit ``rlimit``; the first re-fit the checker verifies is returned.
     With ``cheap_test`` a front that :func:`tail_separates` rules out is not asked."""
-    from exactmem.search import z3_backend
-    from exactmem.search.encoding_positions import encode_positions
-    from exactmem.search.outcome import Assignment, Found
-    from exactmem.search.query import QueryResult, certify_witness, shape_params
-    from exactmem.search.witness import witness_spec
+    from exactmem.search.encode.encoding_positions import encode_positions
+    from exactmem.search.encode.witness import witness_spec
+    from exactmem.search.question.outcome import (
+        Assignment,
+        Found,
+        QueryResult,
+        certify_witness,
+        shape_params,
+    )
+    from exactmem.search.solvers import z3_backend
 
     opts = opts or EncodeOptions()
     start = time.monotonic()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.errors import MissingDependencyError
-from exactmem.search.outcome import Infeasible, Unknown
+from exactmem.search.question.outcome import Infeasible, Unknown
 
 SOLVER = "cadical195"
 DEFAULT_CONFLICTS = 1_000_000
@@ -186,7 +186,7 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
 
 class Incremental:
     """One CaDiCaL 1.9.5 kept across calls, without proof logging, answering under
-    assumptions (:mod:`~exactmem.search.label_sweep`): clauses it learns follow from the
+    assumptions (:mod:`~exactmem.search.finders.label_sweep`): clauses it learns follow from the
     clauses given, so they serve every later call.  Its answers are not trusted: a model
     is a proposal for the checker, and no refutation is taken from it."""
 

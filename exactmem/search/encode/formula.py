@@ -1,7 +1,7 @@
 """Solver-independent formulas: polynomial atoms over real unknowns with Boolean structure.
 
-The encoding (:mod:`exactmem.search.encoding`) writes "a network of this shape memorizes
-this dataset" in this small language; a backend (:mod:`exactmem.search.z3_backend`)
+The encoding (:mod:`exactmem.search.encode.encoding`) writes "a network of this shape memorizes
+this dataset" in this small language; a backend (:mod:`exactmem.search.solvers.z3_backend`)
 translates it to one solver.  Coefficients are exact :class:`~fractions.Fraction` values.
 
 * :class:`Poly` -- a polynomial: a map from monomials (sorted tuples of real-variable

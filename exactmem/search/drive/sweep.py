@@ -3,7 +3,7 @@
 A minimum is claimed (``proved_minimal``) only when every smaller shape of the swept
 family is ``infeasible`` and the family's caps cannot hide a smaller shape; otherwise the
 found size is an upper bound ("at most").  A shape that nests in a shape already proved
-infeasible (:func:`~exactmem.search.shape.nests_in`) is infeasible without a query.
+infeasible (:func:`~exactmem.search.question.shape.nests_in`) is infeasible without a query.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.outcome import Infeasible
-from exactmem.search.query import QueryResult, bits_answer, run_bits_query, run_query, shape_params
-from exactmem.search.shape import Shape, nests_in
+from exactmem.search.drive.query import bits_answer, run_bits_query, run_query
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.question.outcome import Infeasible, QueryResult, shape_params
+from exactmem.search.question.shape import Shape, nests_in
 
 Minimize = Literal["ff-width", "heads", "params"]
 MINIMIZE_MODES = ("ff-width", "heads", "params")

@@ -1,8 +1,8 @@
 """Random fronts by the million for one-dimensional streams (numpy, vectorized).
 
-Where :func:`~exactmem.search.transfer.cheap_test_applies` (``d_model`` 1, residual,
+Where :func:`cheap_test_applies` (``d_model`` 1, residual,
 argmax, two labels), a front can serve a labelling iff its streams pass
-:func:`~exactmem.search.transfer.tail_separates`: equal streams carry equal labels, and
+:func:`~exactmem.search.finders.transfer.tail_separates`: equal streams carry equal labels, and
 along the sorted streams the label changes at most ``ff_width + 1`` times.  That test
 depends on the front only through the order of the streams and their ties, so one pool
 of fronts, drawn once per shape and sequence set, answers every labelling: this module
@@ -15,7 +15,7 @@ comparisons allow a relative slack of ``TOL`` so that those roundings do not spl
 Nothing here is trusted.  The pool only
 *proposes*: a proposed front is rebuilt with rational weights (:meth:`FrontPool.spec`),
 its streams recomputed by the exact forward, tested again, its tail fitted by Z3 and
-the network certified by the checker (:func:`~exactmem.search.transfer.transfer`).
+the network certified by the checker (:func:`~exactmem.search.finders.transfer.transfer`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 CHUNK = 20_000  # fronts drawn and run at a time
 VALUE_DENOMINATORS = (1, 2, 4)  # of the head output maps, as in the exact random fronts
@@ -156,8 +156,7 @@ class FrontPool:
     def spec(self, index: int, ds: Dataset) -> NetworkSpec:
         """Front ``index`` as a network of the shape with rational weights, zero tail."""
         from exactmem.arith import ScaledMatrix
-        from exactmem.search.encoding import output_dim
-        from exactmem.search.shape import spec_of
+        from exactmem.search.question.shape import output_dim, spec_of
 
         chunk, row = divmod(index, CHUNK)
         mats = {name: ScaledMatrix.from_rows([[Fraction(float(v)) for v in r]
@@ -184,7 +183,12 @@ def pool_for(ds: Dataset, shape: Shape, seed: int = 0) -> FrontPool:
 
 def applies(ds: Dataset, shape: Shape) -> bool:
     """Can this module's pool serve ``ds`` and ``shape``?"""
-    from exactmem.search.transfer import cheap_test_applies
-
     return cheap_test_applies(shape, 2) and ds.inputs == "token-ids" and \
         all(y in (0, 1) for y in ds.labels)
+
+
+def cheap_test_applies(shape: Shape, classes: int) -> bool:
+    """Does :func:`~exactmem.search.finders.transfer.tail_separates` decide for this shape
+    and number of labels?"""
+    return shape.d_model == 1 and shape.residual and shape.readout == "argmax" \
+        and classes <= 2

@@ -2,7 +2,7 @@
 
 The shape: one block, ``d_model = 2``, one head of size 1, a feed-forward of width 0 or
 1, residual, argmax readout over two labels, token ids (the networks of
-:mod:`~exactmem.search.plane_pool`, whose sampled walk can miss a labelling that some
+:mod:`~exactmem.search.finders.plane_pool`, whose sampled walk can miss a labelling that some
 network memorizes).  Here every *front* (embedding ``E`` in ``G^(2 x V)``, ``Q, K, V`` in
 ``G^(1 x 2)``, ``O`` in ``G^(2 x 1)``, ``G`` the b-bit grid) is accounted for, pruned by
 two facts about the margin, then every *tail* is tried on what is left:
@@ -10,11 +10,11 @@ two facts about the margin, then every *tail* is tried on what is left:
 **Lines.**  At the last position the stream is ``sigma x_b + T O`` with ``x_b`` the
 embedding of the last token ``b`` and ``T = (sigma / |S|) sum_{p in S} V x_p`` over the
 tied maximal keys ``S`` (Kajitsuka & Sato eq. (12), integers as in
-:mod:`~exactmem.search.plane_pool`): the sequences ending in ``b`` lie on the line through
+:mod:`~exactmem.search.finders.plane_pool`): the sequences ending in ``b`` lie on the line through
 ``sigma x_b`` with direction ``O``.
 
 **Convexity.**  The margin ``r x + c ReLU(w x + b1 sigma) + d sigma`` (see
-:mod:`~exactmem.search.plane_pool`) is convex when ``c >= 0`` and concave when
+:mod:`~exactmem.search.finders.plane_pool`) is convex when ``c >= 0`` and concave when
 ``c <= 0``.  For ``c >= 0`` the points of label 0 lie in the convex set where it is
 negative, so (1) on each line no point of label 1 lies between two of label 0 (or on
 one), which depends on ``E, Q, K, V`` only, and (2) no point of label 1 lies in the closed
@@ -44,11 +44,11 @@ from math import lcm
 
 import numpy as np
 
+from exactmem.checker.proofs.search_reps import grid_values
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.canonical import grid_values
-from exactmem.search.plane_pool import Front, Tail, plane_network, tail_values
-from exactmem.search.shape import Shape
+from exactmem.search.finders.plane_net import Front, Tail, plane_network, tail_values
+from exactmem.search.question.shape import Shape
 
 MAX_WORK = 1 << 29  # embeddings x (Q, K, V) choices walked at most
 BATCH = 32  # embeddings per numpy step
@@ -83,7 +83,7 @@ class Outcome:
 
 
 class PlaneExhaustive:
-    """The exhaustive walk of :mod:`exactmem.search.plane_exhaustive` for one labelling."""
+    """The exhaustive walk of :mod:`exactmem.search.finders.plane_exhaustive` for one labelling."""
 
     def __init__(self, ds: Dataset, shape: Shape, bits: int) -> None:
         if not applies(ds, shape, bits):

@@ -2,14 +2,14 @@
 
 With ``--bits``, two labels and an argmax readout, the CNF of a shape on the sequences is
 built once with the label of each read position an open literal
-(:func:`~exactmem.search.sat_encoding.encode_labelled`); a labelling is then a set of
-assumptions on one CaDiCaL instance (:class:`~exactmem.search.sat_backend.Incremental`).
+(:func:`~exactmem.search.encode.sat_encoding.encode_labelled`); a labelling is then a set of
+assumptions on one CaDiCaL instance (:class:`~exactmem.search.solvers.sat_backend.Incremental`).
 What the solver learns answering one labelling serves the next, and its saved phases
 start it near the network it found last, so most labellings are answered within a few
 thousand conflicts instead of a fresh encoding and solve each.
 
 Nothing here is trusted.  A model becomes a network that the checker certifies before it
-is reported (:func:`~exactmem.search.query.given_witness`); a labelling with no model
+is reported (:func:`~exactmem.search.drive.query.given_witness`); a labelling with no model
 within the sweep's small budget -- unknown or refuted under assumptions -- is asked the
 ordinary way, with its own CNF and, when refuted, an LRAT proof.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import multiset_key
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 SWEEP_CONFLICTS = 100_000  # conflicts per labelling before it is left to its own query
 
@@ -49,8 +49,8 @@ class LabelSweep:
                                                              "unknown": 0})
 
     def __post_init__(self) -> None:
-        from exactmem.search import sat_backend
-        from exactmem.search.sat_encoding import encode_labelled
+        from exactmem.search.encode.sat_encoding import encode_labelled
+        from exactmem.search.solvers import sat_backend
 
         self.labelled = encode_labelled(self.ds, self.shape, self.bits)
         index: dict[tuple[object, ...], int] = {}
@@ -64,7 +64,7 @@ class LabelSweep:
                 ) -> tuple[NetworkSpec | None, int]:
         """A b-bit network proposed for ``labels`` (``None``: none within ``conflicts``,
         or two sequences of one read position labelled apart), and the conflicts used."""
-        from exactmem.search.sat_encoding import witness_from_model
+        from exactmem.search.encode.sat_encoding import witness_from_model
 
         wanted = {lit if y else -lit for lit, y in zip(self.literals, labels, strict=True)}
         if any(-lit in wanted for lit in wanted):

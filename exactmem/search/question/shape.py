@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
+from exactmem.model.dataset import Dataset
 from exactmem.model.sizes import sizes
 from exactmem.model.spec import (
     Affine,
@@ -142,3 +143,8 @@ def nests_in(small: Shape, big: Shape) -> bool:
     if small.residual:
         return True
     return small.layers == big.layers and (small.ff_width == 0) == (big.ff_width == 0)
+
+
+def output_dim(ds: Dataset, shape: Shape) -> int:
+    """Readout rows: 1 for a scalar readout, else one per class (at least 2)."""
+    return 1 if shape.readout == "scalar" else max(2, ds.num_classes)

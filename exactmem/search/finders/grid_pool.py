@@ -37,10 +37,10 @@ from math import gcd, lcm
 
 import numpy as np
 
+from exactmem.checker.proofs import search_reps as canonical
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search import canonical
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 MAX_FRONTS = 200_000  # fronts walked per shape (all of them when there are fewer)
 MAX_TAIL_ROWS = 200_000  # tail sums formed per front (the unit multisets are cut there)
@@ -130,7 +130,7 @@ class GridPool:
 
     def _head_options(self) -> list[tuple[int, ...]]:
         """One ``(Q, K, V, O)`` per distinct ``(sign(QK), OV)``: the representatives of
-        :mod:`~exactmem.search.canonical`, which the SAT encoding keeps too."""
+        :mod:`~exactmem.checker.proofs.search_reps`, which the SAT encoding keeps too."""
         return sorted(canonical.representatives(self.bits, 4, canonical.head_key).values())
 
     def _choices(self, index: int) -> list[int]:
@@ -296,7 +296,7 @@ class GridPool:
     def network(self, front: int, tail: Tail | None, ds: Dataset) -> NetworkSpec:
         """Front ``front`` with ``tail`` (``None``: zero units, readout ``x > 0``)."""
         from exactmem.arith import ScaledMatrix
-        from exactmem.search.shape import spec_of
+        from exactmem.search.question.shape import spec_of
 
         tail = tail or Tail(((0, 0, 0),) * self.shape.ff_width, 0, 1, 0)
         sh, ch = self.shape, self._choices(front)

@@ -5,11 +5,11 @@ Z3's UNSAT on nonlinear real arithmetic cannot be replayed, so every refutation 
 limit:
 
 * **enc2**: Z3 on the *other* encoding -- the multiset encoding
-  (:mod:`exactmem.search.encoding`) and the sequence-by-sequence encoding
-  (:mod:`exactmem.search.encoding_positions`) are written independently, so a bug in one
+  (:mod:`exactmem.search.encode.encoding`) and the sequence-by-sequence encoding
+  (:mod:`exactmem.search.encode.encoding_positions`) are written independently, so a bug in one
   shows up as a disagreement;
 * **cvc5**: a solver with a different code base on the first encoding
-  (:func:`exactmem.search.cvc5_backend.refutes`).
+  (:func:`exactmem.search.solvers.cvc5_backend.refutes`).
 
 The verdict's ``proof_kind`` names who agreed: ``"z3"``, ``"z3+enc2"``, ``"z3+cvc5"`` or
 ``"z3+enc2+cvc5"``.  Any ``sat`` among the second opinions is a disagreement: the answer
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from exactmem.model.dataset import Dataset
-from exactmem.search.encoding import EncodeOptions, encode
-from exactmem.search.encoding_positions import encode_positions
-from exactmem.search.formula import Problem
-from exactmem.search.outcome import Assignment, Infeasible, Outcome, Unknown
-from exactmem.search.shape import Shape
+from exactmem.search.encode.encoding import EncodeOptions, encode
+from exactmem.search.encode.encoding_positions import encode_positions
+from exactmem.search.encode.formula import Problem
+from exactmem.search.question.outcome import Assignment, Infeasible, Outcome, Unknown
+from exactmem.search.question.shape import Shape
 
 EncodingName = Literal["multiset", "positions"]
 ENCODINGS: tuple[str, ...] = ("multiset", "positions")
@@ -74,7 +74,7 @@ def second_opinions(ds: Dataset, shape: Shape, opts: EncodeOptions, encoding: st
                     cvc5_rlimit: int | None, seed: int = 0) -> Verdicts:
     """Ask Z3 on the other encoding (``rlimit``) and cvc5 on ``problem`` (``cvc5_rlimit``;
     ``None`` skips cvc5)."""
-    from exactmem.search import z3_backend
+    from exactmem.search.solvers import z3_backend
 
     other = z3_backend.solve(encode_with(other_encoding(encoding), ds, shape, opts),
                              max(timeout_s, 0.001), seed=seed, rlimit=rlimit, rationalise=False)
@@ -88,7 +88,7 @@ def cvc5_opinion(problem: Problem, cvc5_rlimit: int | None) -> str:
     if cvc5_rlimit is None:
         return "skipped"
     try:
-        from exactmem.search import cvc5_backend
+        from exactmem.search.solvers import cvc5_backend
 
         return cvc5_backend.refutes(problem, cvc5_rlimit)
     except ImportError:

@@ -2,8 +2,8 @@
 
 It is written from the semantics (Kajitsuka & Sato eq. (1) hardmax, eq. (4) the network,
 one-hidden-layer ReLU feed-forward, residual optional, last-position readout) and shares
-no code with :mod:`exactmem.search.encoding` except the formula language
-(:mod:`exactmem.search.formula`) and the parameter names the witness builder reads.  Its
+no code with :mod:`exactmem.search.encode.encoding` except the formula language
+(:mod:`exactmem.search.encode.formula`) and the parameter names the witness builder reads.  Its
 job is to re-decide every real-valued refutation so that an encoding bug shows up as a
 disagreement; it is also a complete decision procedure on its own (``--encoding
 positions``).
@@ -40,8 +40,8 @@ from typing import Any
 
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.search.encoding import EncodeOptions
-from exactmem.search.formula import (
+from exactmem.search.encode.encoding import EncodeOptions
+from exactmem.search.encode.formula import (
     And,
     Atom,
     Formula,
@@ -50,7 +50,7 @@ from exactmem.search.formula import (
     Poly,
     Problem,
 )
-from exactmem.search.shape import Shape
+from exactmem.search.question.shape import Shape
 
 Vec = list[Poly]
 
@@ -285,7 +285,7 @@ class _Positions:
     def encode_thresholds(self) -> Problem:
         """The front as in :meth:`encode`; the tail (last feed-forward layer and readout)
         replaced by its exact description for a one-dimensional stream and two labels
-        (:func:`~exactmem.search.transfer.tail_separates`): ``K = ff_width + 1`` ordered
+        (:func:`~exactmem.search.finders.transfer.tail_separates`): ``K = ff_width + 1`` ordered
         thresholds ``t_1 <= ... <= t_K`` and a first label ``s``, and the label of a
         sequence is ``s`` plus the number of thresholds below its stream, mod 2."""
         seqs_in, seqs = self.streams(last_ff=False)
@@ -335,8 +335,8 @@ class _Positions:
 def encode_positions(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
     """The problem whose solutions are the weights of ``shape`` memorizing ``ds`` (up to
     the scale normalisations of the module docstring); parameters are named like
-    :mod:`exactmem.search.encoding`'s, so :func:`~exactmem.search.witness.witness_spec`
-    reads a model back."""
+    :mod:`exactmem.search.encode.encoding`'s, so
+    :func:`~exactmem.search.encode.witness.witness_spec` reads a model back."""
     return _Positions(ds, shape, opts or EncodeOptions()).encode()
 
 
@@ -351,7 +351,7 @@ def thresholds_apply(ds: Dataset, shape: Shape, opts: EncodeOptions) -> bool:
 def encode_thresholds(ds: Dataset, shape: Shape, opts: EncodeOptions | None = None) -> Problem:
     """The front of :func:`encode_positions` with the tail described by thresholds: its
     models give the front's weights only (the tail is then fitted, see
-    :mod:`exactmem.search.transfer`), and it is unsatisfiable exactly when
+    :mod:`exactmem.search.finders.transfer`), and it is unsatisfiable exactly when
     :func:`encode_positions` is (where :func:`thresholds_apply`)."""
     opts = opts or EncodeOptions()
     if not thresholds_apply(ds, shape, opts):

@@ -1,6 +1,6 @@
 """The Z3 backend: the only module that imports ``z3`` (lazily).
 
-:func:`solve` translates a :class:`~exactmem.search.formula.Problem` to Z3 (nonlinear real
+:func:`solve` translates a :class:`~exactmem.search.encode.formula.Problem` to Z3 (nonlinear real
 arithmetic with Boolean structure), runs it under a per-query timeout and returns an
 exact :class:`Assignment`, ``Infeasible("z3")`` or ``Unknown(reason)``.
 
@@ -17,8 +17,8 @@ from fractions import Fraction
 from typing import Any
 
 from exactmem.errors import MissingDependencyError
-from exactmem.search.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
-from exactmem.search.outcome import Assignment, BackendOutcome, Infeasible, Unknown
+from exactmem.search.encode.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
+from exactmem.search.question.outcome import Assignment, BackendOutcome, Infeasible, Unknown
 
 NAME = "z3"
 

@@ -1,6 +1,6 @@
 """Sample b-bit networks of a shape with a wide stream: which labelling classes do they realize?
 
-The grid walk of :mod:`~exactmem.search.grid_pool` needs ``d_model = 1``.  For one block
+The grid walk of :mod:`~exactmem.search.finders.grid_pool` needs ``d_model = 1``.  For one block
 with ``d_model = m >= 2``, heads of size 1 and a feed-forward of width 0 or 1 (residual,
 argmax readout over two labels, token ids) this pool draws *fronts* at random from the
 b-bit grid ``G`` and, on the streams of each, tries every *tail* at once:
@@ -17,7 +17,7 @@ eq. (12): ties averaged) and adds ``O (V avg)``; streams are integers ``X = sigm
 positive, 0 where negative, no zero allowed (unique argmax).
 
 **Classes.**  Permuting the tokens that map the sequence set onto itself, and swapping the
-two labels, are symmetries of the family (:mod:`~exactmem.search.labelings`): a front
+two labels, are symmetries of the family (:mod:`~exactmem.search.question.labellings`): a front
 that realizes a labelling realizes its whole orbit once its embedding columns are permuted
 (and the readout rows swapped).  So each labelling a tail gives is reduced to its orbit,
 and a wanted labelling is served by any member of its orbit.
@@ -39,17 +39,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 from math import lcm
 from typing import Any
 
 import numpy as np
 
+from exactmem.checker.proofs.search_reps import grid_values
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.canonical import grid_values
-from exactmem.search.labelings import token_symmetries
-from exactmem.search.shape import Shape
+from exactmem.search.finders.plane_net import Front, Tail, plane_network, tail_values
+from exactmem.search.question.labellings import token_symmetries
+from exactmem.search.question.shape import Shape
 
 MAX_N = 24  # labellings are kept as N-bit words
 PATIENCE = 1024  # fronts in a row without a new wanted labelling end the walk
@@ -79,20 +79,6 @@ def _tail_cells(bits: int, m: int, n_seq: int) -> int:
     cs = min(g ** m, 2 * reach + 1)
     return ((2 * top + 1) ** m // 2) * (1 + g ** (m + 1) * cs) * (2 * (reach + top) + 1) \
         * n_seq
-
-
-@dataclass(frozen=True, slots=True)
-class Front:
-    embed: np.ndarray  # (m, V)
-    heads: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]  # Q, K, V, O
-
-
-@dataclass(frozen=True, slots=True)
-class Tail:
-    unit: tuple[tuple[int, ...], int, tuple[int, ...]] | None  # (W1, b1, W2), width 1
-    b2: tuple[int, ...]
-    r: tuple[int, ...]  # readout difference w_1 - w_0
-    beta: int  # readout bias difference b_1 - b_0
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,65 +367,3 @@ class PlanePool:
         """Front ``front`` with ``tail`` (``None``: no unit, readout ``x_0 > 0``), token
         ``t`` of the front renamed ``perm[t]``, the readout rows swapped with ``flip``."""
         return plane_network(self.shape, self.bits, ds, front, tail, perm, flip)
-
-
-def tail_values(r: tuple[int, ...], vecs: list[tuple[int, ...]], diffs: list[int], unit: bool
-                ) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[tuple[int, ...], int]]]:
-    """For a readout difference ``r``: the nonzero values of ``c = r W2`` (a ``W2`` of
-    ``vecs`` each; none without a ``unit``) and the values of ``d = r b2 + beta`` (a
-    ``(b2, beta)`` each, ``beta`` in ``diffs``; ``b2 = 0`` without a unit, whose layer it
-    belongs to)."""
-    cs: dict[int, tuple[int, ...]] = {}
-    dvs: dict[int, tuple[tuple[int, ...], int]] = {}
-    for w2 in vecs if unit else []:
-        c = sum(a * b for a, b in zip(r, w2, strict=True))
-        if c:
-            cs.setdefault(c, w2)
-    for b2 in vecs if unit else [(0,) * len(r)]:
-        for beta in diffs:
-            dvs.setdefault(sum(a * b for a, b in zip(r, b2, strict=True)) + beta, (b2, beta))
-    return cs, dvs
-
-
-def plane_network(shape: Shape, bits: int, ds: Dataset, front: Front, tail: Tail | None,
-                  perm: tuple[int, ...] | None = None, flip: bool = False) -> NetworkSpec:
-    """The exact network of a front and a tail (``None``: no unit, readout ``x_0 > 0``),
-    token ``t`` of the front renamed ``perm[t]``, the readout rows swapped with ``flip``."""
-    from exactmem.arith import ScaledMatrix
-    from exactmem.search.shape import spec_of
-
-    assert ds.vocab_size is not None
-    m, vocab, g = shape.d_model, ds.vocab_size, grid_values(bits)
-
-    def split(diff: int) -> tuple[int, int]:
-        """Grid values ``(a, b)`` with ``b - a = diff``."""
-        for a in g:
-            if a + diff in g:
-                return a, a + diff
-        raise ValueError(f"{diff} is not a difference of two {bits}-bit integers")
-
-    tail = tail or Tail(None, (0,) * m, (1,) + (0,) * (m - 1), 0)
-    perm = perm or tuple(range(vocab))
-    embed = np.zeros_like(front.embed)
-    for t in range(vocab):
-        embed[:, perm[t]] = front.embed[:, t]
-    vals: dict[str, list[list[int]]] = {"embed": embed.tolist()}
-    for h, (q, k, v, o) in enumerate(front.heads):
-        p = f"att0.{h}."
-        vals |= {p + "Q": [q.tolist()], p + "K": [k.tolist()], p + "V": [v.tolist()],
-                 p + "O": [[int(a)] for a in o]}
-    if shape.ff_width:
-        w1, b1, w2 = tail.unit or ((0,) * m, 0, (0,) * m)
-        vals |= {"ff0.W1": [list(w1)], "ff0.b1": [[b1]], "ff0.W2": [[a] for a in w2],
-                 "ff0.b2": [[a] for a in tail.b2]}
-    r, beta = tail.r, tail.beta
-    if flip:  # the class-score difference negated: the complement labelling
-        r, beta = tuple(-a for a in r), -beta
-    rows = [split(a) for a in r]
-    c0, c1 = split(beta)
-    vals |= {"out.W": [[a for a, _ in rows], [b for _, b in rows]],
-             "out.b": [[c0], [c1]]}
-    mats = {name: ScaledMatrix.from_rows([[Fraction(int(v)) for v in row] for row in rows_],
-                                         cols=len(rows_[0]))
-            for name, rows_ in vals.items()}
-    return spec_of(shape, ds.inputs, vocab, ds.n, 2, mats)

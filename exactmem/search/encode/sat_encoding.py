@@ -5,7 +5,7 @@ grid, the exact integer semantics, symmetry breaking and segment clauses are des
 there and in docs/search.md): the search writes exactly the CNF that ``exactmem
 check-search`` re-derives from the question, so there is one encoder, not two.  This
 module turns a :class:`~exactmem.model.dataset.Dataset` and a
-:class:`~exactmem.search.shape.Shape` into the encoder's
+:class:`~exactmem.search.question.shape.Shape` into the encoder's
 :class:`~exactmem.checker.proofs.search_encode.Question`, adds the solver-side variant with open
 label literals (:func:`encode_labelled`, never written as a proof) and reads networks
 off models.
@@ -22,8 +22,8 @@ from exactmem.checker.proofs.search_encode import BitEncoder, Question, dimacs
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
-from exactmem.search.encoding import Token, output_dim, reads_of
-from exactmem.search.shape import Shape, spec_of
+from exactmem.search.encode.encoding import Token, reads_of
+from exactmem.search.question.shape import Shape, output_dim, spec_of
 
 
 @dataclass(slots=True)
