@@ -30,7 +30,11 @@ from exactmem.search.drive.walks import Donors, labels_of, seed_walk
 from exactmem.search.drive.worker import query_worker
 from exactmem.search.finders import label_sweep
 from exactmem.search.finders.front_pool import cheap_test_applies
-from exactmem.search.question.labellings import labelling_classes, labels_symmetric
+from exactmem.search.question.labellings import (
+    LabellingClass,
+    labelling_classes,
+    labels_symmetric,
+)
 from exactmem.search.question.shape import Shape
 
 PROBES = 4  # --bits --first-failure: labellings asked to SAT before the grid walk
@@ -47,9 +51,45 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
               first_failure: bool = False, show_progress: bool = True,
               certificate_dir: Path | None = None,
               deadline: float | None = None) -> dict[str, Any]:
-    """Answer every labelling class for one shape; stored answers are reused."""
+    """Answer every labelling class for one shape; stored answers are reused.  In order:
+    the queries still to ask (:func:`plan_queries`); with b bits, probes and walks
+    (:func:`probe_and_walk`); with real weights, the random fronts that pick the likely
+    refutations (:func:`~exactmem.search.drive.walks.suspects`); then the queries, pass by
+    pass (:func:`ask_in_passes`)."""
     sym = labels_symmetric(shape.readout, q.classes)
     classes = labelling_classes(q.sequences, q.classes, sym)
+    pending, hard, reused, padded = plan_queries(q, shape, classes, store, certificate_dir)
+    failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
+                                   "infeasible" for c in classes
+                                   if record_key(shape, c.labels) in store.records)
+    transfer = q.transfer and q.bits is None
+    run = ShapeRun(q, shape, store, executor, first_failure, show_progress, deadline,
+                   Donors(shape, store) if transfer else None)
+    suspects: list[dict[str, Any]] = []
+    if transfer and run.cheap and not failed and q.pool and pending:
+        with progress.task(f"{shape.label()} random fronts ({q.pool} drawn as arrays)",
+                           heartbeat=True) as bar:
+            if not show_progress:
+                bar.close()
+            suspects = walks.suspects(q, shape, pending)
+    walk = None  # a plane pool (one wide block): its sample goes on from walk to walk
+    if q.bits is not None and pending and not failed:
+        pending, walk = probe_and_walk(run, pending, hard)
+    run.bar = run.task("queries", len(pending))
+    if pending and not failed:
+        ask_in_passes(run, pending, suspects, walk)
+    run.bar.close()
+    summary = summarize(shape, classes, store, reused, run.solved)
+    summary["padded"] = padded
+    return summary
+
+
+def plan_queries(q: Question, shape: Shape, classes: list[LabellingClass], store: ResultsFile,
+                 certificate_dir: Path | None
+                 ) -> tuple[list[dict[str, Any]], int, int, int]:
+    """The payloads of the classes still to ask (those that smaller shapes could not
+    memorize first: a failing shape fails fast), how many of them smaller shapes failed
+    on, and how many classes were answered from the store (reused, zero-padded)."""
     pending = []
     reused = padded = 0
     hard = []
@@ -83,181 +123,189 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
         if path is not None:
             payload["certificate"] = str(path)
         pending.append(payload)
-    # labellings that smaller shapes could not memorize first: a failing shape fails fast
     pending = [p for _, p in sorted(zip(hard, pending, strict=True),
                                     key=lambda hp: not hp[0])]
-    failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==
-                                   "infeasible" for c in classes
-                                   if record_key(shape, c.labels) in store.records)
-    transfer = q.transfer and q.bits is None
-    donors = Donors(shape, store) if transfer else None
-    # where the cheap test picks the random fronts, they are tried before every query
-    cheap = cheap_test_applies(shape, q.classes)
-    suspects: list[dict[str, Any]] = []
-    if transfer and cheap and not failed and q.pool and pending:
-        with progress.task(f"{shape.label()} random fronts ({q.pool} drawn as arrays)",
-                           heartbeat=True) as bar:
-            if not show_progress:
-                bar.close()
-            suspects = walks.suspects(q, shape, pending)
-    solved = 0
+    return pending, sum(hard), reused, padded
 
-    def with_donors(payloads: list[dict[str, Any]], only: bool = False,
+
+class ShapeRun:
+    """One shape's queries in flight: each payload is sent with the donors known by then,
+    each answer stored as it comes (and lent as a donor), progress counted on ``bar``."""
+
+    def __init__(self, q: Question, shape: Shape, store: ResultsFile, executor: Executor,
+                 first_failure: bool, show_progress: bool, deadline: float | None,
+                 donors: Donors | None) -> None:
+        self.q, self.shape, self.store, self.executor = q, shape, store, executor
+        self.first_failure, self.show_progress, self.deadline = \
+            first_failure, show_progress, deadline
+        self.donors = donors
+        # where the cheap test picks the random fronts, they are tried before every query
+        self.cheap = cheap_test_applies(shape, q.classes)
+        self.solved = 0
+        self.answered: set[str] = set()
+        self.bar: progress.Task | None = None
+
+    def with_donors(self, payloads: list[dict[str, Any]], only: bool = False,
                     pool: bool = False) -> Iterator[dict[str, Any]]:
         """Each payload as it is sent, with the donors known by then (lazy executors)."""
+        q = self.q
         for p in payloads:
-            if deadline is not None:
+            if self.deadline is not None:
                 p["timeout"] = min(float(p["timeout"]),
-                                   max(0.001, deadline - time.monotonic()))
-            if donors is not None:
-                p["donors"] = donors.current()
+                                   max(0.001, self.deadline - time.monotonic()))
+            if self.donors is not None:
+                p["donors"] = self.donors.current()
                 p["transfer_only"] = only
-                p["pool"] = [q.pool, 0] if q.pool and (pool or cheap) else None
+                p["pool"] = [q.pool, 0] if q.pool and (pool or self.cheap) else None
             yield p
 
-    answered: set[str] = set()
-
-    def drain(payloads: Iterator[dict[str, Any]]) -> bool:
+    def drain(self, payloads: Iterator[dict[str, Any]]) -> bool:
         """Store the answers as they come; ``True`` when the shape failed or time is up."""
-        nonlocal solved
-        for res in executor.run(query_worker, payloads):
+        for res in self.executor.run(query_worker, payloads):
             if res.get("status") == "not transferred":
                 continue  # a transfer-only pass that found nothing keeps the stored answer
             res["labels"] = labels_of(res)
-            store.add(res)
-            if donors is not None:
-                donors.add(res)
-            if res["key"] not in answered:
-                answered.add(res["key"])
-                solved += 1
-                bar.update()
-            if first_failure and res["status"] == "infeasible":
+            self.store.add(res)
+            if self.donors is not None:
+                self.donors.add(res)
+            if res["key"] not in self.answered:
+                self.answered.add(res["key"])
+                self.solved += 1
+                assert self.bar is not None
+                self.bar.update()
+            if self.first_failure and res["status"] == "infeasible":
                 return True
-            if deadline is not None and time.monotonic() > deadline:
+            if self.deadline is not None and time.monotonic() > self.deadline:
                 return True
         return False
 
-    def unknown(p: dict[str, Any]) -> bool:
-        return bool(store.records.get(p["key"], {}).get("status") == "unknown")
+    def unknown(self, p: dict[str, Any]) -> bool:
+        return bool(self.store.records.get(p["key"], {}).get("status") == "unknown")
 
-    def task(what: str, total: int) -> progress.Task:
-        t = progress.task(f"{shape.label()} {what}", total=total, unit="query", heartbeat=True)
-        if not show_progress:
+    def task(self, what: str, total: int) -> progress.Task:
+        t = progress.task(f"{self.shape.label()} {what}", total=total, unit="query",
+                          heartbeat=True)
+        if not self.show_progress:
             t.close()  # closing first silences it
         return t
 
-    walk = None  # a plane pool (one wide block): its sample goes on from walk to walk
-    if q.bits is not None and pending and not failed:
-        # with --first-failure, likely refutations go to SAT before the full walk (with the
-        # segment clauses a refutation is often far cheaper than the walk): first what
-        # smaller shapes could not memorize, then what a short walk did not find
-        asked: set[int] = set()
-        cut: set[int] = set()  # probes asked under a quarter of the conflict budget
-        from exactmem.search.finders import plane_exhaustive
-        from exactmem.search.solvers.sat_backend import DEFAULT_CONFLICTS
 
-        exhaustive = plane_exhaustive.applies(q.dataset(labels_of(pending[0])), shape, q.bits)
+def probe_and_walk(run: ShapeRun, pending: list[dict[str, Any]], hard: int
+                   ) -> tuple[list[dict[str, Any]], Any]:
+    """b-bit weights: with ``--first-failure`` likely refutations go to SAT before the full
+    walk (with the segment clauses a refutation is often far cheaper than the walk): first
+    what smaller shapes could not memorize (``hard`` of them lead ``pending``), then what
+    a short walk did not find; then the walk.  The queries left to ask, in order (none when
+    a probe refuted the shape), and the plane pool that goes on walking (or ``None``)."""
+    from exactmem.search.finders import plane_exhaustive
+    from exactmem.search.solvers.sat_backend import DEFAULT_CONFLICTS
 
-        def probe(batch: list[dict[str, Any]], cheap: bool = False) -> bool:
-            """Ask ``batch`` first (``cheap``: under a quarter of the conflict budget --
-            a likely refutation is cheap, and the probe is asked again in full later)."""
-            nonlocal bar  # drain advances it
-            for p in batch:
-                p.pop("sweep", None)  # the sweep never refutes
-                asked.add(id(p))
-                if exhaustive:  # the first embeddings of the exhaustive walk, then SAT
-                    p["exhaustive"] = PROBE_EMBEDDINGS
-                if cheap:
-                    p["conflicts"] = max(1, (q.conflicts or DEFAULT_CONFLICTS) // 4)
-                    cut.add(id(p))
-            bar = task("probes", len(batch))
-            try:
-                return bool(batch) and drain(with_donors(batch))
-            except KeyboardInterrupt:
-                executor.close(cancel=True)
-                raise
-            finally:
-                bar.close()
-                for p in batch:
-                    p.pop("exhaustive", None)
-                    p["conflicts"] = q.conflicts
+    q, shape, store, show = run.q, run.shape, run.store, run.show_progress
+    assert q.bits is not None
+    asked: set[int] = set()
+    cut: set[int] = set()  # probes asked under a quarter of the conflict budget
+    exhaustive = plane_exhaustive.applies(q.dataset(labels_of(pending[0])), shape, q.bits)
 
-        walk = walks.walk_pool(q, shape, plane_only=True)
-        stop = first_failure and probe(pending[:min(sum(hard), PROBES)], cheap=True)
-        if first_failure and not stop:
-            seed_walk(walk, store, shape)
-            short = walks.grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
-                                    show_progress, QUICK_FRONTS, walk)
-            stop = probe([p for p in short if "witness" not in p][:PROBES])
-            seed_walk(walk, store, shape)
-        if stop:
-            pending = []
-        else:
-            # grid enumeration: certified networks for what it finds, the rest asked
-            # first; a probe left unknown is walked, and asked again only when it ran under
-            # the cheap budget or is walked exhaustively
-            walked = walks.grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
-                                                (id(p) not in asked or unknown(p))],
-                                     show_progress, None, walk)
-            seen = {id(p) for p in walked}
-            # where every front can be walked for one labelling, what the walk missed
-            # (a probe left unknown too) is walked exhaustively before its SAT query
-            for p in walked:
-                if "witness" not in p and exhaustive:
-                    p["exhaustive"] = True
-                    p.pop("sweep", None)
-            pending = [p for p in walked if id(p) not in asked or "witness" in p or
-                       "exhaustive" in p or id(p) in cut] + \
-                [p for p in pending if "witness" in p and id(p) not in seen]
-    bar = task("queries", len(pending))
-    if pending and not failed:
+    def probe(batch: list[dict[str, Any]], cheap: bool = False) -> bool:
+        """Ask ``batch`` first (``cheap``: under a quarter of the conflict budget -- a
+        likely refutation is cheap, and the probe is asked again in full later)."""
+        for p in batch:
+            p.pop("sweep", None)  # the sweep never refutes
+            asked.add(id(p))
+            if exhaustive:  # the first embeddings of the exhaustive walk, then SAT
+                p["exhaustive"] = PROBE_EMBEDDINGS
+            if cheap:
+                p["conflicts"] = max(1, (q.conflicts or DEFAULT_CONFLICTS) // 4)
+                cut.add(id(p))
+        run.bar = run.task("probes", len(batch))
         try:
-            # labellings that no random front can serve are the likely refutations: they
-            # are asked first, under the whole resource limit
-            for p in suspects:
-                p["rlimit"] = q.rlimit
-            if suspects and drain(with_donors(suspects)):
-                raise _Stop
-            asked = {id(p) for p in suspects}
-            todo = [p for p in pending if id(p) not in asked]
-            budgets = walks.budgets(q, donors is not None)
-            for k, budget in enumerate(budgets):
-                # an earlier pass is skipped where a stored unknown already ran under it
-                batch = todo if k == len(budgets) - 1 else \
-                    [p for p in todo if int(store.records.get(p["key"], {}).get("rlimit")
-                                            or 0) < int(budget or 0)]
-                for p in batch:
-                    p["rlimit"] = budget
-                if drain(with_donors(batch)):
-                    raise _Stop
-                if donors is None:
-                    break
-                # a cheap pass: the unknown answers against every front found since, and
-                # against random fronts whose streams some tail can label (first time only)
-                again = [p for p in todo
-                         if unknown(p) and (k == 0 or donors.grew_since(p.get("donors", [])))]
-                if drain(with_donors(again, only=True, pool=k == 0)):
-                    raise _Stop
-                todo = [p for p in todo if unknown(p)]
-            # a plane pool walks again for what SAT left unknown, near every network found
-            late = [p for p in pending if unknown(p) and "exhaustive" not in p]
-            if walk is not None and late and (deadline is None or time.monotonic() < deadline):
-                seed_walk(walk, store, shape)
-                walk.patience = LATE_FRONTS
-                late = walks.grid_witnesses(q, shape, late, show_progress, LATE_FRONTS, walk)
-                drain(with_donors([p for p in late if "witness" in p]))
-        except _Stop:
-            pass
+            return bool(batch) and run.drain(run.with_donors(batch))
         except KeyboardInterrupt:
-            executor.close(cancel=True)
+            run.executor.close(cancel=True)
             raise
         finally:
-            label_sweep.release()  # the serial executor's solver, kept in this process
-    bar.close()
-    summary = summarize(shape, classes, store, reused, solved)
-    summary["padded"] = padded
-    return summary
+            run.bar.close()
+            for p in batch:
+                p.pop("exhaustive", None)
+                p["conflicts"] = q.conflicts
 
+    walk = walks.walk_pool(q, shape, plane_only=True)
+    stop = run.first_failure and probe(pending[:min(hard, PROBES)], cheap=True)
+    if run.first_failure and not stop:
+        seed_walk(walk, store, shape)
+        short = walks.grid_witnesses(q, shape, [p for p in pending if id(p) not in asked],
+                                     show, QUICK_FRONTS, walk)
+        stop = probe([p for p in short if "witness" not in p][:PROBES])
+        seed_walk(walk, store, shape)
+    if stop:
+        return [], walk
+    # grid enumeration: certified networks for what it finds, the rest asked first; a probe
+    # left unknown is walked, and asked again only when it ran under the cheap budget or
+    # is walked exhaustively
+    walked = walks.grid_witnesses(q, shape, [p for p in pending if "witness" not in p and
+                                             (id(p) not in asked or run.unknown(p))],
+                                  show, None, walk)
+    seen = {id(p) for p in walked}
+    # where every front can be walked for one labelling, what the walk missed (a probe left
+    # unknown too) is walked exhaustively before its SAT query
+    for p in walked:
+        if "witness" not in p and exhaustive:
+            p["exhaustive"] = True
+            p.pop("sweep", None)
+    return [p for p in walked if id(p) not in asked or "witness" in p or
+            "exhaustive" in p or id(p) in cut] + \
+        [p for p in pending if "witness" in p and id(p) not in seen], walk
+
+
+def ask_in_passes(run: ShapeRun, pending: list[dict[str, Any]],
+                  suspects: list[dict[str, Any]], walk: Any) -> None:
+    """The queries: the likely refutations first, under the whole resource limit; then the
+    budget passes, each followed (real weights) by a transfer-only pass over the fronts
+    found since; then a plane pool walks again for what SAT left unknown."""
+    q, shape, store, donors = run.q, run.shape, run.store, run.donors
+    try:
+        # labellings that no random front can serve are the likely refutations: they are
+        # asked first, under the whole resource limit
+        for p in suspects:
+            p["rlimit"] = q.rlimit
+        if suspects and run.drain(run.with_donors(suspects)):
+            raise _Stop
+        asked = {id(p) for p in suspects}
+        todo = [p for p in pending if id(p) not in asked]
+        budgets = walks.budgets(q, donors is not None)
+        for k, budget in enumerate(budgets):
+            # an earlier pass is skipped where a stored unknown already ran under it
+            batch = todo if k == len(budgets) - 1 else \
+                [p for p in todo if int(store.records.get(p["key"], {}).get("rlimit")
+                                        or 0) < int(budget or 0)]
+            for p in batch:
+                p["rlimit"] = budget
+            if run.drain(run.with_donors(batch)):
+                raise _Stop
+            if donors is None:
+                break
+            # a cheap pass: the unknown answers against every front found since, and
+            # against random fronts whose streams some tail can label (first time only)
+            again = [p for p in todo if run.unknown(p) and
+                     (k == 0 or donors.grew_since(p.get("donors", [])))]
+            if run.drain(run.with_donors(again, only=True, pool=k == 0)):
+                raise _Stop
+            todo = [p for p in todo if run.unknown(p)]
+        # a plane pool walks again for what SAT left unknown, near every network found
+        late = [p for p in pending if run.unknown(p) and "exhaustive" not in p]
+        if walk is not None and late and \
+                (run.deadline is None or time.monotonic() < run.deadline):
+            seed_walk(walk, store, shape)
+            walk.patience = LATE_FRONTS
+            late = walks.grid_witnesses(q, shape, late, run.show_progress, LATE_FRONTS, walk)
+            run.drain(run.with_donors([p for p in late if "witness" in p]))
+    except _Stop:
+        pass
+    except KeyboardInterrupt:
+        run.executor.close(cancel=True)
+        raise
+    finally:
+        label_sweep.release()  # the serial executor's solver, kept in this process
 
 
 def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
