@@ -219,7 +219,7 @@ def transfer(ds: Dataset, shape: Shape, donors: Sequence[NetworkSpec],
              max_fronts: int = DEFAULT_MAX_FRONTS, timeout_s: float = 60.0,
              certificate_path: str | Path | None = None, cheap_test: bool = True) -> Any:
     """A checker-verified network of ``shape`` memorizing ``ds`` whose front is a donor's,
-    as a :class:`~exactmem.search.drive.query.QueryResult`, or ``None``.
+    as a :class:`~exactmem.search.question.outcome.QueryResult`, or ``None``.
 
     Distinct fronts are tried in the order given (at most ``max_fronts``), each under
     Z3's resource limit ``rlimit``; the first re-fit the checker verifies is returned.
