@@ -108,9 +108,11 @@ def matmul_exact(a: Ball, w: np.ndarray, absw: np.ndarray) -> Ball:
     """``a @ w`` with ``w`` exact ``[k, p]`` (``absw = |w|``): the exact product of the
     midpoints is within ``gamma_k |m| |w|``, the radius adds ``r |w|``; one product
     ``(r + c|m|) |w|`` with ``c = 2(k+1) u >= gamma_k`` bounds both."""
-    k = w.shape[0]
-    m = a[0] @ w
-    return m, up((a[1] + (2 * (k + 1) * U) * np.abs(a[0])) @ absw, 2 * k + 6)
+    k, p = w.shape
+    shape = a[0].shape[:-1] + (p,)
+    m = (a[0].reshape(-1, k) @ w).reshape(shape)  # 2-D: numpy calls BLAS once
+    r = ((a[1] + (2 * (k + 1) * U) * np.abs(a[0])).reshape(-1, k) @ absw).reshape(shape)
+    return m, up(r, 2 * k + 6)
 
 
 def matmul(a: Ball, b: Ball) -> Ball:
