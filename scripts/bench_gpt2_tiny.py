@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy on one thread, as torch below
+import numpy as np  # noqa: E402
 
 from exactmem.adapters.gpt2 import load_gpt2
 from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits

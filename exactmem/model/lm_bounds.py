@@ -105,7 +105,7 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     """Rigorous logit balls for every position; the positions whose label is provably the
     unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
 
-    ``producer``: ``"fast"`` (float64 numpy ball arithmetic, :mod:`exactmem.model.lm_fast`,
+    ``producer``: ``"fast"`` (float64 numpy norm balls, :mod:`exactmem.model.lm_norm`,
     then the arb path below on the sequences with a position it leaves unproved although the
     float argmax is right), ``"numpy"`` (the numpy pass alone) or ``"arb"`` (python-flint at
     128 bits only: the slower reference).  ``on_logits(i, lo, hi)``, called once per sequence
@@ -114,7 +114,7 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     if producer not in ("fast", "numpy", "arb"):
         raise ValueError(f"producer: expected 'fast', 'numpy' or 'arb', found {producer!r}")
     if producer != "arb":
-        from exactmem.model.lm_fast import prove_fast
+        from exactmem.model.lm_norm import prove_fast
 
         got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
         if producer == "numpy":
