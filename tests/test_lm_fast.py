@@ -125,3 +125,18 @@ def test_unknown_producer() -> None:
     spec = random_spec(np.random.default_rng(3), "gelu_tanh", tied=True)
     with pytest.raises(ValueError, match="producer"):
         prove_positions(spec, [[0]], [[0]], producer="float")
+
+
+def test_spectral_norm_bound() -> None:
+    """Above the 2-norm (numpy's SVD as the float reference) and within 5% of it; far below
+    the entry-wise bound ``max column sum of |W|`` that entry-wise radii pay per layer."""
+    from exactmem.model.lm_norm import spectral_up
+
+    rng = np.random.default_rng(5)
+    for shape in [(32, 96), (128, 512), (512, 128), (7, 1)]:
+        w = rng.normal(0, 0.05, shape).astype(np.float32).astype(np.float64)
+        two = float(np.linalg.norm(w, 2))
+        assert two <= spectral_up(w) <= 1.05 * two
+    w = rng.normal(0, 0.05, (512, 128))
+    assert spectral_up(w) < np.abs(w).sum(0).max() / 5
+    assert spectral_up(np.zeros((3, 4))) == 0.0

@@ -56,7 +56,10 @@ def spectral_up(w: np.ndarray, squarings: int = 5) -> float:
     if fro == 0.0:
         return 0.0
     s = int(np.ceil(np.log2(fro))) + 1
-    a = np.ldexp(a, -s)  # exact: |a|_F <= 1/2 (no float64 weight is that small to underflow)
+    scaled = np.ldexp(a, -s)  # |a|_F <= 1/2; exact unless an entry falls into subnormals
+    if not np.array_equal(np.ldexp(scaled, s), a):  # then the Frobenius norm, upward
+        return float(I.up(np.sqrt(I.up((a * a).sum(), 2 * a.size + 2)), 1))
+    a = scaled
     g = I.matmul(I.exact(a.T), I.exact(a))
     for _ in range(squarings):
         g = I.matmul(g, g)
