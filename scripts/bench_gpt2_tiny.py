@@ -3,9 +3,9 @@
 A random GPT-2 (2 layers, d = 32, 2 heads, vocab 64, context 16, seed 0; --shape and --std
 change it; --kind nanogpt: the same shape as a nanoGPT checkpoint, erf GELU), N random
 sequences labelled with its own float64 argmax; then, each timed: the checkpoint's float32
-forward pass on the same data, the producer's bounds (--producer fast: float64 norm balls with
-arb where they fall short; arb: python-flint only), and the stdlib checker on the certificate
-(one process; --shards splits the sequences; --no-check skips it).
+forward pass on the same data, the producer's bounds (--producer fast: float64 norm balls;
+arb: python-flint; hybrid: fast, then arb where it falls short), and the stdlib checker on the
+certificate (one process; --shards splits the sequences; --no-check skips it).
 
     python scripts/bench_gpt2_tiny.py --N 200 --workdir /tmp/gpt2bench
     python scripts/bench_gpt2_tiny.py --N 200 --kind nanogpt --workdir /tmp/nanobench
@@ -104,7 +104,7 @@ def main() -> int:
     ap.add_argument("--N", type=int, default=200)
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--kind", choices=("gpt2", "nanogpt"), default="gpt2")
-    ap.add_argument("--producer", choices=("fast", "arb"), default="fast",
+    ap.add_argument("--producer", choices=("fast", "hybrid", "arb"), default="fast",
                     help="the producer's arithmetic: float64 numpy balls, or python-flint arb")
     ap.add_argument("--no-check", action="store_true", help="time the producer only")
     ap.add_argument("--shape", default="2,32,2,64,16",

@@ -81,7 +81,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
                progress: Any = None, producer: str = "fast") -> LMResult:
     """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2" or
     "nanogpt") has the label as unique argmax; writes ``output`` when all (or, ``partial``,
-    at least one) are proved.  ``producer``: ``"fast"`` or ``"arb"``
+    at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
     (:func:`~exactmem.model.lm_bounds.prove_positions`)."""
     from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm

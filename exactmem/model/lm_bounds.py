@@ -105,30 +105,27 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     """Rigorous logit balls for every position; the positions whose label is provably the
     unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
 
-    ``producer``: ``"fast"`` (float64 numpy norm balls, :mod:`exactmem.model.lm_norm`,
-    then the arb path below on the sequences with a position it leaves unproved although the
-    float argmax is right), ``"numpy"`` (the numpy pass alone) or ``"arb"`` (python-flint at
-    128 bits only: the slower reference).  ``on_logits(i, lo, hi)``, called once per sequence
+    ``producer``: ``"fast"`` (float64 numpy norm balls, :mod:`exactmem.model.lm_norm`),
+    ``"arb"`` (python-flint at 128 bits, below: the slower reference) or ``"hybrid"`` (fast,
+    then arb on the sequences with a position fast leaves unproved although the float argmax
+    is right; the union of both proofs).  ``on_logits(i, lo, hi)``, called once per sequence
     ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <= logit <= hi`` at every position
-    (with ``"fast"`` the numpy pass's bounds, also for the sequences re-proved by arb)."""
-    if producer not in ("fast", "numpy", "arb"):
-        raise ValueError(f"producer: expected 'fast', 'numpy' or 'arb', found {producer!r}")
+    (with ``"hybrid"``, fast's bounds)."""
+    if producer not in ("fast", "hybrid", "arb"):
+        raise ValueError(f"producer: expected 'fast', 'hybrid' or 'arb', found {producer!r}")
     if producer != "arb":
         from exactmem.model.lm_norm import prove_fast
 
         got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
-        if producer == "numpy":
+        again = [i for i, row in enumerate(miss) if any(m > 0 for _, m in row)]
+        if producer == "fast" or not again:
             return PositionBounds(tuple(got), tuple(miss))
-        if producer == "fast":
-            again = [i for i, row in enumerate(miss) if any(m > 0 for _, m in row)]
-            if not again:
-                return PositionBounds(tuple(got), tuple(miss))
-            ref = prove_positions(spec, [sequences[i] for i in again],
-                                  [labels[i] for i in again], progress, batch, producer="arb")
-            for j, i in enumerate(again):  # both are proofs: the union is proved
-                got[i] = tuple(sorted(set(got[i]) | set(ref.proved[j])))
-                miss[i] = tuple((p, m) for p, m in ref.failed[j] if p not in got[i])
-            return PositionBounds(tuple(got), tuple(miss))
+        ref = prove_positions(spec, [sequences[i] for i in again], [labels[i] for i in again],
+                              progress, batch, producer="arb")
+        for j, i in enumerate(again):  # both are proofs: the union is proved
+            got[i] = tuple(sorted(set(got[i]) | set(ref.proved[j])))
+            miss[i] = tuple((p, m) for p, m in ref.failed[j] if p not in got[i])
+        return PositionBounds(tuple(got), tuple(miss))
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:
