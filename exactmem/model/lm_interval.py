@@ -15,9 +15,10 @@ new midpoint and radius is bounded, never estimated.  What is assumed (docs/trai
   Stability*, Thm 3.1 / eq. 3.5) ``|fl(A B) - A B| <= gamma_k |A| |B| + k eta`` with
   ``gamma_k = k u / (1 - k u)``, and a product of non-negative matrices is at least
   ``(1 - gamma_k) A B - k eta``;
-- ``np.exp`` and ``np.tanh`` have relative error at most ``2^-40`` (about 2,000 ulp; the
-  implementations numpy uses document 1-4 ulp) plus an absolute ``2^-1000`` where the result
-  is subnormal; ``tests/test_lm_fast.py`` cross-checks samples against python-flint's arb.
+- nothing of ``np.exp``, ``np.tanh`` or any library function: ``exp``, ``tanh`` and ``erf``
+  are Taylor sums of basic operations with counted roundings (:func:`exp_point`,
+  :func:`tanh_ball`, :func:`_erf_point`); ``tests/test_lm_fast.py`` checks them against
+  python-flint's arb.
 
 The one lemma every radius uses: a non-negative quantity computed from non-negative floats by
 ``n`` rounded operations (a ``k``-term sum or dot product counting ``k``) is at least
@@ -34,7 +35,6 @@ import numpy as np
 
 U = 2.0 ** -53
 TINY = 2.0 ** -900
-FN = 2 ** 13  # n with 2 n u = 2^-39: covers the 2^-40 relative error assumed of exp and tanh
 Ball = tuple[np.ndarray, np.ndarray]
 
 
@@ -128,16 +128,54 @@ def matmul(a: Ball, b: Ball) -> Ball:
     return m, up(left @ right, 6 * k + 10)
 
 
+LN2 = 0.6931471805599453  # the float nearest ln 2: within u ln 2 of it
+INV_LN2 = 1.4426950408889634
+
+
+def exp_point(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float end points of ``e^p`` at float points ``p``, from basic operations only:
+    ``p = k ln2 + r`` (``k`` the nearest integer to ``p / ln2``, ``r`` a ball with
+    ``|r| < 0.35`` that contains ``p - k ln 2``), ``e^r`` by its Taylor sum of 17 terms at
+    the midpoint (each term ``<= 32`` roundings, the sum 17 more, so the error is at most
+    ``gamma_49 e^0.35 <= 102 u e^r``; the remainder is below ``10^-22``), widened by
+    ``e^{+-rr}`` (``1 - rr``, ``1 + 2 rr``), then ``2^k`` (exact, or within ``TINY`` when
+    the result is subnormal).  ``e^p < 2^-1000`` for ``p < -700`` and ``e^p > 10^304`` for
+    ``p > 700``."""
+    x = np.clip(p, -800.0, 800.0)
+    k = np.rint(x * INV_LN2)
+    kl = mul(exact(k), const(LN2, 1))
+    rm, rr = add(exact(x), (-kl[0], kl[1]))
+    t = np.ones_like(rm)
+    s = np.ones_like(rm)
+    for i in range(1, 17):
+        t = t * rm / i
+        s = s + t
+    lo = down(s * (1.0 - rr), 150)
+    hi = up(s * (1.0 + 2.0 * rr), 150)
+    ki = k.astype(np.int64)
+    lo = down(np.ldexp(lo, ki), 0)
+    hi = up(np.ldexp(hi, ki), 0)
+    low, high = p < -700.0, p > 700.0
+    return (np.where(low, 0.0, np.where(high, 1e304, lo)),
+            np.where(low, 2.0 ** -1000, np.where(high, np.inf, hi)))
+
+
 def exp_interval(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``e^x`` for ``x`` in ``[lo, hi]`` (exp is increasing)."""
-    return down(np.exp(lo), FN), up(np.exp(hi), FN)
+    return exp_point(lo)[0], exp_point(hi)[1]
 
 
 def tanh_ball(z: Ball) -> Ball:
-    """``tanh`` on a ball: ``tanh(zm)`` within ``2^-40`` relative, widened by the ball's
-    radius (``|tanh'| <= 1``)."""
-    t = np.tanh(z[0])
-    return t, up(z[1] + 2.0 ** -39 * np.abs(t), 3)
+    """``tanh`` on a ball: at the midpoint ``p``, ``tanh |p| = (1 - e) / (1 + e)`` with
+    ``e = e^{-2|p|}`` enclosed by :func:`exp_point` (decreasing in ``e``; odd in ``p``),
+    widened by the ball's radius (``|tanh'| <= 1``)."""
+    a = np.abs(z[0])
+    elo, ehi = exp_point(-2.0 * a)
+    tl = down(down(1.0 - ehi, 1) / up(1.0 + ehi, 1), 1)
+    th = np.minimum(up(up(1.0 - elo, 1) / down(1.0 + elo, 1), 1), 1.0)
+    neg = z[0] < 0
+    m, r = from_interval(np.where(neg, -th, tl), np.where(neg, -tl, th))
+    return m, up(r + z[1], 2)
 
 
 def _erf_point(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,10 +194,10 @@ def _erf_point(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = t * (2.0 * q2) / (2 * n + 3)
         s = s + t
     rounds = 4 * nterms + 4
-    e = np.exp(-q2)  # q2 = q^2 (1 + d), |d| <= u, q^2 <= 36: a factor e^{+-37u} besides exp's
+    elo, ehi = exp_point(-q2)  # q2 = q^2 (1 + d), |d| <= u, q^2 <= 36: a factor e^{+-37u}
     k = 2.0 / np.sqrt(np.pi)  # np.pi within u of pi: k within 4u
-    hi = np.minimum(up(up(k, 4) * up(e, FN + 64) * up(s + t, rounds), 4), 1.0)
-    lo = down(down(k, 4) * down(e, FN + 64) * down(s, rounds), 4)
+    hi = np.minimum(up(up(k, 4) * up(ehi, 64) * up(s + t, rounds), 4), 1.0)
+    lo = down(down(k, 4) * down(elo, 64) * down(s, rounds), 4)
     far = np.abs(p) > 6.0
     lo = np.where(far, 1.0 - 2.0 ** -52, lo)
     hi = np.where(far, 1.0, hi)
