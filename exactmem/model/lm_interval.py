@@ -31,6 +31,8 @@ proved (every comparison with them is false).
 
 from __future__ import annotations
 
+from math import isqrt
+
 import numpy as np
 
 U = 2.0 ** -53
@@ -129,32 +131,50 @@ def matmul(a: Ball, b: Ball) -> Ball:
 
 
 LN2 = 0.6931471805599453  # the float nearest ln 2: within u ln 2 of it
-INV_LN2 = 1.4426950408889634
+SIXTEEN_OVER_LN2 = 23.083120654223414
+
+
+def _pow2_sixteenths() -> tuple[np.ndarray, np.ndarray]:
+    """Float bounds of ``2^(j/16)``, ``j = 0 .. 15``: ``floor(2^(60 + j/16))`` is four nested
+    integer square roots of ``2^(960 + j)`` (``isqrt(isqrt(n)) = floor(n^(1/4))``)."""
+    lo = []
+    for j in range(16):
+        v = 1 << (960 + j)
+        for _ in range(4):
+            v = isqrt(v)
+        lo.append(v)
+    return (down(np.ldexp(np.array(lo, dtype=np.float64), -60), 1),
+            up(np.ldexp(np.array(lo, dtype=np.float64) + 1.0, -60), 1))
+
+
+POW2_LO, POW2_HI = _pow2_sixteenths()
 
 
 def exp_point(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Float end points of ``e^p`` at float points ``p``, from basic operations only:
-    ``p = k ln2 + r`` (``k`` the nearest integer to ``p / ln2``, ``r`` a ball with
-    ``|r| < 0.35`` that contains ``p - k ln 2``), ``e^r`` by its Taylor sum of 17 terms at
-    the midpoint (each term ``<= 32`` roundings, the sum 17 more, so the error is at most
-    ``gamma_49 e^0.35 <= 102 u e^r``; the remainder is below ``10^-22``), widened by
-    ``e^{+-rr}`` (``1 - rr``, ``1 + 2 rr``), then ``2^k`` (exact, or within ``TINY`` when
-    the result is subnormal).  ``e^p < 2^-1000`` for ``p < -700`` and ``e^p > 10^304`` for
+    ``p = k ln2 / 16 + r`` (``k`` the nearest integer to ``16 p / ln2``, ``r`` a ball with
+    ``|r| < 0.022`` that contains ``p - k ln2 / 16``), ``e^r`` by its Taylor sum of 9 terms
+    at the midpoint (each term at most 16 roundings, the sum 9 more, so the error is at most
+    ``gamma_25 e^0.044 <= 27 u e^r``; the remainder is below ``10^-20``), widened by
+    ``e^{+-rr}`` (``1 - rr``, ``1 + 2 rr``), times ``2^(j/16)`` (``j = k mod 16``, bounds
+    from integer square roots) and ``2^((k - j)/16)`` (exact, or within ``TINY`` when the
+    result is subnormal).  ``e^p < 2^-1000`` for ``p < -700``, ``e^p > 10^304`` for
     ``p > 700``."""
     x = np.clip(p, -800.0, 800.0)
-    k = np.rint(x * INV_LN2)
-    kl = mul(exact(k), const(LN2, 1))
+    k = np.rint(x * SIXTEEN_OVER_LN2)
+    kl = mul(exact(k), const(LN2 / 16, 1))
     rm, rr = add(exact(x), (-kl[0], kl[1]))
     t = np.ones_like(rm)
     s = np.ones_like(rm)
-    for i in range(1, 17):
+    for i in range(1, 9):
         t = t * rm / i
         s = s + t
-    lo = down(s * (1.0 - rr), 150)
-    hi = up(s * (1.0 + 2.0 * rr), 150)
     ki = k.astype(np.int64)
-    lo = down(np.ldexp(lo, ki), 0)
-    hi = up(np.ldexp(hi, ki), 0)
+    j = ki & 15
+    lo = down(POW2_LO[j] * s * (1.0 - rr), 40)
+    hi = up(POW2_HI[j] * s * (1.0 + 2.0 * rr), 40)
+    lo = down(np.ldexp(lo, ki >> 4), 0)
+    hi = up(np.ldexp(hi, ki >> 4), 0)
     low, high = p < -700.0, p > 700.0
     return (np.where(low, 0.0, np.where(high, 1e304, lo)),
             np.where(low, 2.0 ** -1000, np.where(high, np.inf, hi)))
