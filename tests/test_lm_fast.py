@@ -141,3 +141,23 @@ def test_spectral_norm_bound() -> None:
     w = rng.normal(0, 0.05, (512, 128))
     assert spectral_up(w) < np.abs(w).sum(0).max() / 5
     assert spectral_up(np.zeros((3, 4))) == 0.0
+
+
+def test_huge_weights_prove_nothing_wrongly() -> None:
+    """Weights large enough to overflow float64 bounds: no warning, no crash, and every
+    position fast proves is one arb proves (an infinite or NaN bound proves nothing)."""
+    base = random_spec(np.random.default_rng(6), "gelu_tanh", tied=True)
+    tensors = {k: (v * 1e150 if k.endswith("mlp.fc.weight") else v)
+               for k, v in base.tensors.items()}
+    spec = type(base)(**{**{f: getattr(base, f) for f in (
+        "vocab_size", "context", "d_model", "heads", "layers", "d_ff", "activation",
+        "layer_norm_eps", "tied_head")}, "tensors": tensors})
+    toks = np.random.default_rng(7).integers(0, spec.vocab_size, size=(4, 8))
+    seqs = [list(map(int, s)) for s in toks]
+    seen: list[bool] = []
+    fast = prove_positions(spec, seqs, seqs, on_logits=lambda i, lo, hi: seen.append(
+        bool(np.isfinite(lo).all())))
+    arb = prove_positions(spec, seqs, seqs, producer="arb")
+    assert len(seen) == 4 and not any(seen)  # the bounds did overflow
+    for a, b in zip(fast.proved, arb.proved, strict=True):
+        assert set(a) <= set(b)
