@@ -200,3 +200,19 @@ def test_positions_the_checker_cannot_reprove_are_left_out(
                "-q") == 2
     assert "self-check: the checker rejects" in capsys.readouterr().err
     assert not (gpt2 / "none.json").exists()
+
+
+def test_producers_certify_the_same_positions(gpt2: Path, small_cert: dict[str, Any],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--producer arb`` and ``--producer hybrid`` write the certificate the default
+    (fast) one does on the acceptance model; an unknown producer is a usage error."""
+    for producer in ("arb", "hybrid"):
+        out = gpt2 / f"small_{producer}.json"
+        assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", out, "--partial",
+                   "-q", "--producer", producer) == 0
+        assert json.loads(out.read_text()) == small_cert
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "x.json",
+            "--producer", "float")
+    assert exc.value.code == 2

@@ -78,10 +78,11 @@ class LMResult:
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
-               progress: Any = None) -> LMResult:
+               progress: Any = None, producer: str = "fast") -> LMResult:
     """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2" or
     "nanogpt") has the label as unique argmax; writes ``output`` when all (or, ``partial``,
-    at least one) are proved."""
+    at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
+    (:func:`~exactmem.model.lm_bounds.prove_positions`)."""
     from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.model.dataset import load_dataset
@@ -120,7 +121,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
     say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
     clock = time.perf_counter()
-    bounds = prove_positions(spec, ds.sequences, ds.labels, progress)
+    bounds = prove_positions(spec, ds.sequences, ds.labels, progress, producer=producer)
     t["bounds"] = time.perf_counter() - clock
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
@@ -164,7 +165,8 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
     tick, close = progress.hook("certify-model", heartbeat=True)
     try:
         r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
-                       bind_dataset=args.bind_dataset, log=log, progress=tick)
+                       bind_dataset=args.bind_dataset, log=log, progress=tick,
+                       producer=getattr(args, "producer", "fast"))
     finally:
         close()
     times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())

@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(docs/trained-models.md), the export layout, or auto (detected)")
     p.add_argument("--partial", action="store_true",
                    help="language models: certify exactly the positions proved (K of M)")
+    p.add_argument("--producer", choices=("fast", "hybrid", "arb"), default="fast",
+                   help="language models: the producer's arithmetic, float64 numpy norm "
+                        "balls (fast), python-flint arb (the slower reference), or fast "
+                        "then arb on the sequences fast leaves short (hybrid)")
     p.set_defaults(func=run)
 
 

@@ -50,9 +50,47 @@ def info(cert: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+LM_KEYS = ("certified_positions", "positions", "sequences_in_full", "N", "n", "partial",
+           "params", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
+           "activation", "tied_head")
+
+
+def lm_summary(path: str) -> dict[str, Any] | None:
+    """:func:`exactmem.certificate.lm.lm_info` of a language-model certificate (the dataset
+    embedded or bound by path beside it), or None when ``path`` holds another format."""
+    from pathlib import Path
+
+    from exactmem.certificate.lm import LM_FORMAT, lm_info
+    from exactmem.checker.parse import Unusable, read_json
+    from exactmem.errors import CertificateError
+
+    try:
+        cert = read_json(Path(path))
+        if not isinstance(cert, dict) or cert.get("format") != LM_FORMAT:
+            return None
+        entry = cert.get("dataset")
+        if isinstance(entry, dict) and "data" not in entry and isinstance(entry.get("path"), str):
+            cert = {**cert, "dataset": {**entry,
+                                        "data": read_json(Path(path).parent / entry["path"])}}
+        return lm_info(cert)
+    except Unusable as exc:
+        raise CertificateError(str(exc)) from None
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+        raise CertificateError(f"{path}: not a readable {LM_FORMAT} certificate "
+                               f"({type(exc).__name__}: {exc})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from exactmem.certificate import read_certificate
 
+    lm = lm_summary(args.certificate)
+    if lm is not None:  # a language model: what it claims, position by position
+        if args.json:
+            print(json.dumps(lm, sort_keys=True))
+        else:
+            for key in LM_KEYS:
+                print(f"{key:20s} {lm[key]}")
+        return 0
     data = info(read_certificate(args.certificate))
     if args.json:
         print(json.dumps(data, sort_keys=True))

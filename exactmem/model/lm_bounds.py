@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import flint
+import numpy as np
 
 from exactmem.model.lm_spec import LMSpec
+
+OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
 
 PREC = 128  # bits of the ball midpoints (as the checker carries)
 
@@ -97,9 +100,32 @@ def _attention(rows: list[list[flint.arb]], heads: int, n: int) -> list[list[fli
 def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]],
                     progress: Callable[[str, int, int], None] | None = None,
-                    batch: int = 64) -> PositionBounds:
+                    batch: int = 64, on_logits: OnLogits | None = None,
+                    producer: str = "fast") -> PositionBounds:
     """Rigorous logit balls for every position; the positions whose label is provably the
-    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed)."""
+    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
+
+    ``producer``: ``"fast"`` (float64 numpy norm balls, :mod:`exactmem.model.lm_norm`),
+    ``"arb"`` (python-flint at 128 bits, below: the slower reference) or ``"hybrid"`` (fast,
+    then arb on the sequences with a position fast leaves unproved although the float argmax
+    is right; the union of both proofs).  ``on_logits(i, lo, hi)``, called once per sequence
+    ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <= logit <= hi`` at every position
+    (with ``"hybrid"``, fast's bounds)."""
+    if producer not in ("fast", "hybrid", "arb"):
+        raise ValueError(f"producer: expected 'fast', 'hybrid' or 'arb', found {producer!r}")
+    if producer != "arb":
+        from exactmem.model.lm_norm import prove_fast
+
+        got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
+        again = [i for i, row in enumerate(miss) if any(m > 0 for _, m in row)]
+        if producer == "fast" or not again:
+            return PositionBounds(tuple(got), tuple(miss))
+        ref = prove_positions(spec, [sequences[i] for i in again], [labels[i] for i in again],
+                              progress, batch, producer="arb")
+        for j, i in enumerate(again):  # both are proofs: the union is proved
+            got[i] = tuple(sorted(set(got[i]) | set(ref.proved[j])))
+            miss[i] = tuple((p, m) for p, m in ref.failed[j] if p not in got[i])
+        return PositionBounds(tuple(got), tuple(miss))
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:

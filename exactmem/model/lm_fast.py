@@ -1,0 +1,89 @@
+"""The non-linear steps of the language-model function on entry-wise float64 balls
+(:mod:`exactmem.model.lm_interval`), whole arrays at a time: LayerNorm with the population
+variance, causal softmax, GELU in its tanh or erf form.  Same semantics as
+:mod:`exactmem.model.lm_bounds` (the python-flint ``arb`` reference) and the checker;
+:mod:`exactmem.model.lm_norm` evaluates them at the midpoints of its norm balls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exactmem.model import lm_interval as I
+from exactmem.model.lm_interval import Ball, exact
+
+
+def layernorm(x: Ball, g: np.ndarray, b: np.ndarray, eps: float) -> Ball:
+    """LayerNorm of a ball (:func:`layernorm_var`)."""
+    return layernorm_var(x, g, b, eps)[0]
+
+
+def layernorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
+                  eps: float) -> tuple[Ball, np.ndarray]:
+    """``(x - mean) / sqrt(var + eps) * g + b`` over the last axis (``d`` entries).
+
+    The centred value ``c_i = x_i - mean(x)`` is within ``r_i + mean(r) + |mean(m) - mu| +
+    |fl(m_i - mu) - (m_i - mu)|`` of ``cm_i = fl(m_i - mu)``, ``mu`` the float mean of the
+    midpoints (``|mean(m) - mu| <= (2d + 4) u mean|m|``); the variance lies between the
+    means of the least and the largest ``c_i^2`` over the balls; ``1/sqrt`` is decreasing,
+    and ``sqrt`` and ``/`` are correctly rounded.  Also returns the lower bound of the
+    variance ``[..., 1]``."""
+    d = x[0].shape[-1]
+    m, r = x
+    mu = m.mean(-1, keepdims=True)
+    cm = m - mu
+    acm = np.abs(cm)
+    cr = I.up(r + r.mean(-1, keepdims=True) + (2 * d + 4) * I.U * np.abs(m).mean(-1, keepdims=True)
+              + 2 * I.U * acm, d + 10)
+    big = acm + cr
+    small = I.down(acm - cr, 1)
+    vhi = I.up((big * big).mean(-1, keepdims=True), d + 6)
+    vlo = I.down((small * small).mean(-1, keepdims=True), d + 6)
+    s_hi = I.up(1.0 / np.sqrt(I.down(vlo + eps, 1)), 4)
+    s_lo = I.down(1.0 / np.sqrt(I.up(vhi + eps, 1)), 4)
+    y = I.mul((cm, cr), I.from_interval(s_lo, s_hi))
+    return I.add_exact(I.scale(y, g), b), vlo
+
+
+def softmax(scores: Ball, future: np.ndarray) -> Ball:
+    """Causal softmax weights of score balls ``[..., n, n]`` (``future``: the masked keys,
+    weight exactly 0); ``e^{s_j - M}`` with ``M`` a float (it cancels exactly) enclosed at the
+    end points; weight ``j`` in ``[lo_j / sum_k hi_k, hi_j / sum_k lo_k]``."""
+    n = future.shape[-1]
+    lo, hi = I.lohi(scores)
+    top = np.where(future, -np.inf, scores[0]).max(-1, keepdims=True)
+    a = lo - top  # fl(v) is within u|v| <= 2u|fl(v)| (+ eta) of v
+    a_lo = I.lohi((a, 2 * I.U * np.abs(a)))[0]
+    a = hi - top
+    a_hi = I.lohi((a, 2 * I.U * np.abs(a)))[1]
+    e_lo, e_hi = I.exp_interval(a_lo, a_hi)
+    e_lo = np.where(future, 0.0, e_lo)
+    e_hi = np.where(future, 0.0, e_hi)
+    s_lo = I.down(e_lo.sum(-1, keepdims=True), n + 2)
+    s_hi = I.up(e_hi.sum(-1, keepdims=True), n + 2)
+    w_lo = I.down(e_lo / s_hi, 1)
+    w_hi = np.minimum(I.up(e_hi / s_lo, 1), 1.0)
+    w = I.from_interval(w_lo, w_hi)
+    return w[0], np.where(future, 0.0, w[1])  # w[0] is exactly 0 there
+
+
+def gelu(x: Ball, kind: str) -> Ball:
+    """``x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))`` or ``x/2 (1 + erf(x/sqrt 2))``:
+    enclosed at the midpoint (a point, so only rounding widens it), then widened by a bound
+    of ``|GELU'|`` times the radius.  Erf form: ``GELU' = Phi(x) + x phi(x)``, ``0 <= Phi <=
+    1`` and ``|x phi(x)| <= phi(1) < 0.25``, so ``|GELU'| <= 1.25``.  Tanh form, ``z = c(x +
+    a x^3)``: ``GELU' = (1 + t)/2 + x z' sech^2(z) / 2`` with ``0 <= x z' <= 3 z`` for ``x >=
+    0`` (odd symmetry for ``x < 0``) and ``|z| sech^2(z) < 0.45``, so ``|GELU'| <= 1.68 <
+    1.75``."""
+    p = exact(x[0])
+    if kind == "gelu_tanh":
+        c = I.const(float(np.sqrt(2.0 / np.pi)), 4)
+        a = I.const(0.044715, 1)  # the nearest float to the decimal
+        inner = I.add(p, I.mul(a, I.mul(p, I.mul(p, p))))
+        t = I.tanh_ball(I.mul(c, inner))
+        lip = 1.75
+    else:
+        t = I.erf_ball(I.mul(p, I.const(float(np.sqrt(0.5)), 2)))
+        lip = 1.25
+    g = I.scale(I.mul(p, I.add_exact(t, 1.0)), 0.5)
+    return g[0], I.up(g[1] + lip * x[1], 3)

@@ -1,0 +1,200 @@
+"""Norm balls: the language-model function with one 2-norm radius per position vector, the
+numpy pass of the fast producer (``prove_positions(..., producer="fast")``).
+
+Entry-wise balls multiply a radius by ``|W|`` at every linear map, about ``sqrt(d)`` times
+more than the map can stretch a vector (the wrapping effect), and over several layers that
+factor compounds beyond what float64 can carry.  Here every position carries its float
+midpoint vector ``m`` and one radius ``rho``: the exact vector lies in
+``{x : ||x - m||_2 <= rho}``.  A step ``f`` maps it to ``f(m)``, enclosed entry-wise by the
+rigorous point evaluation of :mod:`exactmem.model.lm_interval` (only rounding widens it), plus
+a bound of ``f``'s Lipschitz constant in the 2-norm times ``rho`` (mean value theorem on the
+segment from ``m`` to ``x``):
+
+- ``x W + b``: ``||W||_2`` (:func:`spectral_up`, a rigorous upper bound);
+- LayerNorm: ``max|g| / sigma_min``, since the Jacobian of ``z -> P z / sqrt(|P z|^2/d +
+  eps)`` (``P`` the centring projection) is ``(I - z z^T / (d sigma^2)) P / sigma``, of norm at
+  most ``1/sigma``, and ``sigma >= sqrt((|P m| - rho)_+^2 / d + eps)`` on the ball;
+- GELU: ``max |GELU'|`` (1.75 tanh form, 1.25 erf form; :func:`~exactmem.model.lm_fast.gelu`);
+- attention: scores ``q.k`` move by at most ``|q| rho_k + rho_q |k| + rho_q rho_k`` (per head,
+  ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
+  (:func:`~exactmem.model.lm_fast.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
+  ``v_j``, plus ``sum_j w_j rho_{v_j}``;
+- logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
+An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from exactmem.model import lm_interval as I
+from exactmem.model.lm_fast import gelu, layernorm_var, softmax
+from exactmem.model.lm_spec import LMSpec
+
+NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
+OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
+GELU_LIP = {"gelu_tanh": 1.75, "gelu_erf": 1.25}
+
+
+def norm_up(e: np.ndarray) -> np.ndarray:
+    """A float ``>= ||e||_2`` over the last axis (``d`` squares and sums, then a correctly
+    rounded ``sqrt``)."""
+    d = e.shape[-1]
+    return I.up(np.sqrt(I.up((e * e).sum(-1), 2 * d + 2)), 1)
+
+
+def spectral_up(w: np.ndarray, squarings: int = 5) -> float:
+    """A rigorous upper bound of ``||w||_2``.  With ``G = a^T a`` (``a`` = ``w`` scaled by a
+    power of two to Frobenius norm at most 1, the smaller Gram matrix), ``||w||_2^2 =
+    lambda_max(G)`` and ``lambda_max(G)^(2^j) = ||G^(2^j)||_2 <= ||G^(2^j)||_inf``; ``G^(2^j)``
+    is enclosed by ball products, and the ``2^(j+1)``-th root taken by upward square roots.
+    Over-estimates ``||w||_2`` by at most ``k^(1/2^(j+2))`` (``k`` the smaller dimension)."""
+    a = w if w.shape[0] >= w.shape[1] else w.T
+    fro = float(np.sqrt((a * a).sum()))
+    if fro == 0.0:
+        return 0.0
+    s = int(np.ceil(np.log2(fro))) + 1
+    scaled = np.ldexp(a, -s)  # |a|_F <= 1/2; exact unless an entry falls into subnormals
+    if not np.array_equal(np.ldexp(scaled, s), a):  # then the Frobenius norm, upward
+        return float(I.up(np.sqrt(I.up((a * a).sum(), 2 * a.size + 2)), 1))
+    a = scaled
+    g = I.matmul(I.exact(a.T), I.exact(a))
+    for _ in range(squarings):
+        g = I.matmul(g, g)
+    x = float(I.up((np.abs(g[0]) + g[1]).sum(-1).max(), g[0].shape[0] + 2))
+    for _ in range(squarings + 1):
+        x = float(I.up(np.sqrt(x), 1))
+    return float(I.up(np.ldexp(x, s), 1))
+
+
+class NormWeights:
+    """The spec's tensors, their absolute values and the norms the steps need, read once."""
+
+    def __init__(self, spec: LMSpec) -> None:
+        self.spec = spec
+        self.t = {name: spec.get(name) for name in spec.shapes()}
+        head = self.t["wte" if spec.tied_head else "head"]
+        self.t["head.T"] = np.ascontiguousarray(head.T)
+        self.abs = {name: np.abs(w) for name, w in self.t.items() if w.ndim == 2}
+        self.head_rows = norm_up(head)
+        self.norm: dict[str, float] = {}
+        self.blocks: dict[str, np.ndarray] = {}
+        d, dh = spec.d_model, spec.d_head
+        for i in range(spec.layers):
+            p = f"h{i}."
+            for name in ("attn.proj", "mlp.fc", "mlp.proj"):
+                self.norm[p + name] = spectral_up(self.t[p + name + ".weight"])
+            wa = self.t[p + "attn.weight"]
+            self.blocks[p + "attn"] = np.array(
+                [spectral_up(wa[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
+
+    def affine(self, x: NBall, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Midpoints of ``x W + b`` and their entry-wise rounding radius."""
+        return I.add_exact(I.matmul_exact(I.exact(x[0]), self.t[name + ".weight"],
+                                          self.abs[name + ".weight"]), self.t[name + ".bias"])
+
+    def linear(self, x: NBall, name: str) -> NBall:
+        m, r = self.affine(x, name)
+        return m, I.up(self.norm[name] * x[1] + norm_up(r), 3)
+
+    def ln(self, x: NBall, name: str) -> NBall:
+        g, eps = self.t[name + ".weight"], self.spec.layer_norm_eps
+        (m, r), vlo = layernorm_var(I.exact(x[0]), g, self.t[name + ".bias"], eps)
+        d = x[0].shape[-1]
+        centred = I.down(np.sqrt(I.down(vlo[..., 0] * d, 1)), 2)  # <= |P m|
+        t = I.down(centred - x[1], 1)
+        sigma = I.down(np.sqrt(I.down(t * t / d + eps, 3)), 1)
+        return m, I.up(float(np.abs(g).max()) * x[1] / sigma + norm_up(r), 4)
+
+
+def add(a: NBall, b: NBall) -> NBall:
+    m = a[0] + b[0]
+    return m, I.up(a[1] + b[1] + norm_up(2 * I.U * np.abs(m)), 3)
+
+
+def attention(w: NormWeights, h: NBall, name: str) -> NBall:
+    """Causal multi-head softmax attention on the normalised input ``h [B, n, d]``."""
+    spec = w.spec
+    bsz, n, d = h[0].shape
+    heads, dh = spec.heads, spec.d_head
+    m, r = w.affine(h, name)
+    rho = I.up(w.blocks[name][None, None, :] * h[1][..., None]
+               + norm_up(r.reshape(bsz, n, 3 * heads, dh)), 3)  # [B, n, 3H]
+
+    def part(j: int) -> tuple[np.ndarray, np.ndarray]:
+        mm = m[..., j * d:(j + 1) * d].reshape(bsz, n, heads, dh).transpose(0, 2, 1, 3)
+        return mm, rho[..., j * heads:(j + 1) * heads].transpose(0, 2, 1)  # [B,H,n,dh],[B,H,n]
+
+    (qm, rq), (km, rk), (vm, rv) = part(0), part(1), part(2)
+    s = I.matmul(I.exact(qm), I.exact(km.transpose(0, 1, 3, 2)))
+    kappa = I.const(float(1.0 / np.sqrt(np.float64(dh))), 3)
+    nq, nk = norm_up(qm), norm_up(km)
+    move = I.up(nq[..., :, None] * rk[..., None, :] + rq[..., :, None] * nk[..., None, :]
+                + rq[..., :, None] * rk[..., None, :], 6)
+    s = I.mul((s[0], I.up(s[1] + move, 2)), kappa)
+    future = np.triu(np.ones((n, n), dtype=bool), 1)
+    wt = softmax(s, future)
+    om, orad = I.matmul(wt, I.exact(vm))
+    spread = I.up((wt[0] + wt[1]) @ rv[..., None], n + 4)[..., 0]  # >= sum_j w_j rho_vj
+    rho_h = I.up(norm_up(orad) + spread, 3)  # [B, H, n]
+    rho_o = I.up(np.sqrt(I.up((rho_h * rho_h).sum(1), 2 * heads + 2)), 1)
+    return om.transpose(0, 2, 1, 3).reshape(bsz, n, d), rho_o
+
+
+def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoints and radii ``[B, n, vocab]`` of the exact logits of ``tokens [B, n]``."""
+    spec = w.spec
+    n = tokens.shape[1]
+    m = w.t["wte"][tokens] + w.t["wpe"][:n][None]
+    x: NBall = (m, norm_up(2 * I.U * np.abs(m)))
+    for i in range(spec.layers):
+        p = f"h{i}."
+        x = add(x, w.linear(attention(w, w.ln(x, p + "ln1"), p + "attn"), p + "attn.proj"))
+        h2 = w.ln(x, p + "ln2")
+        hm, hr = w.affine(h2, p + "mlp.fc")
+        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
+        gm, gr = gelu(I.exact(hm), spec.activation)
+        g: NBall = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
+        x = add(x, w.linear(g, p + "mlp.proj"))
+    h = w.ln(x, "lnf")
+    zm, zr = I.matmul_exact(I.exact(h[0]), w.t["head.T"], w.abs["head.T"])
+    return zm, I.up(zr + h[1][..., None] * w.head_rows, 3)
+
+
+def prove_fast(spec: LMSpec, sequences: Sequence[Sequence[int]],
+               labels: Sequence[Sequence[int]],
+               progress: Callable[[str, int, int], None] | None = None, batch: int = 64,
+               on_logits: OnLogits | None = None
+               ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]]]:
+    """``(proved, failed)`` per sequence, as :class:`~exactmem.model.lm_bounds.PositionBounds`
+    holds them; ``on_logits(i, lo, hi)`` receives float bounds ``lo <= logit <= hi``
+    ``[n, vocab]`` of every sequence ``i``."""
+    w = NormWeights(spec)
+    proved: list[tuple[int, ...]] = []
+    failed: list[tuple[tuple[int, float], ...]] = []
+    with np.errstate(all="ignore"):  # an overflow is an infinite radius: never proved
+        for b0 in range(0, len(sequences), batch):
+            toks = np.asarray(sequences[b0:b0 + batch], dtype=np.int64)
+            ys = np.asarray(labels[b0:b0 + batch], dtype=np.int64)
+            mid, rad = logit_bounds(w, toks)
+            lo, hi = I.lohi((mid, rad))
+            ix = np.indices(ys.shape)
+            lab_lo = lo[ix[0], ix[1], ys]
+            others = hi.copy()
+            others[ix[0], ix[1], ys] = -np.inf
+            ok = lab_lo > others.max(-1)
+            mids = mid.copy()
+            lab_mid = mids[ix[0], ix[1], ys]
+            mids[ix[0], ix[1], ys] = -np.inf
+            margin = lab_mid - mids.max(-1)
+            for j in range(len(toks)):
+                proved.append(tuple(int(p) for p in np.flatnonzero(ok[j])))
+                failed.append(tuple((int(p), float(margin[j, p]))
+                                    for p in np.flatnonzero(~ok[j])))
+                if on_logits is not None:
+                    on_logits(b0 + j, lo[j], hi[j])
+            if progress is not None:
+                progress("bounds", min(b0 + batch, len(sequences)), len(sequences))
+    return proved, failed
