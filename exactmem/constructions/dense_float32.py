@@ -168,11 +168,12 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
         pi = list(range(V))
         rng.shuffle(pi)
         pos = rng.sample(range(n), POSITIONS)
+        Ks = max(G, La, Lb)  # noqa: N806
         keys = []
         for seq in seqs:
             xs = tuple((pi[seq[pos[3 * j]]] % G) * La * Lb + (pi[seq[pos[3 * j + 1]]] % La) * Lb
                        + pi[seq[pos[3 * j + 2]]] % Lb for j in range(3))
-            s = (pi[seq[pos[9]]] % fields + pi[seq[pos[10]]] % fields) % fields
+            s = (pi[seq[pos[9]]] % Ks + pi[seq[pos[10]]] % Ks) % fields
             keys.append((*xs, s))
         tables = _solve(keys, labels, G * La * Lb, fields, b)
         if tables is not None:
@@ -191,7 +192,7 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
 
 
 def _dims(mods: Sequence[int]) -> list[str]:
-    return [x for K in mods for x in (f"m{K}", f"q{K}")] + ["psi", *FETCH, "s", "acc"]
+    return [x for K in mods for x in (f"m{K}", f"q{K}")] + [*FETCH, "acc"]
 
 
 def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
@@ -247,13 +248,19 @@ def _cleanup(names: list[str]) -> FeedForward:
     return _residual(prog)
 
 
-def _extract(names: list[str], fields: int, b: int) -> FeedForward:
-    """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label."""
+def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
+    """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
+    the fetch dimension ``g``, ``0 <= s <= top_s``) is reduced by clipped steps at the
+    multiples of ``f``."""
     prog = Program(names)
-    prog.step({"w": {"acc": 1}, "sv": {"s": 1}, "su": {"s": 1, ONE: 1 - fields},
-               "sw": {"s": 1, ONE: -fields}})
+    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"g": 1}}
+    T: dict[str, int] = {"sv": 2}  # noqa: N806
+    for i in range(1, top_s // fields + 1):
+        first[f"su{i}"] = {"g": 1, ONE: 1 - i * fields}
+        first[f"sw{i}"] = {"g": 1, ONE: -i * fields}
+        T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
+    prog.step(first)
     R: Expr = {"w": 1}  # noqa: N806
-    T: Expr = {"sv": 2, "su": -2 * fields, "sw": 2 * fields}  # noqa: N806
     acc: Expr | None = None
     top = fields * b + 1  # three words < 3 * 2^(f b) < 2^(f b + 2)
     for k in range(top, -1, -1):
@@ -297,12 +304,8 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
                 row[t] = pi[t] % int(x[1:])
             elif x[0] == "q" and x[1:].isdigit():
                 row[t] = (pi[t] % int(x[1:])) ** 2
-            elif x == "psi":
-                row[t] = pi[t] % fields
         table.append(row)
     layers: list[Layer] = [Embedding(ScaledMatrix(tuple(map(tuple, table)), 1, V))]
-    layers.append(_fetch(names, pos[9], [("psi", ("s",))]))
-    layers.append(_fetch(names, pos[10], [("psi", ("s",))]))
 
     def feat(K: int, one: str, sq: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
         return [(f"m{K}", (one,)), (f"q{K}", sq)] if K > 1 else []
@@ -314,9 +317,12 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
             if pairs:
                 layers.append(_fetch(names, p, pairs))
         layers.append(_lookup(names, tables[j], G, La, Lb, 1 << WORD_BITS))
-        if j < 2:
-            layers.append(_cleanup(names))
-    layers.append(_extract(names, fields, b))
+        layers.append(_cleanup(names))
+    Ks = max(G, La, Lb)  # noqa: N806
+    if Ks > 1:
+        layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("g",))]))
+        layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("g",))]))
+    layers.append(_extract(names, fields, b, 2 * Ks - 2))
     return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
                        readout=Readout("scalar", "last"))
 
