@@ -62,7 +62,6 @@ from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import require_no_conflicting_duplicates
 from exactmem.model.spec import (
-    Affine,
     Attention,
     Embedding,
     FeedForward,
@@ -152,7 +151,7 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     V, n = ds.vocab_size, ds.n  # noqa: N806
     ctx: dict[tuple[int, ...], int] = {}
     for seq, y in zip(ds.sequences, ds.labels, strict=True):
-        ctx.setdefault(tuple(int(t) for t in seq), int(y))  # type: ignore[arg-type]
+        ctx.setdefault(tuple(int(t) for t in seq), int(y))
     seqs, labels = list(ctx), list(ctx.values())
     if min(labels) < 0:
         raise ConstructionError("labels must be integers >= 0")
@@ -162,19 +161,19 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     fields = WORD_BITS // b
     group = len(seqs) / fields
     slack, rng = SLACK, random.Random(seed)
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, ATTEMPTS + 1):  # noqa: B007 - reported below
         words = math.ceil(slack * (group + 2 * math.sqrt(group) + 4) / 3)
         G, La, Lb = choose_shape(words, V, fields)  # noqa: N806
         pi = list(range(V))
         rng.shuffle(pi)
         pos = rng.sample(range(n), POSITIONS)
         Ks = max(G, La, Lb)  # noqa: N806
-        keys = []
+        keys: list[tuple[int, int, int, int]] = []
         for seq in seqs:
             xs = tuple((pi[seq[pos[3 * j]]] % G) * La * Lb + (pi[seq[pos[3 * j + 1]]] % La) * Lb
                        + pi[seq[pos[3 * j + 2]]] % Lb for j in range(3))
             s = (pi[seq[pos[9]]] % Ks + pi[seq[pos[10]]] % Ks) % fields
-            keys.append((*xs, s))
+            keys.append((xs[0], xs[1], xs[2], s))
         tables = _solve(keys, labels, G * La * Lb, fields, b)
         if tables is not None:
             break
