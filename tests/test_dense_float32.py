@@ -108,3 +108,38 @@ def test_cli_short_sequences_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
                  "-q"]) == 2
     err = capsys.readouterr().err
     assert "reads 11 positions" in err and "Traceback" not in err
+
+
+def test_int64_attention_sum_does_not_overflow() -> None:
+    """Values just below 2^62 summed over four keys leave int64: the exact pass must switch
+    to Python integers (an unchecked int64 sum wraps around)."""
+    from exactmem.arith import ScaledMatrix
+    from exactmem.model.forward import forward
+    from exactmem.model.spec import Attention, Embedding, Head, NetworkSpec, Readout
+
+    ds = generate(task="next-token", N=6, n=4, vocab=3, classes=2, seed=1)
+    big = (1 << 62) - 8
+    table = ScaledMatrix(((big, big - 1, big - 2),), 1, 3)
+    one, zero = ScaledMatrix(((1,),), 1, 1), ScaledMatrix(((0,),), 1, 1)
+    spec = NetworkSpec("token-ids", 3, 4, (
+        Embedding(table),
+        Attention((Head(query=zero, key=zero, value=one, output=one),), kind="uniform",
+                  residual=False)), Readout("scalar", "last"))
+    state = forward(spec, ds)
+    for i, seq in enumerate(ds.sequences):
+        got = state.cols[0, state.index[i, -1]]
+        want = sum(big - int(t) for t in seq)
+        assert int(got) * 4 == want * state.den
+
+
+def test_int64_dedupe_matches_the_python_loop() -> None:
+    import numpy as np
+
+    from exactmem.model.forward import dedupe_columns
+
+    rng = np.random.default_rng(3)
+    cols = rng.integers(0, 3, size=(3, 40)).astype(np.int64)
+    index = rng.integers(-1, 40, size=(5, 8)).astype(np.int64)
+    fast = dedupe_columns(cols, index)
+    slow = dedupe_columns(cols.astype(object), index)
+    assert (fast[0] == slow[0].astype(np.int64)).all() and (fast[1] == slow[1]).all()
