@@ -51,10 +51,10 @@ def test_onnxruntime_float32_gets_every_label_exactly(cert: dict[str, Any]) -> N
 
 
 def _words(cert: dict[str, Any]) -> list[list[str]]:
-    """The word matrix (second map) of the first lookup block."""
+    """The word matrix (third map) of the first lookup block."""
     ff = next(la for la in cert["network"]["layers"]
-              if la["type"] == "feedforward" and len(la["maps"]) == 3)
-    return ff["maps"][1]["weight"]
+              if la["type"] == "feedforward" and len(la["maps"]) == 4)
+    return ff["maps"][2]["weight"]
 
 
 def test_a_word_beyond_float32_is_rejected(cert: dict[str, Any]) -> None:
@@ -143,3 +143,4 @@ def test_int64_dedupe_matches_the_python_loop() -> None:
     fast = dedupe_columns(cols, index)
     slow = dedupe_columns(cols.astype(object), index)
     assert (fast[0] == slow[0].astype(np.int64)).all() and (fast[1] == slow[1]).all()
+

@@ -191,7 +191,8 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
 
 
 def _dims(mods: Sequence[int]) -> list[str]:
-    return [x for K in mods for x in (f"m{K}", f"q{K}")] + [*FETCH, "acc"]
+    return [x for K in mods for x in (f"m{K}", f"q{K}")] + \
+        [f"{x}{j}" for j in range(3) for x in FETCH] + ["s", "acc"]
 
 
 def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
@@ -212,10 +213,13 @@ def _residual(prog: Program) -> FeedForward:
     return FeedForward(tuple(prog.maps), residual=True)
 
 
-def _lookup(names: list[str], words: list[int], G: int, La: int, Lb: int,  # noqa: N803
+def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int,  # noqa: N803
             gate: int) -> FeedForward:
-    """One-hot units, the word layer (the ``G x L`` words as weights), accumulator output."""
+    """Table ``j``: its five fetched features (a narrow first layer, so the wide one-hot
+    layer reads five inputs, not the whole model), one-hot units, the word layer (the
+    ``G x L`` words as weights), accumulator output."""
     prog = Program(names)
+    prog.step({x: {f"{x}{j}": 1} for x in FETCH})
     one: dict[str, Expr] = {}
     for u in range(G):
         one[f"r{u}"] = {ONE: 1 - u * u, "g": 2 * u, "g2": -1}
@@ -239,24 +243,16 @@ def _lookup(names: list[str], words: list[int], G: int, La: int, Lb: int,  # noq
     return _residual(prog)
 
 
-def _cleanup(names: list[str]) -> FeedForward:
-    """``fetch -> 0``: the fetched features (all >= 0) pass a ReLU and are subtracted."""
-    prog = Program(names)
-    prog.step({f"k_{x}": {x: 1} for x in FETCH})
-    prog.step({x: ({f"k_{x}": -1} if x in FETCH else {}) for x in names})
-    return _residual(prog)
-
-
 def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
     """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
-    the fetch dimension ``g``, ``0 <= s <= top_s``) is reduced by clipped steps at the
+    the dimension ``s``, ``0 <= s <= top_s``) is reduced by clipped steps at the
     multiples of ``f``."""
     prog = Program(names)
-    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"g": 1}}
+    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"s": 1}}
     T: dict[str, int] = {"sv": 2}  # noqa: N806
     for i in range(1, top_s // fields + 1):
-        first[f"su{i}"] = {"g": 1, ONE: 1 - i * fields}
-        first[f"sw{i}"] = {"g": 1, ONE: -i * fields}
+        first[f"su{i}"] = {"s": 1, ONE: 1 - i * fields}
+        first[f"sw{i}"] = {"s": 1, ONE: -i * fields}
         T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
     prog.step(first)
     R: Expr = {"w": 1}  # noqa: N806
@@ -310,17 +306,17 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
         return [(f"m{K}", (one,)), (f"q{K}", sq)] if K > 1 else []
 
     for j in range(3):
-        for p, pairs in ((pos[3 * j], feat(G, "g", ("g2",))),
-                         (pos[3 * j + 1], feat(La, "la", ("lsq",))),
-                         (pos[3 * j + 2], feat(Lb, "lb", ("lsq",)))):
+        for p, pairs in ((pos[3 * j], feat(G, f"g{j}", (f"g2{j}",))),
+                         (pos[3 * j + 1], feat(La, f"la{j}", (f"lsq{j}",))),
+                         (pos[3 * j + 2], feat(Lb, f"lb{j}", (f"lsq{j}",)))):
             if pairs:
                 layers.append(_fetch(names, p, pairs))
-        layers.append(_lookup(names, tables[j], G, La, Lb, 1 << WORD_BITS))
-        layers.append(_cleanup(names))
     Ks = max(G, La, Lb)  # noqa: N806
     if Ks > 1:
-        layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("g",))]))
-        layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("g",))]))
+        layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
+        layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
+    for j in range(3):
+        layers.append(_lookup(names, j, tables[j], G, La, Lb, 1 << WORD_BITS))
     layers.append(_extract(names, fields, b, 2 * Ks - 2))
     return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
                        readout=Readout("scalar", "last"))
