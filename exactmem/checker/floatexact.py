@@ -87,12 +87,12 @@ def _sum(vectors, den, fmt, where):
 
 def _tops(groups):
     """Per coordinate, the largest ``|x|`` over every vector of every group."""
-    tops = None
+    tops: list = []
     for vectors in groups:
-        for v in vectors:
-            tops = list(map(abs, v)) if tops is None else \
-                [t if t >= abs(x) else abs(x) for t, x in zip(tops, v)]
-    return tops or []
+        if vectors:
+            top = [max(max(coord), -min(coord)) for coord in zip(*vectors)]
+            tops = top if not tops else list(map(max, tops, top))
+    return tops
 
 
 def _sums_within(groups, count, den, fmt, where):
@@ -166,7 +166,10 @@ def _zero_bias(mat):
 
 
 def _lift(cols, den, to):
-    return [tuple(x * (to // den) for x in c) for c in cols]
+    if to == den:
+        return cols
+    f = (to // den).__mul__
+    return [tuple(map(f, c)) for c in cols]
 
 
 def _attention(la, cols, den, index, queries, fmt, where):
