@@ -296,14 +296,43 @@ def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = 
     return out, out_den
 
 
+def _pack_rows(a: np.ndarray) -> np.ndarray:
+    """The rows of an int64 matrix packed into fewer int64 rows, column order preserved:
+    consecutive rows ``r`` with values in ``[lo_r, hi_r]`` become one row ``sum_r (a_r - lo_r)
+    prod_{s < r} (hi_s - lo_s + 1)`` while that product stays below ``2^62`` (a bijection on
+    the columns, so equal packed columns are equal columns); constant rows are dropped."""
+    if a.shape[1] == 0:
+        return a
+    lo, hi = a.min(axis=1), a.max(axis=1)
+    packed: list[np.ndarray] = []
+    key: np.ndarray | None = None
+    span = 1
+    for r in range(a.shape[0]):
+        width = int(hi[r]) - int(lo[r]) + 1
+        if width == 1:
+            continue
+        if key is None or span * width >= _INT64_SAFE:
+            if key is not None:
+                packed.append(key)
+            key, span = a[r] - lo[r], width
+        else:
+            key = key + (a[r] - lo[r]) * span
+            span *= width
+    if key is not None:
+        packed.append(key)
+    return np.stack(packed) if packed else np.zeros((1, a.shape[1]), dtype=np.int64)
+
+
 def dedupe_columns(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep one copy of each distinct column; remap ``index`` (``-1`` stays ``-1``)."""
-    used = np.unique(index[index >= 0])
+    seen = np.zeros(cols.shape[1], dtype=bool)
+    seen[index[index >= 0]] = True
+    used = np.flatnonzero(seen)  # the used columns, ascending (as np.unique would give)
     remap = np.full(cols.shape[1], -1, dtype=np.int64)
     if cols.dtype != object and used.size and cols.shape[0]:
         # machine integers: one stable lexicographic sort of the columns (numpy); equal
         # neighbours form a group, numbered by first appearance as in the loop below
-        sub = cols[:, used]
+        sub = _pack_rows(cols[:, used])
         order = np.lexsort(sub[::-1])
         ordered = sub[:, order]
         new = np.ones(order.size, dtype=bool)
