@@ -19,6 +19,12 @@ partial sum is a normal float, so flushing subnormals to zero (FTZ/DAZ on CPUs, 
 on GPUs and in AVX512_BF16 dot products) changes nothing.  The bound holds in any format with
 at least ``P`` significand bits and at least this exponent range, so bfloat16 and float16
 weights accumulated in float32 (torch and onnxruntime matmuls) are covered as well.
+
+Cost: a bound is tried first and the sums are checked one by one only where it fails -- per
+row of an affine map ``|b| + sum |w_j| max|x_j|``, for the sum of values of a zero-score head
+``#keys * max|v|`` per coordinate, for a residual ``max|a| + max|b|`` per coordinate (each
+bounds every sum it covers, so passing it proves them all).  With one key the quotient is
+the value itself, already a float of the grid.
 """
 
 from operator import add, sub
