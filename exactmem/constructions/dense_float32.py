@@ -12,39 +12,41 @@ label words.  Next-token task, token ids, read at the last position.
 ``G x L`` matrix of *words*; a word packs ``f = floor(21 / b)`` fields of ``b`` label bits
 (``b`` = bits of the largest label).  A sequence ``x`` selects in table ``j`` the word at row
 ``g(x_{p_j})`` and column ``(la(x_{q_j}), lb(x_{r_j}))`` -- functions of the tokens at three
-positions -- and a field ``s = (psi(x_{s_0}) + psi(x_{s_1})) mod f``; the coordinate maps are
-``pi(t) mod K`` for a random permutation ``pi`` of the vocabulary.  The label is field ``s`` of
-``W_0 + W_1 + W_2`` (the sum of the three selected words; fields are solved from ``s = 0``
-upwards, each by hypergraph peeling, with the carries out of the lower fields known).
+positions -- and a field ``s = (m(x_{s_0}) + m(x_{s_1})) mod f``; the coordinate maps are
+``pi(t) mod K`` for a random permutation ``pi`` of the vocabulary (``m``: the largest ``K``).
+The label is field ``s`` of ``W_0 + W_1 + W_2`` (the sum of the three selected words; fields
+are solved from ``s = 0`` upwards, each by hypergraph peeling, with the carries out of the
+lower fields known).
 
-**Network** ``FF_out o (C_2 o FF_2 o A_2) o (C_1 o FF_1 o A_1) o (C_0 o FF_0 o A_0) o A_s o E``:
+**Network** ``FF_out o FF_2 o FF_1 o FF_0 o A_10 o ... o A_0 o E``:
 
-* ``E``: token ``t`` -> ``(pi(t) mod K, (pi(t) mod K)^2)`` for each modulus ``K`` in use,
-  and ``psi(t)``; the model also has five *fetch* dimensions ``(g, g^2, la, lb,
-  la^2 + lb^2)``, the field sum and the accumulator.
-* ``A``: uniform attention with one key position (``keys = (p,)``) and residual: it copies
-  the features of the token at ``p`` into the fetch dimensions (the division by one key is
-  exact).  ``A_s``: two such layers add ``psi`` of two tokens into the field sum.
-* ``FF_j`` (residual): one ReLU layer of one-hot units on paraboloids, ``1 - (g - u)^2`` for
-  the row ``u`` and ``1 - (la - a)^2 - (lb - c)^2`` for the column ``(a, c)`` -- linear in the
-  fetched features, 1 at the selected value and ``<= 0`` elsewhere; one ReLU layer of ``G``
-  units ``T_j[u, :] . onehot(column) + 2^21 onehot_u - 2^21`` (the word of the selected row,
-  ``<= 0`` for the others): **the words are this dense ``G x L`` weight matrix**; an output
-  map adds their sum to the accumulator.  ``C_j`` (residual, two maps) zeroes the fetch
-  dimensions for the next table.
-* ``FF_out``: ``s mod f`` by one clipped step, then bit peeling of the accumulator (two ReLU
+* ``E``: token ``t`` -> ``(pi(t) mod K, (pi(t) mod K)^2)`` for each modulus ``K`` in use; the
+  model also has five *fetch* dimensions per table ``(g, g^2, la, lb, la^2 + lb^2)``, the
+  field sum ``s`` and the accumulator.
+* ``A_i``: uniform attention with one key position (``keys = (p,)``) and residual: it adds
+  the features of the token at ``p`` into fetch dimensions (the division by one key is
+  exact).  Every fetch comes before the first feed-forward block, so those blocks run at the
+  read position only.
+* ``FF_j`` (residual): a narrow layer passing table ``j``'s five features (so the wide layer
+  after it reads five inputs, not the whole model); one ReLU layer of one-hot units on
+  paraboloids, ``1 - (g - u)^2`` for the row ``u`` and ``1 - (la - a)^2 - (lb - c)^2`` for the
+  column ``(a, c)`` -- linear in the features, 1 at the selected value and ``<= 0`` elsewhere;
+  one ReLU layer of ``G`` units ``T_j[u, :] . onehot(column) + 2^21 onehot_u - 2^21`` (the
+  word of the selected row, ``<= 0`` for the others): **the words are this dense ``G x L``
+  weight matrix**; an output map adds their sum to the accumulator.
+* ``FF_out``: ``s mod f`` by clipped steps, then bit peeling of the accumulator (two ReLU
   layers per bit, top bit first; the bits of field ``s`` are gated in), output the label.
 
 **Exactness** (each bound a ``sum |terms|`` of one dot product, all below ``2^24``): features
-below ``V^2``; one-hot units ``<= 1 + 4 K^2`` ; word layer ``< 3 * 2^21``; accumulator ``< 3 *
+below ``V^2``; one-hot units ``<= 1 + 4 K^2``; word layer ``< 3 * 2^21``; accumulator ``< 3 *
 2^21`` (three words); peeling ``< 2 * 3 * 2^21``.  Every value is an integer (never
 subnormal), so the float32 claim holds on hardware that flushes subnormals.
 
-**Size** (dense parameters, ``d`` model dimensions, ``D`` = number of fetch features):
-``d V`` (embedding) ``+ 3 [ 2 d (2 + ... ) ]`` (attention, ``2 d + 2 d s`` per layer)
-``+ 3 [(G + L)(d + 1) + G (G + L + 1) + d G] `` (lookups) ``+ 3 (10 d)`` (clean-up)
-``+ O(b f)`` (peeling); the ``3 G L`` words (``~ 1.27 N / f``, the peeling slack times the
-largest field group over ``3``) are the leading term.  Requires ``n >= 11`` positions.
+**Size** (dense parameters; ``d`` model dimensions, ``s <= 2`` features per fetch):
+``2 |mods| V`` (embedding) ``+ 11 (2 d + 2 d s)`` (attention) ``+ 3 [5 d + 7 (G + L) + G (G
++ L + 1) + d G]`` (lookups) ``+ O(d + f b)`` (extraction); the ``3 G L`` words (about
+``1.31 N / f``: the peeling slack times the largest field group) are the leading term.
+Requires ``n >= 11`` positions.
 """
 
 from __future__ import annotations
