@@ -17,9 +17,9 @@ With ``--certify`` every row is also certified (exact evaluation, float32 claim,
 independent checker; ``exactmem.pipeline.certify``) and run in onnxruntime float32 (the
 ``exactmem export --format onnx --dtype float32`` graph): the columns ``verified``,
 ``certify_s`` (the whole pipeline), ``evaluate_s`` (the producer's exact pass), ``check_s``
-(float claim plus checker), ``forward_s`` (onnxruntime float32 on every sequence, best of 3),
-``onnx_exact`` (read positions whose float32 output equals the label) and ``peak_rss_mb``
-(this process's peak resident memory after the row).
+(float claim plus checker), ``forward_s`` (onnxruntime float32 on every sequence, in
+batches of 4096, best of 3), ``onnx_exact`` (read positions whose float32 output equals
+the label) and ``peak_rss_mb`` (this process's peak resident memory after the row).
 
     .venv/bin/python scripts/bits_per_param.py                    # N = 2^12, 2^14, 2^16
     .venv/bin/python scripts/bits_per_param.py --certify --exps 12 14 16
@@ -63,7 +63,8 @@ def _forward(spec: Any, ds: Any) -> tuple[float, int]:
     best, outs = float("inf"), None
     for _ in range(3):
         clock = time.perf_counter()
-        outs = sess.run(["outputs"], {name: x})[0]
+        outs = np.concatenate([sess.run(["outputs"], {name: x[i:i + 4096]})[0]
+                               for i in range(0, len(x), 4096)])
         best = min(best, time.perf_counter() - clock)
     assert outs is not None
     exact = int((np.asarray(outs, dtype=np.float64)[:, ds.n - 1, 0] ==
@@ -107,7 +108,7 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def plot(rows: list[dict[str, str]]) -> None:
+def plot(rows: list[dict[str, str]], png: Path = PNG) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,7 +145,7 @@ def plot(rows: list[dict[str, str]]) -> None:
         ax.grid(alpha=0.3)
     fig.suptitle("Memorized label bits per parameter: constructed vs trained")
     fig.tight_layout()
-    fig.savefig(PNG, dpi=120)
+    fig.savefig(png, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,11 +154,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="log2 N of the rows (default 12 14 16)")
     ap.add_argument("--certify", action="store_true", help="also certify and time each row")
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--csv", type=Path, default=CSV, help="table to update (default %(default)s)")
+    ap.add_argument("--png", type=Path, default=PNG, help="plot to write (default %(default)s)")
     args = ap.parse_args(argv)
     if any(not 6 <= e <= 20 for e in args.exps):
         print("error: --exps must lie in 6..20", file=sys.stderr)
         return 2
-    rows = _read(CSV)
+    rows = _read(args.csv)
     if not args.plot_only:
         for e in args.exps:
             new = {k: str(v) for k, v in row(e, args.certify).items()}
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 new.update({k: v for k, v in old.items() if k not in new and v})
             rows = [r for r in rows if r["N"] != new["N"]] + [new]
             rows.sort(key=lambda r: int(r["N"]))
-            with CSV.open("w", newline="") as fh:
+            with args.csv.open("w", newline="") as fh:
                 w = csv.DictWriter(fh, fieldnames=COLUMNS)
                 w.writeheader()
                 w.writerows({k: r.get(k, "") for k in COLUMNS} for r in rows)
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                              "label_bits_per_stored_bit", "verified", "certify_s",
                              "evaluate_s", "forward_s", "onnx_exact", "peak_rss_mb")))
     if rows:
-        plot(rows)
+        plot(rows, args.png)
     return 0
 
 
