@@ -81,9 +81,10 @@ FETCH = ("g", "g2", "la", "lb", "lsq")
 
 
 def _cost(G: int, La: int, Lb: int, d: int) -> int:  # noqa: N803
-    """Dense parameters of one table's lookup block (one-hot, word and output layers)."""
+    """Dense parameters of one table's lookup block: feature layer ``5 d``, one-hot layer
+    ``(G + L)(5 + 1)``, word layer ``G (G + L + 1)``, output ``d G``."""
     L = La * Lb  # noqa: N806
-    return (G + L) * (d + 1) + G * (G + L + 1) + d * G
+    return 5 * d + (G + L) * 6 + G * (G + L + 1) + d * G
 
 
 def choose_shape(words: int, V: int, fields: int) -> tuple[int, int, int]:  # noqa: N803
@@ -97,7 +98,7 @@ def choose_shape(words: int, V: int, fields: int) -> tuple[int, int, int]:  # no
                 Lb = next((c for c in pool if G * La * c >= words), None)  # noqa: N806
                 if Lb is None:
                     continue
-                d = 2 * len({G, La, Lb} - {1}) + 1 + len(FETCH) + 2
+                d = 2 * len({G, La, Lb} - {1}) + 3 * len(FETCH) + 2
                 c = _cost(G, La, Lb, d)
                 if best is None or c < best[0]:
                     best = (c, G, La, Lb)
