@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Label bits per dense parameter and per stored bit, against N, next to trained models.
 
-Builds ``dense-float32`` on random next-token datasets (n = 16, vocab 64, 8 classes, seed 1
-for data and construction, ``exactmem generate`` semantics) for each N given and writes
-``docs/results/bits_per_param.csv`` and ``docs/results/bits_per_param.png``.  The bit columns
-are :func:`exactmem.constructions.bounds.bit_figures` (the function behind ``exactmem info``):
-label bits per nonzero parameter, per dense parameter (every entry of every tensor, how
-trained-model figures count) and per stored bit (dense parameters x 32 for float32).  The
+Builds ``dense-float32`` (seed 0, the default of ``certify``) on random next-token datasets (n
+= 16, vocab 64, 8 classes, data seed 1, ``exactmem generate`` semantics) for each N given and
+writes ``docs/results/bits_per_param.csv`` and ``docs/results/bits_per_param.png``. The bit
+columns are :func:`exactmem.constructions.bounds.bit_figures` (the function behind ``exactmem
+info``): label bits per nonzero parameter, per dense parameter (every entry of every tensor,
+how trained-model figures count) and per stored bit (dense parameters x 32 for float32). The
 float-ready rows of ``docs/results/float_ready.csv`` (``kajitsuka2025-next-token --max-bits
-24``) are plotted for comparison.  Reference lines: trained GPT-style models, Morris et al.
+24``) are plotted for comparison. Reference lines: trained GPT-style models, Morris et al.
 2025 (3.83 bits per parameter in float32, 3.51 in bfloat16), Allen-Zhu & Li 2024 (2 bits per
 parameter, unchanged at int8); information limits 24 / 8 / 8 bits per parameter (a float32
 significand, a bfloat16 significand, an int8).
@@ -81,16 +81,16 @@ def row(exp: int, certify: bool) -> dict[str, Any]:
 
     N = 1 << exp  # noqa: N806
     ds = generate(task="next-token", N=N, n=16, vocab=64, classes=8, seed=1)
-    res = get("dense-float32").build(ds, {"seed": 1})
+    res = get("dense-float32").build(ds, {"seed": 0})
     sz, fig = sizes(res.spec), bit_figures(res.spec, ds, ["float32"])
     out: dict[str, Any] = {"construction": "dense-float32", "dtype": "float32", "N": N, "n": 16,
-                           "vocab": 64, "classes": 8, "seed": 1, **sz.as_dict(),
+                           "vocab": 64, "classes": 8, "seed": 0, **sz.as_dict(),
                            **{k: fig[k] for k in ("label_bits", "label_bits_per_nonzero",
                                                   "label_bits_per_dense", "stored_bits",
                                                   "label_bits_per_stored_bit")}}
     if certify:
         clock = time.perf_counter()
-        outcome = run_certify(ds, "dense-float32", {"seed": 1})
+        outcome = run_certify(ds, "dense-float32", {"seed": 0})
         out["certify_s"] = round(time.perf_counter() - clock, 2)
         out["verified"] = outcome.report.verified
         out["evaluate_s"] = round(outcome.timings["evaluate"], 2)

@@ -180,7 +180,8 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
         tables = _solve(keys, labels, G * La * Lb, fields, b)
         if tables is not None:
             break
-        slack *= 1.04
+        if attempt % 4 == 0:  # new positions and permutation first, then larger tables
+            slack *= 1.04
     else:
         raise ConstructionError(f"no peelable layout in {ATTEMPTS} attempts (seed {seed}); the "
                                 f"tokens at the read positions may not be spread enough")
