@@ -19,6 +19,12 @@ partial sum is a normal float, so flushing subnormals to zero (FTZ/DAZ on CPUs, 
 on GPUs and in AVX512_BF16 dot products) changes nothing.  The bound holds in any format with
 at least ``P`` significand bits and at least this exponent range, so bfloat16 and float16
 weights accumulated in float32 (torch and onnxruntime matmuls) are covered as well.
+
+Cost: a bound is tried first and the sums are checked one by one only where it fails -- per
+row of an affine map ``|b| + sum |w_j| max|x_j|``, for the sum of values of a zero-score head
+``#keys * max|v|`` per coordinate, for a residual ``max|a| + max|b|`` per coordinate (each
+bounds every sum it covers, so passing it proves them all).  With one key the quotient is
+the value itself, already a float of the grid.
 """
 
 from operator import add, sub
@@ -85,6 +91,26 @@ def _sum(vectors, den, fmt, where):
     return tuple(_bounded([v[r] for v in vectors], lim, where) for r in range(len(vectors[0])))
 
 
+def _tops(groups):
+    """Per coordinate, the largest ``|x|`` over every vector of every group."""
+    tops: list = []
+    for vectors in groups:
+        if vectors:
+            top = [max(max(coord), -min(coord)) for coord in zip(*vectors)]
+            tops = top if not tops else list(map(max, tops, top))
+    return tops
+
+
+def _sums_within(groups, count, den, fmt, where):
+    """True when every sum of ``count`` terms, the i-th drawn from ``groups[i]`` (one group:
+    from it each time), is within the bound: ``sum_i max|group_i| < 2^P`` per coordinate
+    (a bound that holds for every such sum, so no sum need be checked on its own)."""
+    lim = _limit(den, fmt, where)
+    if len(groups) == 1:
+        return all(count * t < lim for t in _tops(groups))
+    return all(sum(ts) < lim for ts in zip(*(_tops([g]) for g in groups)))
+
+
 def _axpy(acc, c, x, idx):
     """``acc + c * x`` elementwise; ``idx``: the indices where ``x`` is non-zero, when few."""
     if idx is None:
@@ -146,7 +172,10 @@ def _zero_bias(mat):
 
 
 def _lift(cols, den, to):
-    return [tuple(x * (to // den) for x in c) for c in cols]
+    if to == den:
+        return cols
+    f = (to // den).__mul__
+    return [tuple(map(f, c)) for c in cols]
 
 
 def _attention(la, cols, den, index, queries, fmt, where):
@@ -164,6 +193,10 @@ def _attention(la, cols, den, index, queries, fmt, where):
             kk, kden = _affine(head["key"], _zero_bias(head["key"]), cols, den, fmt, hw)
             slim = _limit(qden * kden, fmt, hw + " scores")
         quotients = []
+        # zero scores: every query sums the same keys; one bound over all value columns
+        # (sum |terms| <= #keys * max |v|) clears every sum of values at once
+        fast = zero and vals and _sums_within([vals], len(keys), vden, fmt,
+                                              hw + " sum of values")
         for seq in index:
             for q in queries:
                 ties = keys
@@ -171,21 +204,34 @@ def _attention(la, cols, den, index, queries, fmt, where):
                     scores = [_bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
                                        hw + " scores") for p in keys]
                     ties = [p for p, s in zip(keys, scores) if s == max(scores)]
-                total = _sum([vals[seq[p]] for p in ties], vden, fmt, hw + " sum of values")
+                if fast and len(ties) == 1:  # a value of the grid: a float, already bounded
+                    quotients.append(vals[seq[ties[0]]])
+                    continue
+                total = tuple(map(sum, zip(*(vals[seq[p]] for p in ties)))) if fast else \
+                    _sum([vals[seq[p]] for p in ties], vden, fmt, hw + " sum of values")
                 quotients.append([_ieee_value(x, vden * len(ties), fmt, hw + " division")
                                   for x in total])
-        qden = max(d for qt in quotients for _, d in qt)
-        qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
+        if fast and len(keys) == 1:
+            qden, qcols = vden, quotients
+        else:
+            qden = max(d for qt in quotients for _, d in qt)
+            qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
         outs.append(_affine(head["output"], _zero_bias(head["output"]), qcols, qden, fmt, hw))
     total_den = max(d for _, d in outs)
     heads = [_lift(o, d, total_den) for o, d in outs]
-    res = [_sum([hd[i] for hd in heads], total_den, fmt, where + " sum of heads")
-           for i in range(len(heads[0]))]
+    if len(heads) == 1:  # one head: its outputs are already bounded floats of the grid
+        res = [tuple(c) for c in heads[0]]
+    else:
+        res = [_sum([hd[i] for hd in heads], total_den, fmt, where + " sum of heads")
+               for i in range(len(heads[0]))]
     if la["residual"]:
         m = max(total_den, den)
         base = _lift([cols[seq[q]] for seq in index for q in queries], den, m)
-        res = [_sum([a, b], m, fmt, where + " residual")
-               for a, b in zip(_lift(res, total_den, m), base)]
+        res = _lift(res, total_den, m)
+        if res and _sums_within([res, base], 2, m, fmt, where + " residual"):
+            res = [tuple(map(add, a, b)) for a, b in zip(res, base)]
+        else:
+            res = [_sum([a, b], m, fmt, where + " residual") for a, b in zip(res, base)]
         total_den = m
     res, total_den = normalize(res, total_den)
     table: dict = {}

@@ -5,6 +5,16 @@ on the *distinct* token columns only: every position holds an index into a table
 columns, so token-wise layers cost ``O(#distinct columns)``, not ``O(N n)``.  Integer
 arithmetic runs in numpy ``int64`` when a bound proves it cannot overflow, and on Python
 integers (numpy ``object`` arrays) otherwise.  No float is ever involved.
+
+The int64 bound: every int64 operation is preceded by a check on the magnitudes of its
+operands, with ``2^62`` as the limit (so a sum of two checked values cannot reach ``2^63``):
+a product ``W x`` needs ``max|W| max|x| cols < 2^62``, a scaling ``max|a| c < 2^62``, a sum
+``max|a| + max|b| < 2^62``, a feed-forward row ``|b| + sum_j |w_j| max|x_j| < 2^62``, the sum
+of the values over ``K`` keys ``max|v| K < 2^62``, and the heads' common denominator
+``max|v| (lcm / d) < 2^62``; when a check fails the operation runs on Python integers.
+Networks whose values are bounded integers (the float-exact constructions: everything
+below ``2^24``) thus run entirely in int64, attention, column deduplication (a numpy sort
+of the columns) included.
 """
 
 from __future__ import annotations
@@ -286,11 +296,58 @@ def apply_feedforward(ff: FeedForward, cols: np.ndarray, den: int, tick: Tick = 
     return out, out_den
 
 
+def _pack_rows(a: np.ndarray) -> np.ndarray:
+    """The rows of an int64 matrix packed into fewer int64 rows, column order preserved:
+    consecutive rows ``r`` with values in ``[lo_r, hi_r]`` become one row ``sum_r (a_r - lo_r)
+    prod_{s < r} (hi_s - lo_s + 1)`` while that product stays below ``2^62`` (a bijection on
+    the columns, so equal packed columns are equal columns); constant rows are dropped."""
+    if a.shape[1] == 0:
+        return a
+    lo, hi = a.min(axis=1), a.max(axis=1)
+    packed: list[np.ndarray] = []
+    key: np.ndarray | None = None
+    span = 1
+    for r in range(a.shape[0]):
+        width = int(hi[r]) - int(lo[r]) + 1
+        if width == 1:
+            continue
+        if key is None or span * width >= _INT64_SAFE:
+            if key is not None:
+                packed.append(key)
+            key, span = a[r] - lo[r], width
+        else:
+            key = key + (a[r] - lo[r]) * span
+            span *= width
+    if key is not None:
+        packed.append(key)
+    return np.stack(packed) if packed else np.zeros((1, a.shape[1]), dtype=np.int64)
+
+
 def dedupe_columns(cols: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep one copy of each distinct column; remap ``index`` (``-1`` stays ``-1``)."""
-    used = np.unique(index[index >= 0])
-    table: dict[tuple[Any, ...], int] = {}
+    seen = np.zeros(cols.shape[1], dtype=bool)
+    seen[index[index >= 0]] = True
+    used = np.flatnonzero(seen)  # the used columns, ascending (as np.unique would give)
     remap = np.full(cols.shape[1], -1, dtype=np.int64)
+    if cols.dtype != object and used.size and cols.shape[0]:
+        # machine integers: one stable lexicographic sort of the columns (numpy); equal
+        # neighbours form a group, numbered by first appearance as in the loop below
+        sub = _pack_rows(cols[:, used])
+        order = np.lexsort(sub[::-1])
+        ordered = sub[:, order]
+        new = np.ones(order.size, dtype=bool)
+        new[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+        group = np.cumsum(new) - 1
+        first = order[new]  # stable sort: a group's first member comes first
+        by_first = np.argsort(first, kind="stable")
+        rank = np.empty_like(by_first)
+        rank[by_first] = np.arange(by_first.size)
+        inv = np.empty_like(order)
+        inv[order] = group
+        remap[used] = rank[inv]
+        new_index = np.where(index >= 0, remap[np.maximum(index, 0)], -1)
+        return cols[:, used[first[by_first]]], new_index
+    table: dict[tuple[Any, ...], int] = {}
     keep: list[int] = []
     for c in used.tolist():
         key = tuple(cols[:, c].tolist())
@@ -323,6 +380,8 @@ def _head_values(head: Head, state: State, keys: list[int], queries: list[int],
     ov = head.output.matmul(head.value)  # m x m
     vals, vden = apply_affine(Affine(ov), cols, den)  # W_O W_V z on unique columns
     kv = vals[:, state.index[:, keys]]  # (m, N, K)
+    if kv.dtype != object and _maxabs(vals) * max(len(keys), 1) >= _INT64_SAFE:
+        kv = _to_object(kv)  # a sum over the keys could leave int64
     if kind == "uniform" or head.scores_are_zero():
         s = kv.sum(axis=2)  # (m, N): same for every query
         return np.repeat(s[:, :, None], len(queries), axis=2), vden * len(keys)
@@ -362,9 +421,12 @@ def apply_attention(att: Attention, state: State, queries: list[int], tick: Tick
         parts = [(slots, *_head_values(head, state, keys, [queries[s] for s in slots],
                                        att.kind)) for keys, slots in groups]
         out_den = reduce(lambda a, b: a * b // math.gcd(a, b), (d for _, _, d in parts), 1)
-        out = np.empty((head.output.shape[0], N, len(queries)), dtype=object)
+        small = all(v.dtype != object and _maxabs(v) * (out_den // d) < _INT64_SAFE
+                    for _, v, d in parts)
+        out = np.empty((head.output.shape[0], N, len(queries)),
+                       dtype=np.int64 if small else object)
         for slots, vals, d in parts:
-            out[:, :, slots] = _to_object(vals) * (out_den // d)
+            out[:, :, slots] = (vals if small else _to_object(vals)) * (out_den // d)
         shift = head.constant()
         if shift is not None:
             lcm = out_den * shift.den // math.gcd(out_den, shift.den)

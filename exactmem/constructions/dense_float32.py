@@ -1,0 +1,339 @@
+"""Dense float32-exact memorizer: label words as the weights of a dense layer.
+
+The float-ready network of :mod:`.kajitsuka2025_float` stores about 11 label bits per
+*nonzero* parameter, but its feed-forward block merges many narrow gadgets into wide layers
+that are mostly zeros: counted as a user loads it (every entry of every dense tensor) it
+holds 0.63 label bits per parameter.  This construction keeps the same guarantee (every
+weight, activation and partial sum an integer below ``2^24``: float32 evaluates it exactly in
+any order, docs/float-exact.md) but lays the network out so that most dense entries are
+label words.  Next-token task, token ids, read at the last position.
+
+**Storage** (three-table retrieval, :mod:`._retrieval`).  Table ``j`` (``j = 0, 1, 2``) is a
+``G x L`` matrix of *words*; a word packs ``f = floor(21 / b)`` fields of ``b`` label bits
+(``b`` = bits of the largest label).  A sequence ``x`` selects in table ``j`` the word at row
+``g(x_{p_j})`` and column ``(la(x_{q_j}), lb(x_{r_j}))`` -- functions of the tokens at three
+positions -- and a field ``s = (m(x_{s_0}) + m(x_{s_1})) mod f``; the coordinate maps are
+``pi(t) mod K`` for a random permutation ``pi`` of the vocabulary (``m``: the largest ``K``).
+The label is field ``s`` of ``W_0 + W_1 + W_2`` (the sum of the three selected words; fields
+are solved from ``s = 0`` upwards, each by hypergraph peeling, with the carries out of the
+lower fields known).
+
+**Network** ``FF_out o FF_2 o FF_1 o FF_0 o A_10 o ... o A_0 o E``:
+
+* ``E``: token ``t`` -> ``(pi(t) mod K, (pi(t) mod K)^2)`` for each modulus ``K`` in use; the
+  model also has five *fetch* dimensions per table ``(g, g^2, la, lb, la^2 + lb^2)``, the
+  field sum ``s`` and the accumulator.
+* ``A_i``: uniform attention with one key position (``keys = (p,)``) and residual: it adds
+  the features of the token at ``p`` into fetch dimensions (the division by one key is
+  exact).  Every fetch comes before the first feed-forward block, so those blocks run at the
+  read position only.
+* ``FF_j`` (residual): a narrow layer passing table ``j``'s five features (so the wide layer
+  after it reads five inputs, not the whole model); one ReLU layer of one-hot units on
+  paraboloids, ``1 - (g - u)^2`` for the row ``u`` and ``1 - (la - a)^2 - (lb - c)^2`` for the
+  column ``(a, c)`` -- linear in the features, 1 at the selected value and ``<= 0`` elsewhere;
+  one ReLU layer of ``G`` units ``T_j[u, :] . onehot(column) + 2^21 onehot_u - 2^21`` (the
+  word of the selected row, ``<= 0`` for the others): **the words are this dense ``G x L``
+  weight matrix**; an output map adds their sum to the accumulator.
+* ``FF_out``: ``s mod f`` by clipped steps, then bit peeling of the accumulator (two ReLU
+  layers per bit, top bit first; the bits of field ``s`` are gated in), output the label.
+
+**Exactness** (each bound a ``sum |terms|`` of one dot product, all below ``2^24``): features
+below ``V^2``; one-hot units ``<= 1 + 4 K^2``; word layer ``< 3 * 2^21``; accumulator ``< 3 *
+2^21`` (three words); peeling ``< 2 * 3 * 2^21``.  Every value is an integer (never
+subnormal), so the float32 claim holds on hardware that flushes subnormals.
+
+**Size** (dense parameters; ``d`` model dimensions, ``s <= 2`` features per fetch):
+``2 |mods| V`` (embedding) ``+ 11 (2 d + 2 d s)`` (attention) ``+ 3 [5 d + 7 (G + L) + G (G
++ L + 1) + d G]`` (lookups) ``+ O(d + f b)`` (extraction); the ``3 G L`` words (about
+``1.31 N / f``: the peeling slack times the largest field group) are the leading term.
+Requires ``n >= 11`` positions.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from exactmem.arith import ScaledMatrix
+from exactmem.constructions._gadgets import ONE, Expr, Program
+from exactmem.constructions._retrieval import solve_tables
+from exactmem.constructions.base import BuildResult, Construction, Option
+from exactmem.errors import ConstructionError
+from exactmem.model.dataset import Dataset
+from exactmem.model.dataset_checks import require_no_conflicting_duplicates
+from exactmem.model.spec import (
+    Attention,
+    Embedding,
+    FeedForward,
+    Head,
+    Layer,
+    NetworkSpec,
+    Readout,
+)
+
+WORD_BITS = 21  # words below 2^21: three of them and the gate stay below 2^23
+SLACK = 1.25  # table slots per edge of the largest field group (peeling threshold ~1.222)
+ATTEMPTS = 16
+POSITIONS = 11  # p_j, q_j, r_j for three tables and two for the field
+FETCH = ("g", "g2", "la", "lb", "lsq")
+
+
+def _cost(G: int, La: int, Lb: int, d: int) -> int:  # noqa: N803
+    """Dense parameters of one table's lookup block: feature layer ``5 d``, one-hot layer
+    ``(G + L)(5 + 1)``, word layer ``G (G + L + 1)``, output ``d G``."""
+    L = La * Lb  # noqa: N806
+    return 5 * d + (G + L) * 6 + G * (G + L + 1) + d * G
+
+
+def choose_shape(words: int, V: int, fields: int) -> tuple[int, int, int]:  # noqa: N803
+    """``(G, La, Lb)`` with ``G La Lb >= words`` and each at most ``V``, of least dense cost
+    (divisors of ``V`` first: then every coordinate is exactly uniform for uniform tokens)."""
+    best: tuple[int, int, int, int] | None = None
+    divs = [k for k in range(1, V + 1) if V % k == 0]
+    for pool in (divs, list(range(1, V + 1))):
+        for G in pool:  # noqa: N806
+            for La in pool:  # noqa: N806
+                Lb = next((c for c in pool if G * La * c >= words), None)  # noqa: N806
+                if Lb is None:
+                    continue
+                d = 2 * len({G, La, Lb} - {1}) + 3 * len(FETCH) + 2
+                c = _cost(G, La, Lb, d)
+                if best is None or c < best[0]:
+                    best = (c, G, La, Lb)
+        if best is not None:
+            return best[1], best[2], best[3]
+    raise ConstructionError(f"{words} words per table do not fit a vocabulary of {V} tokens "
+                            f"(at most {V ** 3}); use kajitsuka2025-float")
+
+
+def _solve(keys: Sequence[tuple[int, int, int, int]], labels: Sequence[int], W: int,  # noqa: N803
+           fields: int, b: int) -> list[list[int]] | None:
+    """Tables of words with ``field_s(W_0[x_0] + W_1[x_1] + W_2[x_2]) = y`` for every key
+    ``(x_0, x_1, x_2, s)``; ``None`` when a field group does not peel or two keys clash."""
+    tables = [[0] * W for _ in range(3)]
+    L = 1 << b  # noqa: N806
+    groups: list[list[int]] = [[] for _ in range(fields)]
+    for i, k in enumerate(keys):
+        groups[k[3]].append(i)
+    for s, members in enumerate(groups):
+        low = (1 << (b * s)) - 1
+        want: dict[tuple[int, int, int], int] = {}
+        for i in members:
+            x0, x1, x2, _ = keys[i]
+            carry = ((tables[0][x0] & low) + (tables[1][x1] & low) + (tables[2][x2] & low)) \
+                >> (b * s)
+            if want.setdefault((x0, x1, x2), (labels[i] - carry) % L) != (labels[i] - carry) % L:
+                return None
+        if not want:
+            continue
+        solved = solve_tables(list(want), list(want.values()), (W, W, W), L)
+        if solved is None:
+            return None
+        for j in range(3):
+            for x, v in enumerate(solved[j]):
+                tables[j][x] |= v << (b * s)
+    return tables
+
+
+def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
+    """The dense float32-exact network for ``ds`` (module docstring)."""
+    seed = int(options.get("seed", 0) or 0)
+    max_bits = int(options.get("max_bits", 24) or 24)
+    if ds.inputs != "token-ids" or ds.task != "next-token":
+        raise ConstructionError("dense-float32 supports next-token datasets of token ids")
+    if max_bits != 24:
+        raise ConstructionError(f"dense-float32 is built for float32 (max_bits 24), "
+                                f"found {max_bits}")
+    if ds.n < POSITIONS:
+        raise ConstructionError(f"dense-float32 reads {POSITIONS} positions; the sequences "
+                                f"have n = {ds.n}")
+    require_no_conflicting_duplicates(ds)
+    assert ds.vocab_size is not None
+    V, n = ds.vocab_size, ds.n  # noqa: N806
+    ctx: dict[tuple[int, ...], int] = {}
+    for seq, y in zip(ds.sequences, ds.labels, strict=True):
+        ctx.setdefault(tuple(int(t) for t in seq), int(y))
+    seqs, labels = list(ctx), list(ctx.values())
+    if min(labels) < 0:
+        raise ConstructionError("labels must be integers >= 0")
+    b = max(1, max(labels).bit_length())
+    if b > WORD_BITS:
+        raise ConstructionError(f"{b}-bit labels do not fit a {WORD_BITS}-bit word")
+    fields = WORD_BITS // b
+    group = len(seqs) / fields
+    slack, rng = SLACK, random.Random(seed)
+    for attempt in range(1, ATTEMPTS + 1):  # noqa: B007 - reported below
+        words = math.ceil(slack * (group + 2 * math.sqrt(group) + 4) / 3)
+        G, La, Lb = choose_shape(words, V, fields)  # noqa: N806
+        pi = list(range(V))
+        rng.shuffle(pi)
+        pos = rng.sample(range(n), POSITIONS)
+        Ks = max(G, La, Lb)  # noqa: N806
+        keys: list[tuple[int, int, int, int]] = []
+        for seq in seqs:
+            xs = tuple((pi[seq[pos[3 * j]]] % G) * La * Lb + (pi[seq[pos[3 * j + 1]]] % La) * Lb
+                       + pi[seq[pos[3 * j + 2]]] % Lb for j in range(3))
+            s = (pi[seq[pos[9]]] % Ks + pi[seq[pos[10]]] % Ks) % fields
+            keys.append((xs[0], xs[1], xs[2], s))
+        tables = _solve(keys, labels, G * La * Lb, fields, b)
+        if tables is not None:
+            break
+        if attempt % 4 == 0:  # new positions and permutation first, then larger tables
+            slack *= 1.04
+    else:
+        raise ConstructionError(f"no peelable layout in {ATTEMPTS} attempts (seed {seed}); the "
+                                f"tokens at the read positions may not be spread enough")
+    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b)
+    params = {"seed": seed, "max_bits": 24, "contexts": len(seqs), "label_bits": b,
+              "fields_per_word": fields, "rows": G, "cols_a": La, "cols_b": Lb,
+              "words_per_table": G * La * Lb, "positions": pos, "attempts": attempt}
+    return BuildResult(spec=spec, params=params, notes=(
+        f"dense float32-exact: {len(seqs)} contexts in 3 tables of {G} x {La * Lb} words of "
+        f"{fields} {b}-bit fields (attempt {attempt})",))
+
+
+def _dims(mods: Sequence[int]) -> list[str]:
+    return [x for K in mods for x in (f"m{K}", f"q{K}")] + \
+        [f"{x}{j}" for j in range(3) for x in FETCH] + ["s", "acc"]
+
+
+def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
+    """Uniform attention on the single key ``pos``: stream dim ``src`` of that token is added to
+    the dims ``dsts`` of every position."""
+    d = len(names)
+    idx = {x: i for i, x in enumerate(names)}
+    value = ScaledMatrix(tuple(tuple(int(c == idx[src]) for c in range(d)) for src, _ in pairs),
+                         1, d)
+    output = ScaledMatrix(tuple(tuple(int(names[r] in dsts) for _, dsts in pairs)
+                                for r in range(d)), 1, len(pairs))
+    zero = ScaledMatrix.zeros(1, d)
+    return Attention((Head(query=zero, key=zero, value=value, output=output),),
+                     kind="uniform", residual=True, keys=(pos,))
+
+
+def _residual(prog: Program) -> FeedForward:
+    return FeedForward(tuple(prog.maps), residual=True)
+
+
+def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int,  # noqa: N803
+            gate: int) -> FeedForward:
+    """Table ``j``: its five fetched features (a narrow first layer, so the wide one-hot
+    layer reads five inputs, not the whole model), one-hot units, the word layer (the
+    ``G x L`` words as weights), accumulator output."""
+    prog = Program(names)
+    prog.step({x: {f"{x}{j}": 1} for x in FETCH})
+    one: dict[str, Expr] = {}
+    for u in range(G):
+        one[f"r{u}"] = {ONE: 1 - u * u, "g": 2 * u, "g2": -1}
+    for a in range(La):
+        for c in range(Lb):
+            e: dict[str, int] = {ONE: 1 - a * a - c * c, "lsq": -1}
+            if a:
+                e["la"] = 2 * a
+            if c:
+                e["lb"] = 2 * c
+            one[f"c{a}_{c}"] = e
+    prog.step(one)
+    L = La * Lb  # noqa: N806
+    two: dict[str, Expr] = {}
+    for u in range(G):
+        row = {f"c{col // Lb}_{col % Lb}": words[u * L + col] for col in range(L)
+               if words[u * L + col]}
+        two[f"h{u}"] = {**row, f"r{u}": gate, ONE: -gate}
+    prog.step(two)
+    prog.step({x: ({f"h{u}": 1 for u in range(G)} if x == "acc" else {}) for x in names})
+    return _residual(prog)
+
+
+def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
+    """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
+    the dimension ``s``, ``0 <= s <= top_s``) is reduced by clipped steps at the
+    multiples of ``f``."""
+    prog = Program(names)
+    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"s": 1}}
+    T: dict[str, int] = {"sv": 2}  # noqa: N806
+    for i in range(1, top_s // fields + 1):
+        first[f"su{i}"] = {"s": 1, ONE: 1 - i * fields}
+        first[f"sw{i}"] = {"s": 1, ONE: -i * fields}
+        T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
+    prog.step(first)
+    R: Expr = {"w": 1}  # noqa: N806
+    acc: Expr | None = None
+    top = fields * b + 1  # three words < 3 * 2^(f b) < 2^(f b + 2)
+    for k in range(top, -1, -1):
+        fld = k // b if k < fields * b else None
+        a: dict[str, Expr] = {"u": {**R, ONE: R.get(ONE, 0) + 1 - (1 << k)},
+                              "v": {**R, ONE: R.get(ONE, 0) - (1 << k)}}
+        if fld is not None:
+            a["dp"] = {**T, ONE: -2 * fld}
+            a["dm"] = {**{x: -c for x, c in T.items()}, ONE: 2 * fld}
+        if k > 0:
+            a["w"] = R
+            a["t"] = T
+        if acc is not None:
+            a["acc"] = acc
+        prog.step(a)
+        bstep: dict[str, Expr] = {}
+        if fld is not None:
+            bstep["gb"] = {"u": 1, "v": -1, "dp": -1, "dm": -1}
+        if k > 0:
+            bstep.update({"w": {"w": 1}, "t": {"t": 1}, "b": {"u": 1, "v": -1}})
+        if acc is not None:
+            bstep["acc"] = {"acc": 1}
+        prog.step(bstep)
+        R, T = {"w": 1, "b": -(1 << k)}, {"t": 1}  # noqa: N806
+        if fld is not None:
+            acc = {**({"acc": 1} if acc is not None else {}), "gb": 1 << (k % b)}
+    assert acc is not None
+    prog.step({"y": acc})
+    return FeedForward(tuple(prog.maps), residual=False)
+
+
+def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[int]],  # noqa: N803
+             G: int, La: int, Lb: int, fields: int, b: int) -> NetworkSpec:  # noqa: N803
+    mods = sorted({G, La, Lb} - {1})
+    names = _dims(mods)
+    table = []
+    for x in names:
+        row = [0] * V
+        for t in range(V):
+            if x[0] == "m" and x[1:].isdigit():
+                row[t] = pi[t] % int(x[1:])
+            elif x[0] == "q" and x[1:].isdigit():
+                row[t] = (pi[t] % int(x[1:])) ** 2
+        table.append(row)
+    layers: list[Layer] = [Embedding(ScaledMatrix(tuple(map(tuple, table)), 1, V))]
+
+    def feat(K: int, one: str, sq: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
+        return [(f"m{K}", (one,)), (f"q{K}", sq)] if K > 1 else []
+
+    for j in range(3):
+        for p, pairs in ((pos[3 * j], feat(G, f"g{j}", (f"g2{j}",))),
+                         (pos[3 * j + 1], feat(La, f"la{j}", (f"lsq{j}",))),
+                         (pos[3 * j + 2], feat(Lb, f"lb{j}", (f"lsq{j}",)))):
+            if pairs:
+                layers.append(_fetch(names, p, pairs))
+    Ks = max(G, La, Lb)  # noqa: N806
+    if Ks > 1:
+        layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
+        layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
+    for j in range(3):
+        layers.append(_lookup(names, j, tables[j], G, La, Lb, 1 << WORD_BITS))
+    layers.append(_extract(names, fields, b, 2 * Ks - 2))
+    return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
+                       readout=Readout("scalar", "last"))
+
+
+CONSTRUCTION = Construction(
+    name="dense-float32",
+    summary="float32-exact next-token memorizer whose dense weights are packed label words",
+    reference="three-table retrieval (Botelho, Pagh & Ziviani 2007) in a Transformer; "
+              "docs/dense-memorizers.md",
+    tasks=("next-token",),
+    inputs=("token-ids",),
+    build=build,
+    options=(Option("seed", int, 0, "seed of the token permutation and the read positions"),
+             Option("max_bits", int, 24, "significand bits of the claim (float32: 24)")),
+)
