@@ -74,6 +74,8 @@ class LMResult:
     failed: list[tuple[int, int, float]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     written: bool = False
+    code_lengths: list[Any] = field(default_factory=list)  # rigorous upper bounds (Fraction)
+    float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
 
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
@@ -86,6 +88,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.model.dataset import load_dataset
     from exactmem.model.lm_bounds import prove_positions
+    from exactmem.model.lm_codelength import code_length_float, code_length_upper
     from exactmem.model.lm_float import logits64
 
     say = log or (lambda _msg: None)
@@ -120,17 +123,29 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
     say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
     clock = time.perf_counter()
-    bounds = prove_positions(spec, ds.sequences, ds.labels, progress)
+    coded = next_token_labelled(ds)
+    code_lengths: list[Any] = []
+
+    def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
+
+    bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
+                             on_logits=on_logits if coded else None)
     t["bounds"] = time.perf_counter() - clock
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t)
+    if coded:
+        result.code_lengths = code_lengths
+        result.float_code_lengths = [code_length_float(x, y)
+                                     for x, y in zip(ours, ds.labels, strict=True)]
     if (failed and not partial) or not bounds.count:
         return result
     out = Path(output)
     rel = os.path.relpath(Path(data).resolve(), out.resolve().parent) if bind_dataset else None
     positions = [list(r) for r in bounds.proved]
-    cert = build_lm_certificate(spec, ds, positions, partial, rel)
+    cls = code_lengths if coded else None
+    cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
     clock = time.perf_counter()
     unproved: list[tuple[int, int]] = []
     bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved)
@@ -142,12 +157,19 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
             "by the checker's bounds; they are left out")
         for i, p in unproved:
             positions[i].remove(p)
-        cert = build_lm_certificate(spec, ds, positions, partial, rel)
+        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
     write_lm_certificate(cert, out)
     result.written = True
     return result
+
+
+def next_token_labelled(ds: Any) -> bool:
+    """Whether every sequence is labelled with its next tokens (label ``t`` = token
+    ``t + 1``), so that its code length is that of the sequence (docs/memorized-bits.md)."""
+    return all(list(y[:-1]) == list(x[1:]) and y[-1] < (ds.vocab_size or y[-1] + 1)
+               for x, y in zip(ds.sequences, ds.labels, strict=True))
 
 
 def run_lm(args: argparse.Namespace, kind: str) -> int:
@@ -181,4 +203,8 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
         return 1
     print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
           f"full) of {args.data} for {args.model} -> {args.output}")
+    if r.code_lengths:
+        total = sum(r.code_lengths)
+        log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "
+            f"{sum(r.float_code_lengths):.6f}); `exactmem check` states the memorized bits")
     return 0

@@ -12,10 +12,13 @@ This is the producer's decision only: the certificate is re-proved by the stdlib
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import flint
+import numpy as np
 
 from exactmem.model.lm_spec import LMSpec
 
@@ -34,6 +37,18 @@ class PositionBounds:
     @property
     def count(self) -> int:
         return sum(map(len, self.proved))
+
+
+def _float64(x: flint.arb, down: bool) -> float:
+    """The exact point ``x`` (an arb of radius 0) rounded to float64 downward or upward."""
+    man, exp = x.man_exp()
+    exact = Fraction(int(man)) * Fraction(2) ** int(exp)
+    f = float(exact)  # nearest
+    if down and Fraction(f) > exact:
+        f = math.nextafter(f, -math.inf)
+    if not down and Fraction(f) < exact:
+        f = math.nextafter(f, math.inf)
+    return f
 
 
 def _mat(rows: list[list[float]]) -> flint.arb_mat:
@@ -97,9 +112,15 @@ def _attention(rows: list[list[flint.arb]], heads: int, n: int) -> list[list[fli
 def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]],
                     progress: Callable[[str, int, int], None] | None = None,
-                    batch: int = 64) -> PositionBounds:
+                    batch: int = 64,
+                    on_logits: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+                    ) -> PositionBounds:
     """Rigorous logit balls for every position; the positions whose label is provably the
-    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed)."""
+    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
+
+    ``on_logits(i, lo, hi)``, if given, is called once per sequence ``i`` with float64
+    arrays ``[n, vocab]`` that bound every logit of every position (each ball end rounded
+    outward), e.g. for the code length of :mod:`exactmem.model.lm_codelength`."""
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:
@@ -132,6 +153,11 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
             h = _layernorm(x, vec["lnf.weight"], vec["lnf.bias"], eps)
             logits = (flint.arb_mat(h) * head).tolist()
             for j in range(len(chunk)):
+                if on_logits is not None:
+                    rows = logits[j * n:(j + 1) * n]
+                    lo64 = np.array([[_float64(v.lower(), True) for v in r] for r in rows])
+                    hi64 = np.array([[_float64(v.upper(), False) for v in r] for r in rows])
+                    on_logits(b0 + j, lo64, hi64)
                 ok, bad = [], []
                 for k in range(n):
                     row, y = logits[j * n + k], labels[b0 + j][k]
