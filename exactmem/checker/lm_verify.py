@@ -251,8 +251,10 @@ def code_length_failure(i, claimed, labels, outs):
     """None when the checker's own upper bound of sequence ``i``'s code length is at most the
     claimed ``p/q``; else the failure text."""
     p, q = claimed
-    upper = sum(lm_codelength.position_upper(*outs[k], y, lm_forward.F)
-                for k, y in enumerate(labels))
+    upper = 0
+    for k, y in enumerate(labels):
+        mids, rad = outs[k]
+        upper += lm_codelength.position_upper(mids, rad, y, lm_forward.F)
     if upper * q <= p << lm_codelength.P:
         return None
     return (f"sequence {i}: claimed code length {p}/{q} bits is below what the checker "

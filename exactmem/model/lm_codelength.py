@@ -36,7 +36,7 @@ def code_length_upper(lo: np.ndarray, hi: np.ndarray, labels: Sequence[int]) -> 
         ln2 = flint.arb(2).log()
         for t, y in enumerate(labels):
             top = flint.arb(float(lo[t, y]))
-            s = sum((flint.arb(float(h)) - top).exp() for h in hi[t])
+            s = sum(((flint.arb(float(h)) - top).exp() for h in hi[t]), flint.arb(0))
             total += s.log() / ln2
         man, exp = total.upper().man_exp()
         exact = Fraction(int(man)) * Fraction(2) ** int(exp)
