@@ -2,6 +2,7 @@
 (Morris et al. 2025, "How much do language models memorize?", section 3, scaled down to a CPU).
 
 Usage: ``python scripts/reproduce_capacity.py [--quick] [--out docs/results] [--work DIR]``
+(a finished row is kept in ``DIR`` and reused when the script is run again).
 
 Recipe (seeds fixed, so a rerun trains the same models on the same data):
 
@@ -47,10 +48,10 @@ VOCAB, LENGTH = 64, 17
 ROWS: list[tuple[str, int, int, int, int, int]] = [
     ("d28L2", 28, 2, 2, 128, 1500),
     ("d28L2", 28, 2, 2, 512, 3000),
-    ("d28L2", 28, 2, 2, 1536, 6000),
-    ("d48L2", 48, 2, 2, 256, 2000),
-    ("d64L4", 64, 4, 4, 128, 1200),
-    ("d128L3", 128, 3, 4, 48, 600),
+    ("d28L2", 28, 2, 2, 1024, 5000),
+    ("d48L2", 48, 2, 2, 128, 1500),
+    ("d64L4", 64, 4, 4, 48, 800),
+    ("d128L3", 128, 3, 4, 16, 400),
 ]
 QUICK: list[tuple[str, int, int, int, int, int]] = [
     ("d28L2", 28, 2, 2, 32, 400),
@@ -130,6 +131,9 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
 
     name, d, layers, heads, n_seq, steps = row
     base = work / f"{name}_N{n_seq}"
+    done = base / "row.json"
+    if done.exists() and (base / "cert.json").exists():  # resume: this row was finished
+        return dict(json.loads(done.read_text()))
     base.mkdir(parents=True, exist_ok=True)
     data = tokens(n_seq)
     save_dataset(next_token_dataset(data, VOCAB), base / "data.json")
@@ -151,7 +155,7 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
     info = lm_info(json.loads((base / "cert.json").read_text()))
     cert_bits = info["certified_memorized_bits"]
     float_bits = info["float_memorized_bits"]
-    return {"model": name, "params": info["params"], "d_model": d, "layers": layers,
+    out = {"model": name, "params": info["params"], "d_model": d, "layers": layers,
             "N": n_seq, "tokens": n_seq * LENGTH, "reference_bits": info["reference_bits"],
             "float_bits": round(float_bits, 3),
             "torch_float64_bits": round(torch_float64_bits(base / "model", data), 3),
@@ -163,6 +167,8 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
             "positions": info["positions"], "train_steps": steps,
             "train_s": round(t_train, 1), "certify_s": round(t_cert, 1),
             "check_s": round(t_check, 1)}
+    done.write_text(json.dumps(out) + "\n")
+    return out
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
