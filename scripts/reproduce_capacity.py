@@ -137,8 +137,13 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
     base.mkdir(parents=True, exist_ok=True)
     data = tokens(n_seq)
     save_dataset(next_token_dataset(data, VOCAB), base / "data.json")
-    say(f"{name} N={n_seq}: training {steps} steps")
-    t_train = train(base / "model", d, layers, heads, data, steps)
+    timing = base / "train_s.json"
+    if (base / "model" / "config.json").exists():  # resume: trained before
+        t_train = json.loads(timing.read_text()) if timing.exists() else ""
+    else:
+        say(f"{name} N={n_seq}: training {steps} steps")
+        t_train = round(train(base / "model", d, layers, heads, data, steps), 1)
+        timing.write_text(json.dumps(t_train))
     say(f"{name} N={n_seq}: certifying")
     clock = time.perf_counter()
     res = certify_lm(base / "model", base / "data.json", base / "cert.json", partial=True)
@@ -165,7 +170,7 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
             "certified_bits_per_param": round(cert_bits / info["params"], 4),
             "certified_positions": info["certified_positions"],
             "positions": info["positions"], "train_steps": steps,
-            "train_s": round(t_train, 1), "certify_s": round(t_cert, 1),
+            "train_s": t_train, "certify_s": round(t_cert, 1),
             "check_s": round(t_check, 1)}
     done.write_text(json.dumps(out) + "\n")
     return out

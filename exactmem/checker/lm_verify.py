@@ -173,9 +173,11 @@ def margin_failure(i, p, y, mids, rad):
             f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None):
+def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
-    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given."""
+    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
+    with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
+    ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -223,7 +225,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None):
             failures.append(f"sequence {i}: {exc}")
             continue
         if coded is not None:
-            bad = code_length_failure(i, coded[i], labels[i], outs)
+            bad = code_length_failure(i, coded[i], labels[i], outs, derived)
             if bad:
                 failures.append(bad)
         for p in pos[i]:
@@ -247,7 +249,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None):
     return failures, False, None if failures else claim
 
 
-def code_length_failure(i, claimed, labels, outs):
+def code_length_failure(i, claimed, labels, outs, derived=None):
     """None when the checker's own upper bound of sequence ``i``'s code length is at most the
     claimed ``p/q``; else the failure text."""
     p, q = claimed
@@ -255,6 +257,8 @@ def code_length_failure(i, claimed, labels, outs):
     for k, y in enumerate(labels):
         mids, rad = outs[k]
         upper += lm_codelength.position_upper(mids, rad, y, lm_forward.F)
+    if derived is not None:
+        derived[i] = upper
     if upper * q <= p << lm_codelength.P:
         return None
     return (f"sequence {i}: claimed code length {p}/{q} bits is below what the checker "
