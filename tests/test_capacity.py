@@ -28,7 +28,7 @@ def check(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def smallest() -> Path:
-    rows = list(csv.DictReader((RESULTS / "capacity_gpt2.csv").open()))
+    rows = list(csv.DictReader((RESULTS / "capacity_gpt2.csv").read_text().splitlines()))
     r = min(rows, key=lambda r: (int(r["params"]), int(r["N"])))
     return RESULTS / f"capacity_gpt2_{r['model']}_N{r['N']}.json.gz"
 
@@ -45,7 +45,7 @@ def tampered(tmp_path: Path, edit: Any) -> Path:
 
 def test_two_certificates_are_committed_and_the_csv_names_four_sizes() -> None:
     assert len(CERTS) == 2
-    rows = list(csv.DictReader((RESULTS / "capacity_gpt2.csv").open()))
+    rows = list(csv.DictReader((RESULTS / "capacity_gpt2.csv").read_text().splitlines()))
     assert len({r["params"] for r in rows}) >= 4
     for r in rows:
         assert float(r["certified_bits"]) <= float(r["float_bits"]) + 1e-6
