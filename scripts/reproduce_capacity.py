@@ -49,6 +49,7 @@ ROWS: list[tuple[str, int, int, int, int, int]] = [
     ("d28L2", 28, 2, 2, 128, 1500),
     ("d28L2", 28, 2, 2, 512, 3000),
     ("d28L2", 28, 2, 2, 1024, 5000),
+    ("d28L2", 28, 2, 2, 1024, 15000),
     ("d48L2", 48, 2, 2, 128, 1500),
     ("d64L4", 64, 4, 4, 48, 800),
     ("d128L3", 128, 3, 4, 16, 400),
@@ -130,7 +131,7 @@ def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, A
     from exactmem.model.lm_dataset import next_token_dataset
 
     name, d, layers, heads, n_seq, steps = row
-    base = work / f"{name}_N{n_seq}"
+    base = work / f"{name}_N{n_seq}_s{steps}"
     done = base / "row.json"
     if done.exists() and (base / "cert.json").exists():  # resume: this row was finished
         return dict(json.loads(done.read_text()))
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     smallest = sorted({(r["params"], r["model"]) for r in rows})[:2]
     for _, name in smallest:
         r = min((r for r in rows if r["model"] == name), key=lambda r: r["N"])
-        src = work / f"{name}_N{r['N']}" / "cert.json"
+        src = work / f"{name}_N{r['N']}_s{r['train_steps']}" / "cert.json"
         dst = out / f"capacity_gpt2_{name}_N{r['N']}.json.gz"
         with src.open("rb") as fi, gzip.GzipFile(dst, "wb", mtime=0) as fo:
             shutil.copyfileobj(fi, fo)
