@@ -158,3 +158,21 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
     report = check_certificate(redigest(c), Path("."))
     assert report.unusable, report.failures
     assert any(message in f for f in report.failures), report.failures
+
+
+def test_the_checkers_own_bounds_as_claims_are_verified(cert: Cert) -> None:
+    from exactmem.checker.lm_verify import check
+    from exactmem.commands.certify_lm import checker_bound
+
+    derived: dict[int, int] = {}
+    bad, unusable, _ = check(copy.deepcopy(cert), Path("."), derived=derived)
+    assert not bad and not unusable and sorted(derived) == [0, 1, 2]
+    c = copy.deepcopy(cert)
+    for i, upper in derived.items():
+        claim = checker_bound(upper)
+        assert claim * 2 ** P >= upper
+        c["claims"]["code_length_bits"][i] = f"{claim.numerator}/{claim.denominator}"
+    assert check_certificate(redigest(c), Path(".")).verified
+    lowered = Fraction(c["claims"]["code_length_bits"][0]) - Fraction(2, 1 << 32)
+    c["claims"]["code_length_bits"][0] = f"{lowered.numerator}/{lowered.denominator}"
+    assert not check_certificate(redigest(c), Path(".")).verified
