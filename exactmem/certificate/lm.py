@@ -1,6 +1,7 @@
 """Emitting language-model certificates ``exactmem.lm-certificate/1``
 (docs/trained-models.md, "Certificate"): the model's shape, every tensor exactly (integer
-numerators over one power of two per tensor), the dataset, the claimed positions, a digest.
+numerators over one power of two per tensor), the dataset, the claimed positions, optionally
+per-sequence code-length upper bounds (docs/memorized-bits.md), a digest.
 Canonical JSON, so the same inputs give byte-identical files.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +35,21 @@ def model_json(spec: LMSpec) -> dict[str, Any]:
 
 
 def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence[int]],
-                         partial: bool, bind: str | None = None) -> dict[str, Any]:
+                         partial: bool, bind: str | None = None,
+                         code_lengths: Sequence[Fraction] | None = None) -> dict[str, Any]:
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
-    bound by SHA-256 and the path ``bind`` (relative to the certificate)."""
+    bound by SHA-256 and the path ``bind`` (relative to the certificate); with
+    ``code_lengths``, the claimed upper bound of each sequence's code length in bits."""
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
         data["data"] = ds.to_json()
     else:
         data["path"] = bind
+    claims: dict[str, Any] = {"partial": partial, "positions": [list(p) for p in positions]}
+    if code_lengths is not None:
+        claims["code_length_bits"] = [format_rational(c) for c in code_lengths]
     body: dict[str, Any] = {"format": LM_FORMAT, "model": model_json(spec), "dataset": data,
-                            "claims": {"partial": partial,
-                                       "positions": [list(p) for p in positions]}}
+                            "claims": claims}
     body["digest"] = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
     return body
 
@@ -58,17 +64,69 @@ def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
 def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
     """What an LM certificate claims (``exactmem check`` decides whether it holds): the
     position counts ``certified_positions`` of ``positions``, the sequences claimed in full,
-    and the model's shape and parameter count.  The dataset must be embedded."""
+    and the model's shape and parameter count.  The dataset must be embedded.
+
+    With code lengths: ``certified_memorized_bits`` (the lower bound the checker states from
+    the claimed code lengths: sum of ``max(0, n log2 V - C_i)``, Morris et al.'s sum, and
+    ``..._unclipped``), ``float_memorized_bits`` (float64 forward pass of the same weights on
+    the same data, an estimate) and ``certified_bits_per_param`` (per dense parameter)."""
     from exactmem.model.dataset import dataset_from_json
 
     m = cert["model"]
     ds = dataset_from_json(cert["dataset"]["data"])
     claimed = cert["claims"]["positions"]
-    return {"format": LM_FORMAT, "N": ds.N, "n": ds.n, "positions": ds.N * ds.n,
+    params = sum(len(t["values"]) for t in m["tensors"].values())
+    extra: dict[str, Any] = {}
+    if "code_length_bits" in cert["claims"]:
+        extra = memorized_info(cert, ds, params)
+    return {**extra, "format": LM_FORMAT, "N": ds.N, "n": ds.n, "positions": ds.N * ds.n,
             "certified_positions": sum(map(len, claimed)),
             "sequences_in_full": sum(len(p) == ds.n for p in claimed),
             "partial": cert["claims"]["partial"],
-            "params": sum(len(t["values"]) for t in m["tensors"].values()),
+            "params": params,
             **{k: m[k] for k in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff",
                                  "activation", "tied_head")}}
 
+
+
+def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
+    """The :class:`LMSpec` of a certificate's ``model`` (every value exactly the float it
+    was written from)."""
+    import math
+
+    import numpy as np
+
+    m = cert["model"]
+    tensors = {name: np.array([math.ldexp(int(v), -t["scale"]) for v in t["values"]],
+                              dtype=np.float64).reshape(t["shape"])
+               for name, t in m["tensors"].items()}
+    return LMSpec(vocab_size=m["vocab_size"], context=m["context"], d_model=m["d_model"],
+                  heads=m["heads"], layers=m["layers"], d_ff=m["d_ff"],
+                  activation=m["activation"],
+                  layer_norm_eps=float(Fraction(m["layer_norm_eps"])),
+                  tied_head=m["tied_head"], tensors=tensors)
+
+
+def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, Any]:
+    """Certified (from the claimed code lengths) and float memorized bits."""
+    import numpy as np
+
+    from exactmem.checker import lm_codelength
+    from exactmem.model.lm_codelength import code_length_float, memorized_bits
+    from exactmem.model.lm_float import logits64
+
+    vocab = ds.vocab_size or cert["model"]["vocab_size"]
+    coded = [Fraction(c) for c in cert["claims"]["code_length_bits"]]
+    clipped, unclipped = lm_codelength.memorized(
+        [(c.numerator, c.denominator) for c in coded],
+        lm_codelength.reference_lower(ds.n, vocab))
+    logits = logits64(spec_from_lm_certificate(cert), np.array(ds.sequences))
+    floats = [code_length_float(x, y) for x, y in zip(logits, ds.labels, strict=True)]
+    est = memorized_bits(floats, ds.n, vocab)
+    return {"certified_memorized_bits": float(clipped),
+            "certified_memorized_bits_unclipped": float(unclipped),
+            "float_memorized_bits": est.clipped,
+            "float_memorized_bits_unclipped": est.unclipped,
+            "reference_bits": est.reference * ds.N,
+            "certified_bits_per_param": float(clipped) / params,
+            "certified_code_length_bits": float(sum(coded, Fraction(0)))}

@@ -6,11 +6,17 @@ token-id dataset: a label at every position), the claimed positions and the dige
 claimed position is re-proved with the rigorous forward pass of :mod:`lm_forward`: the lower
 bound of the label's logit must exceed the upper bound of every other logit.  Nothing the
 producer computed is trusted; the claim "K of M positions" is stated by the checker.
+
+Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
+``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
+its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
+it then states the memorized bits against the uniform reference over the dataset's
+vocabulary.
 """
 
 import hashlib
 
-from . import lm_forward
+from . import lm_codelength, lm_forward
 from .dataset import canonical, dataset
 from .parse import Unusable, choice, integer, obj, ratio, typed
 
@@ -111,10 +117,32 @@ def model(m):
             "vocab": m["vocab_size"], "context": m["context"]}
 
 
+def code_lengths(value, toks, labels, size):
+    """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
+    label each position with the next token (the last label is the token after the input),
+    so the labels of a sequence are its tokens 1..n, coded given token 0."""
+    rows = typed(value, list, "claims.code_length_bits")
+    if len(rows) != len(toks):
+        raise Unusable(f"claims.code_length_bits: expected {len(toks)} bounds, found {len(rows)}")
+    out = []
+    for i, text in enumerate(rows):
+        p, q = ratio(text, f"claims.code_length_bits[{i}]")
+        if p < 0:
+            raise Unusable(f"claims.code_length_bits[{i}]: a code length is >= 0")
+        if any(labels[i][k] != toks[i][k + 1] for k in range(len(toks[i]) - 1)):
+            raise Unusable(f"claims.code_length_bits: sequence {i} is not labelled with its "
+                           "next tokens, so its code length is not that of the sequence")
+        if labels[i][-1] >= size:
+            raise Unusable(f"claims.code_length_bits: sequence {i}'s last label is not a token "
+                           f"of the dataset's vocabulary of {size}")
+        out.append((p, q))
+    return out
+
+
 def claims(value, toks):
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
-    obj(value, "claims", ("partial", "positions"))
+    obj(value, "claims", ("partial", "positions"), ("code_length_bits",))
     partial = typed(value["partial"], bool, "claims.partial")
     pos = typed(value["positions"], list, "claims.positions")
     if len(pos) != len(toks):
@@ -145,9 +173,11 @@ def margin_failure(i, p, y, mids, rad):
             f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None):
+def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
-    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given."""
+    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
+    with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
+    ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -167,6 +197,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None):
             raise Unusable(f"dataset: sequences of {len(toks[0])} tokens exceed the model's "
                            f"context of {net['context']}")
         partial, pos = claims(cert["claims"], toks)
+        coded = None
+        if "code_length_bits" in cert["claims"]:
+            coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -177,19 +210,24 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None):
     k, count = shard
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
     proved = full = 0
+    n = len(toks[0])
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        if not pos[i]:
+        if not pos[i] and coded is None:
             continue
-        if max(labels[i][p] for p in pos[i]) >= net["vocab"]:
+        if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
             continue
         try:
-            outs = lm_forward.logits(net, toks[i], pos[i])
+            outs = lm_forward.logits(net, toks[i], range(n) if coded else pos[i])
         except lm_forward.Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
+        if coded is not None:
+            bad = code_length_failure(i, coded[i], labels[i], outs, derived)
+            if bad:
+                failures.append(bad)
         for p in pos[i]:
             bad = margin_failure(i, p, labels[i][p], *outs[p])
             if bad:
@@ -206,4 +244,36 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None):
              + ("partial" if partial else "all positions claimed")
              + f"; rigorous bounds at 2^-{lm_forward.F} on the real-valued function of the "
                "stored weights)")
+    if coded is not None and not failures:
+        claim += "\nc claim: " + memorized_claim(coded[lo:hi], n, size)
     return failures, False, None if failures else claim
+
+
+def code_length_failure(i, claimed, labels, outs, derived=None):
+    """None when the checker's own upper bound of sequence ``i``'s code length is at most the
+    claimed ``p/q``; else the failure text."""
+    p, q = claimed
+    upper = 0
+    for k, y in enumerate(labels):
+        mids, rad = outs[k]
+        upper += lm_codelength.position_upper(mids, rad, y, lm_forward.F)
+    if derived is not None:
+        derived[i] = upper
+    if upper * q <= p << lm_codelength.P:
+        return None
+    return (f"sequence {i}: claimed code length {p}/{q} bits is below what the checker "
+            f"proves ({upper}/2^{lm_codelength.P} bits)")
+
+
+def memorized_claim(coded, n, vocab):
+    """The memorized-bits claim from proved code-length upper bounds (docs/memorized-bits.md)."""
+    h_lo = lm_codelength.reference_lower(n, vocab)
+    clipped, unclipped = lm_codelength.memorized(coded, h_lo)
+
+    cl = clipped.numerator // clipped.denominator
+    un = unclipped.numerator // unclipped.denominator
+    return (f"at least {cl} bits of the dataset are memorized by this model (reference: "
+            f"uniform over {vocab} tokens; {n} predicted positions per sequence, token 0 not "
+            f"predicted; per sequence max(0, {n} log2 {vocab} - code length), summed over "
+            f"{len(coded)} sequences as Morris et al. 2025; unclipped sum at least {un} bits; "
+            "rigorous lower bounds, rounded down)")

@@ -74,6 +74,8 @@ class LMResult:
     failed: list[tuple[int, int, float]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     written: bool = False
+    code_lengths: list[Any] = field(default_factory=list)  # rigorous upper bounds (Fraction)
+    float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
 
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
@@ -87,6 +89,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.model.dataset import load_dataset
     from exactmem.model.lm_bounds import prove_positions
+    from exactmem.model.lm_codelength import code_length_float, code_length_upper
     from exactmem.model.lm_float import logits64
 
     say = log or (lambda _msg: None)
@@ -121,34 +124,76 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
     say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
     clock = time.perf_counter()
-    bounds = prove_positions(spec, ds.sequences, ds.labels, progress, producer=producer)
+    coded = next_token_labelled(ds)
+    code_lengths: list[Any] = []
+
+    def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
+
+    bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
+                             on_logits=on_logits if coded else None, producer=producer)
     t["bounds"] = time.perf_counter() - clock
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t)
+    if coded:
+        result.code_lengths = code_lengths
+        result.float_code_lengths = [code_length_float(x, y)
+                                     for x, y in zip(ours, ds.labels, strict=True)]
     if (failed and not partial) or not bounds.count:
         return result
     out = Path(output)
     rel = os.path.relpath(Path(data).resolve(), out.resolve().parent) if bind_dataset else None
     positions = [list(r) for r in bounds.proved]
-    cert = build_lm_certificate(spec, ds, positions, partial, rel)
+    cls = code_lengths if coded else None
+    cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
     clock = time.perf_counter()
     unproved: list[tuple[int, int]] = []
-    bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved)
+    derived: dict[int, int] = {}
+    bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved,
+                                derived=derived)
     t["check"] = time.perf_counter() - clock
-    if unusable or len(bad) != len(unproved) or (unproved and not partial):
+    longer = [b for b in bad if "claimed code length" in b]
+    if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
         raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
+    tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
+        if coded and len(derived) == len(code_lengths) else code_lengths
+    if tight != code_lengths:
+        # the claim is the checker's own bound (it re-derives exactly that, so it verifies):
+        # raised where the producer's balls were narrower, lowered where they were wider
+        say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
+        code_lengths[:] = tight
+        result.code_lengths = code_lengths
+        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
     if unproved:  # re-proved separately, each position on its own: drop what it could not
         say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
             "by the checker's bounds; they are left out")
         for i, p in unproved:
             positions[i].remove(p)
-        cert = build_lm_certificate(spec, ds, positions, partial, rel)
+        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
     write_lm_certificate(cert, out)
     result.written = True
     return result
+
+
+def checker_bound(upper: int) -> Any:
+    """The checker's code-length bound (units ``2**-P``) as a claim: rounded up to the
+    producer's grid of ``2**-DENOM_BITS`` bits, plus one unit."""
+    from fractions import Fraction
+
+    from exactmem.checker.lm_codelength import P
+    from exactmem.model.lm_codelength import DENOM_BITS
+
+    return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)
+
+
+def next_token_labelled(ds: Any) -> bool:
+    """Whether every sequence is labelled with its next tokens (label ``t`` = token
+    ``t + 1``), so that its code length is that of the sequence (docs/memorized-bits.md)."""
+    return all(list(y[:-1]) == list(x[1:]) and y[-1] < (ds.vocab_size or y[-1] + 1)
+               for x, y in zip(ds.sequences, ds.labels, strict=True))
 
 
 def run_lm(args: argparse.Namespace, kind: str) -> int:
@@ -183,4 +228,8 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
         return 1
     print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
           f"full) of {args.data} for {args.model} -> {args.output}")
+    if r.code_lengths:
+        total = sum(r.code_lengths)
+        log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "
+            f"{sum(r.float_code_lengths):.6f}); `exactmem check` states the memorized bits")
     return 0

@@ -12,8 +12,10 @@ This is the producer's decision only: the certificate is re-proved by the stdlib
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import flint
 import numpy as np
@@ -37,6 +39,18 @@ class PositionBounds:
     @property
     def count(self) -> int:
         return sum(map(len, self.proved))
+
+
+def _float64(x: flint.arb, down: bool) -> float:
+    """The exact point ``x`` (an arb of radius 0) rounded to float64 downward or upward."""
+    man, exp = x.man_exp()
+    exact = Fraction(int(man)) * Fraction(2) ** int(exp)
+    f = float(exact)  # nearest
+    if down and Fraction(f) > exact:
+        f = math.nextafter(f, -math.inf)
+    if not down and Fraction(f) < exact:
+        f = math.nextafter(f, math.inf)
+    return f
 
 
 def _mat(rows: list[list[float]]) -> flint.arb_mat:
@@ -110,7 +124,8 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     then arb on the sequences with a position fast leaves unproved although the float argmax
     is right; the union of both proofs).  ``on_logits(i, lo, hi)``, called once per sequence
     ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <= logit <= hi`` at every position
-    (with ``"hybrid"``, fast's bounds)."""
+    (with ``"hybrid"``, fast's bounds; each arb ball end is rounded outward), e.g. for the
+    code length of :mod:`exactmem.model.lm_codelength`."""
     if producer not in ("fast", "hybrid", "arb"):
         raise ValueError(f"producer: expected 'fast', 'hybrid' or 'arb', found {producer!r}")
     if producer != "arb":
@@ -158,6 +173,11 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
             h = _layernorm(x, vec["lnf.weight"], vec["lnf.bias"], eps)
             logits = (flint.arb_mat(h) * head).tolist()
             for j in range(len(chunk)):
+                if on_logits is not None:
+                    rows = logits[j * n:(j + 1) * n]
+                    lo64 = np.array([[_float64(v.lower(), True) for v in r] for r in rows])
+                    hi64 = np.array([[_float64(v.upper(), False) for v in r] for r in rows])
+                    on_logits(b0 + j, lo64, hi64)
                 ok, bad = [], []
                 for k in range(n):
                     row, y = logits[j * n + k], labels[b0 + j][k]

@@ -1,0 +1,241 @@
+"""Certified memorized bits of GPT-2 models trained on uniform random tokens
+(Morris et al. 2025, "How much do language models memorize?", section 3, scaled down to a CPU).
+
+Usage: ``python scripts/reproduce_capacity.py [--quick] [--out docs/results] [--work DIR]``
+(a finished row is kept in ``DIR`` and reused when the script is run again).
+
+Recipe (seeds fixed, so a rerun trains the same models on the same data):
+
+* data: ``N`` sequences of ``L = 17`` tokens drawn uniformly from ``V = 64`` tokens
+  (``numpy.random.default_rng(1000 + N)``); position ``t = 0..15`` predicts token ``t + 1``,
+  token 0 is not predicted, so the reference entropy is ``16 log2 64 = 96`` bits a sequence;
+* model: ``transformers.GPT2LMHeadModel`` (``n_positions = 16``, ``gelu_new``, tied head,
+  ``layer_norm_epsilon = 1e-5``, dropout 0), float32, init from ``torch.manual_seed(0)``;
+* training: AdamW (lr 2e-3, betas (0.9, 0.98), weight decay 0), batch 64, cross-entropy on all
+  16 positions, full passes over the data with a linear decay to 0 over ``steps`` steps, one
+  torch thread;
+* certification: ``exactmem certify-model MODEL DATA --partial`` (the dataset labels every
+  position with its next token, so the certificate carries per-sequence code-length upper
+  bounds), then ``exactmem check CERT`` in a subprocess; the certified bits are the checker's
+  lower bound ``sum_i max(0, 96 - C_i)`` (docs/memorized-bits.md);
+* float estimate: the producer's float64 forward pass of the same weights
+  (``exactmem info --json``'s ``float_memorized_bits``), and independently plain torch
+  (``GPT2LMHeadModel`` in float64, ``log_softmax``) for the note.
+
+Writes ``capacity_gpt2.csv`` and ``capacity_gpt2.png`` to ``--out``, and gzip certificates of
+the two smallest models (``capacity_gpt2_<name>_N<N>.json.gz``).  Progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+VOCAB, LENGTH = 64, 17
+# name, d_model, layers, heads, N, training steps
+ROWS: list[tuple[str, int, int, int, int, int]] = [
+    ("d28L2", 28, 2, 2, 128, 1500),
+    ("d28L2", 28, 2, 2, 512, 3000),
+    ("d28L2", 28, 2, 2, 1024, 5000),
+    ("d28L2", 28, 2, 2, 1024, 15000),
+    ("d48L2", 48, 2, 2, 128, 1500),
+    ("d64L4", 64, 4, 4, 48, 800),
+    ("d128L3", 128, 3, 4, 16, 400),
+]
+QUICK: list[tuple[str, int, int, int, int, int]] = [
+    ("d28L2", 28, 2, 2, 32, 400),
+    ("d48L2", 48, 2, 2, 32, 400),
+]
+MORRIS = {"fp32": 3.83, "all": 3.6, "bf16": 3.51}
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def tokens(n_seq: int) -> np.ndarray:
+    return np.random.default_rng(1000 + n_seq).integers(0, VOCAB, (n_seq, LENGTH))
+
+
+def train(path: Path, d: int, layers: int, heads: int, data: np.ndarray, steps: int) -> float:
+    """Train a GPT-2 on ``data`` and save it to ``path``; returns the seconds taken."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=LENGTH - 1, n_embd=d, n_layer=layers,
+                     n_head=heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / steps))
+    x = torch.tensor(data, dtype=torch.long)
+    gen = torch.Generator().manual_seed(0)
+    clock = time.perf_counter()
+    step, loss, shown = 0, float("nan"), 0
+    while step < steps:
+        for idx in torch.randperm(len(x), generator=gen).split(64):
+            batch = x[idx]
+            logits = model(batch[:, :-1]).logits
+            out = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                                    batch[:, 1:].reshape(-1))
+            opt.zero_grad()
+            out.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            loss = float(out.detach())
+            if step >= steps:
+                break
+        if step - shown >= 500 or step >= steps:
+            shown = step
+            say(f"  train step {step}/{steps}: loss {loss:.4f} nats/token")
+    model.save_pretrained(str(path))
+    return time.perf_counter() - clock
+
+
+def torch_float64_bits(path: Path, data: np.ndarray) -> float:
+    """Memorized bits, sum_i max(0, 96 - code length_i), from the checkpoint's own forward
+    pass in float64 with ``log_softmax`` (plain torch, independent of exactmem)."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(str(path)).double().eval()
+    x = torch.tensor(data, dtype=torch.long)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(x[:, :-1]).logits, dim=-1)
+    nll = -lp.gather(-1, x[:, 1:, None])[..., 0].sum(-1) / math.log(2)
+    h = (LENGTH - 1) * math.log2(VOCAB)
+    return float(torch.clamp(h - nll, min=0).sum())
+
+
+def run_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, Any]:
+    from exactmem.certificate.lm import lm_info
+    from exactmem.commands.certify_lm import certify_lm
+    from exactmem.model.dataset import save_dataset
+    from exactmem.model.lm_dataset import next_token_dataset
+
+    name, d, layers, heads, n_seq, steps = row
+    base = work / f"{name}_N{n_seq}_s{steps}"
+    done = base / "row.json"
+    if done.exists() and (base / "cert.json").exists():  # resume: this row was finished
+        return dict(json.loads(done.read_text()))
+    base.mkdir(parents=True, exist_ok=True)
+    data = tokens(n_seq)
+    save_dataset(next_token_dataset(data, VOCAB), base / "data.json")
+    timing = base / "train_s.json"
+    if (base / "model" / "config.json").exists():  # resume: trained before
+        t_train = json.loads(timing.read_text()) if timing.exists() else ""
+    else:
+        say(f"{name} N={n_seq}: training {steps} steps")
+        t_train = round(train(base / "model", d, layers, heads, data, steps), 1)
+        timing.write_text(json.dumps(t_train))
+    say(f"{name} N={n_seq}: certifying")
+    clock = time.perf_counter()
+    res = certify_lm(base / "model", base / "data.json", base / "cert.json", partial=True)
+    t_cert = time.perf_counter() - clock
+    if not res.written:
+        raise SystemExit(f"{name} N={n_seq}: no position proved, nothing certified")
+    clock = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(base / "cert.json")],
+                          capture_output=True, text=True, check=False)
+    t_check = time.perf_counter() - clock
+    if proc.returncode != 0 or "s VERIFIED" not in proc.stdout:
+        raise SystemExit(f"{name} N={n_seq}: check failed: {proc.stdout}{proc.stderr[-2000:]}")
+    claimed = re.search(r"at least (-?\d+) bits", proc.stdout)
+    info = lm_info(json.loads((base / "cert.json").read_text()))
+    cert_bits = info["certified_memorized_bits"]
+    float_bits = info["float_memorized_bits"]
+    out = {"model": name, "params": info["params"], "d_model": d, "layers": layers,
+            "N": n_seq, "tokens": n_seq * LENGTH, "reference_bits": info["reference_bits"],
+            "float_bits": round(float_bits, 3),
+            "torch_float64_bits": round(torch_float64_bits(base / "model", data), 3),
+            "certified_bits": math.floor(cert_bits * 1000) / 1000,
+            "checker_bits": int(claimed.group(1)) if claimed else "",
+            "certified_over_float": round(cert_bits / float_bits, 9) if float_bits else "",
+            "certified_bits_per_param": round(cert_bits / info["params"], 4),
+            "certified_positions": info["certified_positions"],
+            "positions": info["positions"], "train_steps": steps,
+            "train_s": t_train, "certify_s": round(t_cert, 1),
+            "check_s": round(t_check, 1)}
+    done.write_text(json.dumps(out) + "\n")
+    return out
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ps = np.array([r["params"] for r in rows], dtype=float)
+    xs = np.geomspace(ps.min() * 0.8, ps.max() * 1.25, 50)
+    for key, value in MORRIS.items():
+        if key != "bf16":
+            ax.plot(xs, value * xs, "--", lw=1, label=f"{value} bits/param (Morris et al., "
+                                                       f"{'fp32' if key == 'fp32' else 'GPT'})")
+    ax.scatter(ps, [r["float_bits"] for r in rows], marker="x", s=50, label="float64 estimate")
+    ax.scatter(ps, [r["certified_bits"] for r in rows], marker="o", facecolors="none",
+               edgecolors="k", s=70, label="certified lower bound")
+    ax.scatter(ps, [r["reference_bits"] for r in rows], marker="_", s=120, c="gray",
+               label="data entropy (96 bits x N)")
+    for r in rows:
+        ax.annotate(f"N={r['N']}", (r["params"], r["certified_bits"]), fontsize=7,
+                    xytext=(4, -10), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("parameters (dense)")
+    ax.set_ylabel("memorized bits")
+    ax.set_title("GPT-2 on uniform random tokens (V=64, 16 predicted)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="two tiny runs (a smoke test)")
+    ap.add_argument("--out", default="docs/results", help="where the CSV, plot, certificates go")
+    ap.add_argument("--work", default="capacity_work", help="checkpoints and certificates")
+    args = ap.parse_args(argv)
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    csv_path = out / "capacity_gpt2.csv"
+    for spec in QUICK if args.quick else ROWS:
+        rows.append(run_row(spec, work))
+        say(json.dumps(rows[-1]))
+        with csv_path.open("w", newline="") as fh:  # rewritten after each row: resumable
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    plot(rows, out / "capacity_gpt2.png")
+    smallest = sorted({(r["params"], r["model"]) for r in rows})[:2]
+    for _, name in smallest:
+        r = min((r for r in rows if r["model"] == name), key=lambda r: r["N"])
+        src = work / f"{name}_N{r['N']}_s{r['train_steps']}" / "cert.json"
+        dst = out / f"capacity_gpt2_{name}_N{r['N']}.json.gz"
+        with src.open("rb") as fi, gzip.GzipFile(dst, "wb", mtime=0) as fo:
+            shutil.copyfileobj(fi, fo)
+    say(f"wrote {csv_path}, {out / 'capacity_gpt2.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
