@@ -5,8 +5,8 @@ bounds the checker re-derives, and a claim below the checker's bound is rejected
 from __future__ import annotations
 
 import copy
-import json
 import hashlib
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -185,14 +185,14 @@ def test_certify_model_claims_tight_code_lengths_with_the_default_producer(
     checker's own bounds, so the certified bits sit within 1e-6 bits a sequence of the float
     estimate, and the certificate verifies."""
     pytest.importorskip("transformers")
+    import torch
+    from transformers import GPT2LMHeadModel
+
     from exactmem.adapters.gpt2_random import random_gpt2
     from exactmem.certificate.lm import lm_info
     from exactmem.checker.verify import check_file
     from exactmem.commands.certify_lm import certify_lm
     from exactmem.model.dataset import save_dataset
-
-    import torch
-    from transformers import GPT2LMHeadModel
 
     random_gpt2(tmp_path / "m", seed=3)
     model = GPT2LMHeadModel.from_pretrained(tmp_path / "m").double().eval()
