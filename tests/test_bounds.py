@@ -95,7 +95,7 @@ def test_vardi_token_ids_split() -> None:
 
 
 def test_info_reports_the_figures_and_keeps_the_sizes() -> None:
-    from exactmem.commands.info import info
+    from exactmem.certificate.figures import info
 
     ds = generate("next-token", N=40, n=4, vocab=6, classes=3, seed=1)
     cert = certify(ds, NEXT).certificate

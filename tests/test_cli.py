@@ -167,7 +167,7 @@ def test_prove_quick_proves_a_smaller_instance(capsys: pytest.CaptureFixture[str
 def test_proofs_are_found_as_part_of_the_package() -> None:
     """``exactmem prove`` runs the proofs as ``exactmem._proofs`` (installed, editable or a
     plain checkout), never as a top-level ``proofs`` package."""
-    from exactmem.commands.prove import framework
+    from exactmem.api.lemmas import framework
 
     fw = framework()
     assert fw.__name__ == "exactmem._proofs.framework"

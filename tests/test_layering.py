@@ -23,7 +23,12 @@ FORBIDDEN = {
     "certificate": {"z3", "torch", "exactmem.search", "exactmem.adapters"},
     "search": {"torch", "exactmem.adapters"},
     "adapters": {"z3", "exactmem.search"},
+    # the verbs: cli -> commands -> api -> the layers above; never back up
+    "api": {"exactmem.commands", "exactmem.cli"},
 }
+# no layer below the API imports the API, the verbs or the command line
+for _package in ("model", "constructions", "certificate", "search", "adapters"):
+    FORBIDDEN[_package] |= {"exactmem.api", "exactmem.commands", "exactmem.cli"}
 
 
 def imports(path: Path) -> list[str]:

@@ -37,10 +37,17 @@ def check_proof(cnf: PathLike, proof: PathLike, fmt: str = "auto") -> CheckResul
     unsatisfiable, not what it encodes (:func:`check_search` binds that)."""
     from exactmem.checker.proofs.drup import check_proof_files
     from exactmem.checker.proofs.lrat import check_lrat_files
-    from exactmem.commands.check_proof import proof_format
 
     if fmt not in ("auto", "lrat", "drup"):
         raise ValueError(f"fmt: expected 'auto', 'lrat' or 'drup', found {fmt!r}")
     check = check_lrat_files if proof_format(str(proof), fmt) == "lrat" else check_proof_files
     rep = check(str(cnf), str(proof))
     return _result(rep.exit_code, rep.reasons, "this CNF is unsatisfiable", Path(proof))
+
+
+def proof_format(path: str, fmt: str = "auto") -> str:
+    """The proof format of ``path``: ``fmt``, or for ``auto`` lrat for a ``.lrat`` file,
+    DRUP/DRAT otherwise."""
+    if fmt != "auto":
+        return fmt
+    return "lrat" if path.endswith(".lrat") else "drup"

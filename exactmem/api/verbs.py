@@ -158,7 +158,7 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
 
 def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
     """Size figures and the theorem's bound (``exactmem info``); does not check."""
-    from exactmem.commands.info import info as figures
+    from exactmem.certificate.figures import info as figures
 
     cert, _ = _certificate(certificate)
     d = figures(cert)
@@ -270,7 +270,7 @@ def prove(filter: str | None = None, *, quick: bool = False) -> ProveResult:  # 
     """Re-run the lemma proofs of ``proofs/`` (``exactmem prove``): every lemma, or those
     whose name contains ``filter``; ``quick`` runs the smaller instances where a lemma has
     them.  A filter that matches no lemma raises ``ExactmemError``."""
-    from exactmem.commands.prove import framework
+    from exactmem.api.lemmas import framework
 
     fw = framework()
     lemmas = fw.select(filter)

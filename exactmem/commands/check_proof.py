@@ -28,13 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def proof_format(path: str, fmt: str = "auto") -> str:
-    if fmt != "auto":
-        return fmt
-    return "lrat" if path.endswith(".lrat") else "drup"
-
-
 def run(args: argparse.Namespace) -> int:
+    from exactmem.api.proofs import proof_format
     from exactmem.checker.proofs.drup import MAX_STEPS, check_proof_files
     from exactmem.checker.proofs.lrat import check_lrat_files
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 PER = {"label_bits_per_nonzero": "label bits / nonzero parameters",
        "label_bits_per_dense": "label bits / dense parameters (zeros included)",
@@ -30,58 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def info(cert: dict[str, Any]) -> dict[str, Any]:
-    from exactmem.certificate import dataset_from_certificate, spec_from_certificate
-    from exactmem.constructions.bounds import figures
-    from exactmem.model.sizes import sizes
-
-    spec = spec_from_certificate(cert)
-    ds = dataset_from_certificate(cert)
-    out: dict[str, Any] = dict(sizes(spec).as_dict())
-    name = cert.get("construction", {}).get("name")
-    out.update({"N": ds.N, "n": ds.n, "task": ds.task, "inputs": ds.inputs,
-                "d": ds.dim if ds.inputs == "vectors" else ds.vocab_size,
-                "C": ds.num_classes, "construction": name,
-                "params": cert.get("construction", {}).get("params", {})})
-    claims = cert.get("claims", {})  # what the certificate claims; `exactmem check` decides
-    out["float_exact"] = list(claims.get("float_exact", []))
-    out.update(figures(spec, ds, name, out["params"], out["float_exact"]))
-    out["claimed_sequences"] = len(claims.get("sequences", range(ds.N)))
-    return out
-
-
-LM_KEYS = ("certified_positions", "positions", "sequences_in_full", "N", "n", "partial",
-           "params", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
-           "activation", "tied_head")
-
-
-def lm_summary(path: str) -> dict[str, Any] | None:
-    """:func:`exactmem.certificate.lm.lm_info` of a language-model certificate (the dataset
-    embedded or bound by path beside it), or None when ``path`` holds another format."""
-    from pathlib import Path
-
-    from exactmem.certificate.lm import LM_FORMAT, lm_info
-    from exactmem.checker.parse import Unusable, read_json
-    from exactmem.errors import CertificateError
-
-    try:
-        cert = read_json(Path(path))
-        if not isinstance(cert, dict) or cert.get("format") != LM_FORMAT:
-            return None
-        entry = cert.get("dataset")
-        if isinstance(entry, dict) and "data" not in entry and isinstance(entry.get("path"), str):
-            cert = {**cert, "dataset": {**entry,
-                                        "data": read_json(Path(path).parent / entry["path"])}}
-        return lm_info(cert)
-    except Unusable as exc:
-        raise CertificateError(str(exc)) from None
-    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
-        raise CertificateError(f"{path}: not a readable {LM_FORMAT} certificate "
-                               f"({type(exc).__name__}: {exc})") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from exactmem.certificate import read_certificate
+    from exactmem.certificate.figures import LM_KEYS, info, lm_summary
 
     lm = lm_summary(args.certificate)
     if lm is not None:  # a language model: what it claims, position by position

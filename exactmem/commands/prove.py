@@ -4,13 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
-from exactmem.errors import ExactmemError, MissingDependencyError
+from exactmem.errors import ExactmemError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,28 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def framework() -> ModuleType:
-    """The proof framework: ``exactmem._proofs`` when installed (a wheel, or an editable
-    install that maps it to ``proofs/``), else the ``proofs/`` folder of this checkout."""
-    name = "exactmem._proofs"
-    try:
-        return importlib.import_module(f"{name}.framework")
-    except ModuleNotFoundError as exc:
-        if exc.name not in (name, f"{name}.framework"):
-            raise
-    folder = Path(__file__).resolve().parents[2] / "proofs"
-    spec = importlib.util.spec_from_file_location(
-        name, folder / "__init__.py", submodule_search_locations=[str(folder)])
-    if spec is None or spec.loader is None or not (folder / "framework.py").is_file():
-        raise MissingDependencyError("the proofs are not part of this installation; "
-                                     "reinstall exactmem or run from a checkout")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return importlib.import_module(f"{name}.framework")
-
-
 def run(args: argparse.Namespace) -> int:
+    from exactmem.api.lemmas import framework
+
     fw = framework()
     names = [lemma.name for lemma in fw.discover()]
     if args.list:
