@@ -173,11 +173,13 @@ def margin_failure(i, p, y, mids, rad):
             f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None):
+def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
     positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
-    ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict."""
+    ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
+    ``totals`` receives the slice's exact counts and memorized bits (:func:`merge`,
+    :func:`claim_text`), so that shards combine into the claim of one pass."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -238,15 +240,39 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None):
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
         progress("forward", hi - lo, hi - lo)
-    total = (hi - lo) * len(toks[0])
-    claim = (f"{proved} of {total} positions have the label as unique argmax "
-             f"({full} of {hi - lo} sequences in full; "
-             + ("partial" if partial else "all positions claimed")
+    mem = None if coded is None else lm_codelength.memorized(
+        coded[lo:hi], lm_codelength.reference_lower(n, size))
+    part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
+            "partial": partial, "n": n, "vocab": size, "memorized": mem}
+    if totals is not None:
+        totals.update(part)
+    return failures, False, None if failures else claim_text(part)
+
+
+def merge(parts):
+    """The totals of disjoint slices, in order, as those of their union: counts and the
+    exact rational memorized bits are sums (no rounding before the claim is written)."""
+    out = dict(parts[0])
+    for t in parts[1:]:
+        for key in ("proved", "positions", "full", "sequences"):
+            out[key] += t[key]
+        if out["memorized"] is not None and t["memorized"] is not None:
+            out["memorized"] = tuple(a + b for a, b in zip(out["memorized"], t["memorized"]))
+    return out
+
+
+def claim_text(t):
+    """The claim lines for the totals ``t`` of :func:`check` (or of :func:`merge`)."""
+    claim = (f"{t['proved']} of {t['positions']} positions have the label as unique argmax "
+             f"({t['full']} of {t['sequences']} sequences in full; "
+             + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{lm_forward.F} on the real-valued function of the "
                "stored weights)")
-    if coded is not None and not failures:
-        claim += "\nc claim: " + memorized_claim(coded[lo:hi], n, size)
-    return failures, False, None if failures else claim
+    if t["memorized"] is not None:
+        clipped, unclipped = t["memorized"]
+        claim += "\nc claim: " + memorized_text(clipped, unclipped, t["sequences"], t["n"],
+                                                 t["vocab"])
+    return claim
 
 
 def code_length_failure(i, claimed, labels, outs, derived=None):
@@ -265,15 +291,13 @@ def code_length_failure(i, claimed, labels, outs, derived=None):
             f"proves ({upper}/2^{lm_codelength.P} bits)")
 
 
-def memorized_claim(coded, n, vocab):
-    """The memorized-bits claim from proved code-length upper bounds (docs/memorized-bits.md)."""
-    h_lo = lm_codelength.reference_lower(n, vocab)
-    clipped, unclipped = lm_codelength.memorized(coded, h_lo)
-
+def memorized_text(clipped, unclipped, sequences, n, vocab):
+    """The memorized-bits claim from the exact lower bounds ``clipped`` and ``unclipped``
+    (sums over ``sequences`` of proved code-length bounds; docs/memorized-bits.md)."""
     cl = clipped.numerator // clipped.denominator
     un = unclipped.numerator // unclipped.denominator
     return (f"at least {cl} bits of the dataset are memorized by this model (reference: "
             f"uniform over {vocab} tokens; {n} predicted positions per sequence, token 0 not "
             f"predicted; per sequence max(0, {n} log2 {vocab} - code length), summed over "
-            f"{len(coded)} sequences as Morris et al. 2025; unclipped sum at least {un} bits; "
+            f"{sequences} sequences as Morris et al. 2025; unclipped sum at least {un} bits; "
             "rigorous lower bounds, rounded down)")

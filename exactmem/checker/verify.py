@@ -43,6 +43,7 @@ class CheckReport:
         self.unusable = unusable
         self.basis, self.positions = basis, positions  # what was proved, and where
         self.sequences = sequences
+        self.lm = None  # a language model's exact slice totals (lm_verify.merge)
         self.claim = _claim_text(positions, sequences, *basis) \
             if basis and self.verified else None
 
@@ -252,9 +253,10 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
     if type(cert) is dict and cert.get("format") == "exactmem.lm-certificate/1":
         from .lm_verify import check as check_lm  # language models: docs/trained-models.md
 
-        bad, unusable, claim = check_lm(cert, base, progress, shard)
+        totals: dict = {}
+        bad, unusable, claim = check_lm(cert, base, progress, shard, totals=totals)
         report = CheckReport(bad, unusable)
-        report.claim = claim
+        report.claim, report.lm = claim, totals or None
         return report
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
@@ -328,7 +330,8 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
 
 def combine(reports):
     """One report for the K shard reports of one certificate: verified when every shard
-    is; failures in shard order, each named once."""
+    is; failures in shard order, each named once.  Language-model slices add up their exact
+    totals, so the claim is the one of a single pass."""
     failures, seen = [], set()
     for r in reports:
         for f in r.failures:
@@ -336,9 +339,15 @@ def combine(reports):
                 seen.add(f)
                 failures.append(f)
     bases = {r.basis for r in reports if r.positions}
-    return CheckReport(failures, any(r.unusable for r in reports),
-                       bases.pop() if len(bases) == 1 else None,
-                       sum(r.positions for r in reports), sum(r.sequences for r in reports))
+    out = CheckReport(failures, any(r.unusable for r in reports),
+                      bases.pop() if len(bases) == 1 else None,
+                      sum(r.positions for r in reports), sum(r.sequences for r in reports))
+    if reports and all(r.lm for r in reports):
+        from .lm_verify import claim_text, merge
+
+        out.lm = merge([r.lm for r in reports])
+        out.claim = claim_text(out.lm) if out.verified else None
+    return out
 
 
 def check_file(path, progress=None, shard=(0, 1)):
@@ -353,9 +362,10 @@ def check_file(path, progress=None, shard=(0, 1)):
 
 def _count(cert):
     """The number of claimed sequences of a decoded certificate (1 when unreadable: the
-    one slice then reports why)."""
+    one slice then reports why); a language model's are its ``claims.positions`` lists."""
     claims = cert.get("claims") if type(cert) is dict else None
-    outputs = claims.get("outputs") if type(claims) is dict else None
+    lm = cert.get("format") == "exactmem.lm-certificate/1" if type(cert) is dict else False
+    outputs = claims.get("positions" if lm else "outputs") if type(claims) is dict else None
     return len(outputs) if type(outputs) is list else 1
 
 
