@@ -133,9 +133,6 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
         raise SpecError(f"cross-check: the imported function's float64 logits differ from "
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
     say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
-    if producer != "arb" and not spec.fast_ok:
-        say(f"producer: {producer} handles pre-LN GELU models with a final norm only; this "
-            "model (post-LN, ReLU or no final norm) is bounded with arb")
     clock = time.perf_counter()
     coded = next_token_labelled(ds)
     code_lengths: list[Any] = []

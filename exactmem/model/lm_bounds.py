@@ -139,8 +139,6 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     code length of :mod:`exactmem.model.lm_codelength`."""
     if producer not in ("fast", "hybrid", "arb"):
         raise ValueError(f"producer: expected 'fast', 'hybrid' or 'arb', found {producer!r}")
-    if producer != "arb" and not spec.fast_ok:
-        producer = "arb"  # post-LN, ReLU or no final norm: the arb reference decides
     if producer != "arb":
         from exactmem.model.lm_norm import prove_fast
 

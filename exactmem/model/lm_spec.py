@@ -107,12 +107,6 @@ class LMSpec:
         return out
 
     @property
-    def fast_ok(self) -> bool:
-        """Whether the fast producer (:mod:`exactmem.model.lm_norm`) handles this model:
-        pre-LN, a GELU, a final LayerNorm."""
-        return self.norm_first and self.final_norm and self.activation != "relu"
-
-    @property
     def d_head(self) -> int:
         return self.d_model // self.heads
 
