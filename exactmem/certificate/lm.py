@@ -27,11 +27,15 @@ def model_json(spec: LMSpec) -> dict[str, Any]:
     for name in sorted(spec.tensors):
         nums, e = spec.exact(name)
         tensors[name] = {"shape": shapes[name], "scale": e, "values": [str(p) for p in nums]}
-    return {"architecture": "pre-ln-decoder", "vocab_size": spec.vocab_size,
-            "context": spec.context, "d_model": spec.d_model, "heads": spec.heads,
-            "layers": spec.layers, "d_ff": spec.d_ff, "activation": spec.activation,
-            "layer_norm_eps": format_rational(spec.eps_fraction()),
-            "tied_head": spec.tied_head, "tensors": tensors}
+    out: dict[str, Any] = {
+        "architecture": "pre-ln-decoder" if spec.norm_first else "post-ln-decoder",
+        "vocab_size": spec.vocab_size, "context": spec.context, "d_model": spec.d_model,
+        "heads": spec.heads, "layers": spec.layers, "d_ff": spec.d_ff,
+        "activation": spec.activation, "layer_norm_eps": format_rational(spec.eps_fraction()),
+        "tied_head": spec.tied_head, "tensors": tensors}
+    if not spec.final_norm:
+        out["final_norm"] = False
+    return out
 
 
 def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence[int]],
@@ -104,7 +108,9 @@ def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
                   heads=m["heads"], layers=m["layers"], d_ff=m["d_ff"],
                   activation=m["activation"],
                   layer_norm_eps=float(Fraction(m["layer_norm_eps"])),
-                  tied_head=m["tied_head"], tensors=tensors)
+                  tied_head=m["tied_head"], tensors=tensors,
+                  norm_first=m["architecture"] == "pre-ln-decoder",
+                  final_norm=m.get("final_norm", True))
 
 
 def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Rigorous forward pass of a pre-LN decoder language model (standard library only).
+"""Rigorous forward pass of a decoder language model, pre-LN or post-LN (standard library
+only).
 
 A value is a *ball*: a vector of integer midpoints ``m`` and one integer radius ``r`` (fixed
 point, ``2**-F`` each), standing for every real vector ``x`` with ``|x_i - m_i / 2**F| <= r /
@@ -15,7 +16,8 @@ point of the input ball into the output ball:
 - GELU, tanh form ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` or erf form
   ``x/2 (1 + erf(x / sqrt 2))``: the inner argument is monotone, so its interval comes from
   the end points; tanh / erf at its midpoint, widened by their Lipschitz constants (1 and
-  ``2/sqrt(pi) < 2``); the product by interval multiplication.
+  ``2/sqrt(pi) < 2``); the product by interval multiplication;
+- ReLU: 1-Lipschitz, so ``max(m, 0)`` with the same radius.
 
 Midpoint-radius form keeps each matrix-vector product to one integer dot product per output.
 """
@@ -91,6 +93,8 @@ def _ball(lo, hi):
 
 def gelu(kind, m, r, consts):
     """GELU (``kind`` "gelu_tanh" or "gelu_erf") of every coordinate of the ball."""
+    if kind == "relu":
+        return [max(x, 0) for x in m], r
     out, rad = [], 0
     for x in m:
         xlo, xhi = x - r, x + r
@@ -198,13 +202,16 @@ def logits(model, toks, wanted):
     """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence.
 
     ``model`` is the prepared model of :mod:`lm_verify` (linear maps and LayerNorm
-    parameters made by :func:`linear` and :func:`ln_params`)."""
+    parameters made by :func:`linear` and :func:`ln_params`).  ``model["post_ln"]``: each
+    layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final
+    norm."""
     xs, rs = embed(model["wte"], model["wpe"], toks)
     eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
+    post = model["post_ln"]
     for blk in model["blocks"]:
         qkv, qr = [], []
         for x, r in zip(xs, rs):
-            h, hr = layernorm(blk["ln1"], x, r, eps)
+            h, hr = (x, r) if post else layernorm(blk["ln1"], x, r, eps)
             y, yr = apply(blk["attn"], h, hr)
             qkv.append(y)
             qr.append(yr)
@@ -213,14 +220,21 @@ def logits(model, toks, wanted):
             y, yr = apply(blk["proj"], a, r)
             x = [u + w for u, w in zip(xs[p], y)]
             xr = rs[p] + yr
-            h, hr = layernorm(blk["ln2"], x, xr, eps)
+            if post:
+                x, xr = layernorm(blk["ln1"], x, xr, eps)
+            h, hr = (x, xr) if post else layernorm(blk["ln2"], x, xr, eps)
             h, hr = apply(blk["fc"], h, hr)
             h, hr = gelu(act, h, hr, consts)
             y, yr = apply(blk["mlp_proj"], h, hr)
             xs[p] = [u + w for u, w in zip(x, y)]
             rs[p] = xr + yr
+            if post:
+                xs[p], rs[p] = layernorm(blk["ln2"], xs[p], rs[p], eps)
     out = {}
     for p in wanted:
-        h, hr = layernorm(model["lnf"], xs[p], rs[p], eps)
+        if model["lnf"] is None:
+            h, hr = xs[p], rs[p]
+        else:
+            h, hr = layernorm(model["lnf"], xs[p], rs[p], eps)
         out[p] = apply(model["head"], h, hr)
     return out

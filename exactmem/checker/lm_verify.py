@@ -28,9 +28,14 @@ MAX_DIM = 1 << 16
 MAX_SCALE = 1100  # float64 subnormals need 1074 bits
 
 
-def tensor_names(layers, tied):
+ARCHITECTURES = ("pre-ln-decoder", "post-ln-decoder")
+
+
+def tensor_names(layers, tied, final_norm=True):
     """``(required, optional)`` tensor names; an absent optional tensor (a bias) is 0."""
-    req, opt = ["wte", "wpe", "lnf.weight"], ["lnf.bias"]
+    req, opt = ["wte", "wpe"], []
+    if final_norm:
+        req, opt = req + ["lnf.weight"], ["lnf.bias"]
     for i in range(layers):
         req += [f"h{i}.{t}.weight" for t in ("ln1", "attn", "attn.proj", "ln2", "mlp.fc",
                                                "mlp.proj")]
@@ -82,18 +87,24 @@ def tensor(value, where, shape):
 def model(m):
     """Read the model header and its tensors; returns the prepared model for
     :func:`lm_forward.logits`."""
-    obj(m, "model", SHAPE)
-    choice(m["architecture"], ("pre-ln-decoder",), "model.architecture")
+    obj(m, "model", SHAPE, ("final_norm",))
+    arch = choice(m["architecture"], ARCHITECTURES, "model.architecture")
+    final = True
+    if "final_norm" in m:  # written only as false (no final LayerNorm)
+        if m["final_norm"] is not False:
+            raise Unusable(f"model.final_norm: only false may be written (absent means a final "
+                           f"LayerNorm), found {m['final_norm']!r}")
+        final = False
     for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
         integer(m[key], f"model.{key}", 1, MAX_DIM)
-    act = choice(m["activation"], ("gelu_tanh", "gelu_erf"), "model.activation")
+    act = choice(m["activation"], ("gelu_tanh", "gelu_erf", "relu"), "model.activation")
     if m["d_model"] % m["heads"]:
         raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
     ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
     if ep < 0:
         raise Unusable("model.layer_norm_eps: must be >= 0")
     tied = typed(m["tied_head"], bool, "model.tied_head")
-    req, opt = tensor_names(m["layers"], tied)
+    req, opt = tensor_names(m["layers"], tied, final)
     ts = obj(m["tensors"], "model.tensors", req, opt)
     shape = shapes(m)
     t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
@@ -110,7 +121,8 @@ def model(m):
                "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
                "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(m["layers"])]
     rows, e = t["wte" if tied else "head"]
-    return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks, "lnf": ln("lnf"),
+    return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
+            "lnf": ln("lnf") if final else None, "post_ln": arch == "post-ln-decoder",
             "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None),
             "eps": ((ep << two_f) // eq, -((-ep << two_f) // eq)), "heads": m["heads"],
             "activation": act, "consts": lm_forward.constants(m["d_model"] // m["heads"]),

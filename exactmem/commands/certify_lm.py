@@ -1,5 +1,6 @@
 """``exactmem certify-model MODEL DATA -o CERT [--partial]`` for trained language models
-(a GPT-2 checkpoint directory, a nanoGPT checkpoint): import, cross-check, prove positions,
+(a GPT-2 checkpoint directory, a nanoGPT checkpoint, a torch ``nn.TransformerEncoderLayer``
+stack): import, cross-check, prove positions,
 self-check, write.
 
 The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
@@ -25,7 +26,7 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-FORMATS = ("auto", "gpt2", "nanogpt", "export")
+FORMATS = ("auto", "gpt2", "nanogpt", "torch-encoder", "export")
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
 
 
@@ -33,7 +34,7 @@ def wants_lm(args: argparse.Namespace) -> str | None:
     """The language-model kind certify-model's arguments name ("gpt2", "nanogpt"), or
     None for the export layout."""
     fmt = getattr(args, "format", "auto")
-    if fmt in ("gpt2", "nanogpt"):
+    if fmt in ("gpt2", "nanogpt", "torch-encoder"):
         return str(fmt)
     if fmt == "auto":
         from exactmem.adapters.gpt2 import is_gpt2_dir
@@ -43,9 +44,13 @@ def wants_lm(args: argparse.Namespace) -> str | None:
             return "gpt2"
         if is_nanogpt(Path(args.model)):
             return "nanogpt"
+        from exactmem.adapters.torch_encoder import is_torch_encoder
+
+        if is_torch_encoder(Path(args.model)):
+            return "torch-encoder"
     if getattr(args, "partial", False):
-        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory "
-                        "or a nanoGPT checkpoint)")
+        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory, "
+                        "a nanoGPT checkpoint or a torch encoder checkpoint)")
     return None
 
 
@@ -61,6 +66,11 @@ def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
 
         return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
                 "nanoGPT's forward pass (torch)")
+    if kind == "torch-encoder":
+        from exactmem.adapters.torch_encoder import encoder_logits, load_torch_encoder
+
+        return (load_torch_encoder(model), lambda toks: encoder_logits(model, toks),
+                "the nn.TransformerEncoderLayer stack's forward pass (torch)")
     raise SpecError(f"--format: unknown language-model kind {kind!r}")
 
 
@@ -81,9 +91,9 @@ class LMResult:
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "fast") -> LMResult:
-    """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2" or
-    "nanogpt") has the label as unique argmax; writes ``output`` when all (or, ``partial``,
-    at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
+    """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2",
+    "nanogpt" or "torch-encoder") has the label as unique argmax; writes ``output`` when all
+    (or, ``partial``, at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
     (:func:`~exactmem.model.lm_bounds.prove_positions`)."""
     from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm

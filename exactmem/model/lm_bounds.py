@@ -75,7 +75,18 @@ def _affine(rows: list[list[flint.arb]], w: flint.arb_mat,
     return [[v + bi for v, bi in zip(r, b, strict=True)] for r in prod]
 
 
+def _relu(x: flint.arb) -> flint.arb:
+    if x >= 0:
+        return x
+    if x <= 0:
+        return flint.arb(0)
+    h = (x.upper() / 2).mid()  # [0, upper] as the ball h +- h (radius rounded up)
+    return flint.arb(h, h)
+
+
 def _gelu(rows: list[list[flint.arb]], kind: str) -> list[list[flint.arb]]:
+    if kind == "relu":
+        return [[_relu(x) for x in r] for r in rows]
     half = flint.arb(1) / 2
     if kind == "gelu_tanh":
         c = (2 / flint.arb.pi()).sqrt()
@@ -145,6 +156,7 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     flint.ctx.prec = PREC
     try:
         eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
+        post = not spec.norm_first
         w = {name: _mat(spec.get(name).tolist()) for name in spec.shapes()
              if len(spec.shapes()[name]) == 2 and name not in ("wte", "wpe", "head")}
         vec = {name: spec.get(name).tolist() for name in spec.shapes()
@@ -160,17 +172,22 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
                  for seq in chunk for k, t in enumerate(seq)]
             for i in range(spec.layers):
                 p = f"h{i}."
-                h = _layernorm(x, vec[p + "ln1.weight"], vec[p + "ln1.bias"], eps)
+                h = x if post else _layernorm(x, vec[p + "ln1.weight"], vec[p + "ln1.bias"], eps)
                 o = _attention(_affine(h, w[p + "attn.weight"], vec[p + "attn.bias"]),
                                spec.heads, n)
                 o = _affine(o, w[p + "attn.proj.weight"], vec[p + "attn.proj.bias"])
                 x = [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
-                h = _layernorm(x, vec[p + "ln2.weight"], vec[p + "ln2.bias"], eps)
+                if post:
+                    x = _layernorm(x, vec[p + "ln1.weight"], vec[p + "ln1.bias"], eps)
+                h = x if post else _layernorm(x, vec[p + "ln2.weight"], vec[p + "ln2.bias"], eps)
                 h = _gelu(_affine(h, w[p + "mlp.fc.weight"], vec[p + "mlp.fc.bias"]),
                           spec.activation)
                 o = _affine(h, w[p + "mlp.proj.weight"], vec[p + "mlp.proj.bias"])
                 x = [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
-            h = _layernorm(x, vec["lnf.weight"], vec["lnf.bias"], eps)
+                if post:
+                    x = _layernorm(x, vec[p + "ln2.weight"], vec[p + "ln2.bias"], eps)
+            h = (_layernorm(x, vec["lnf.weight"], vec["lnf.bias"], eps) if spec.final_norm
+                 else x)
             logits = (flint.arb_mat(h) * head).tolist()
             for j in range(len(chunk)):
                 if on_logits is not None:

@@ -22,6 +22,8 @@ def _ln(spec: LMSpec, x: np.ndarray, name: str) -> np.ndarray:
 
 
 def _gelu(spec: LMSpec, x: np.ndarray) -> np.ndarray:
+    if spec.activation == "relu":
+        return np.maximum(x, 0.0)
     if spec.activation == "gelu_tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -37,7 +39,8 @@ def logits64(spec: LMSpec, tokens: np.ndarray) -> np.ndarray:
     mask = np.triu(np.ones((n, n), dtype=bool), 1)
     for i in range(spec.layers):
         p = f"h{i}."
-        qkv = _ln(spec, x, p + "ln1") @ spec.get(p + "attn.weight") + spec.get(p + "attn.bias")
+        a_in = _ln(spec, x, p + "ln1") if spec.norm_first else x
+        qkv = a_in @ spec.get(p + "attn.weight") + spec.get(p + "attn.bias")
         q, k, v = (qkv[..., j * d:(j + 1) * d].reshape(*x.shape[:2], h, dh).transpose(0, 2, 1, 3)
                    for j in range(3))
         s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dh)
@@ -46,8 +49,12 @@ def logits64(spec: LMSpec, tokens: np.ndarray) -> np.ndarray:
         a = s / s.sum(-1, keepdims=True)
         o = (a @ v).transpose(0, 2, 1, 3).reshape(x.shape)
         x = x + o @ spec.get(p + "attn.proj.weight") + spec.get(p + "attn.proj.bias")
-        m = _gelu(spec, _ln(spec, x, p + "ln2") @ spec.get(p + "mlp.fc.weight")
-                  + spec.get(p + "mlp.fc.bias"))
+        if not spec.norm_first:
+            x = _ln(spec, x, p + "ln1")
+        f_in = _ln(spec, x, p + "ln2") if spec.norm_first else x
+        m = _gelu(spec, f_in @ spec.get(p + "mlp.fc.weight") + spec.get(p + "mlp.fc.bias"))
         x = x + m @ spec.get(p + "mlp.proj.weight") + spec.get(p + "mlp.proj.bias")
+        if not spec.norm_first:
+            x = _ln(spec, x, p + "ln2")
     head = spec.get("wte" if spec.tied_head else "head")
-    return _ln(spec, x, "lnf") @ head.T
+    return (_ln(spec, x, "lnf") if spec.final_norm else x) @ head.T

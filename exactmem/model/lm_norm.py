@@ -15,12 +15,14 @@ segment from ``m`` to ``x``):
   eps)`` (``P`` the centring projection) is ``(I - z z^T / (d sigma^2)) P / sigma``, of norm at
   most ``1/sigma``, and ``sigma >= sqrt((|P m| - rho)_+^2 / d + eps)`` on the ball;
 - GELU: ``max |GELU'|`` (1.75 tanh form, 1.25 erf form; :func:`~exactmem.model.lm_fast.gelu`);
+  ReLU: 1, and exact at the float midpoint;
 - attention: scores ``q.k`` move by at most ``|q| rho_k + rho_q |k| + rho_q rho_k`` (per head,
   ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
   (:func:`~exactmem.model.lm_fast.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
   ``v_j``, plus ``sum_j w_j rho_{v_j}``;
 - logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
-An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.
+An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers and
+a missing final norm only reorder or drop these steps.
 """
 
 from __future__ import annotations
@@ -149,16 +151,26 @@ def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.nda
     n = tokens.shape[1]
     m = w.t["wte"][tokens] + w.t["wpe"][:n][None]
     x: NBall = (m, norm_up(2 * I.U * np.abs(m)))
+    post = not spec.norm_first  # x = LN1(x + Attn(x)); x = LN2(x + MLP(x))
     for i in range(spec.layers):
         p = f"h{i}."
-        x = add(x, w.linear(attention(w, w.ln(x, p + "ln1"), p + "attn"), p + "attn.proj"))
-        h2 = w.ln(x, p + "ln2")
+        a_in = x if post else w.ln(x, p + "ln1")
+        x = add(x, w.linear(attention(w, a_in, p + "attn"), p + "attn.proj"))
+        if post:
+            x = w.ln(x, p + "ln1")
+        h2 = x if post else w.ln(x, p + "ln2")
         hm, hr = w.affine(h2, p + "mlp.fc")
         rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
-        gm, gr = gelu(I.exact(hm), spec.activation)
-        g: NBall = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
+        g: NBall
+        if spec.activation == "relu":  # exact at the float midpoint, 1-Lipschitz
+            g = (np.maximum(hm, 0.0), rho)
+        else:
+            gm, gr = gelu(I.exact(hm), spec.activation)
+            g = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
         x = add(x, w.linear(g, p + "mlp.proj"))
-    h = w.ln(x, "lnf")
+        if post:
+            x = w.ln(x, p + "ln2")
+    h = w.ln(x, "lnf") if spec.final_norm else x
     zm, zr = I.matmul_exact(I.exact(h[0]), w.t["head.T"], w.abs["head.T"])
     return zm, I.up(zr + h[1][..., None] * w.head_rows, 3)
 

@@ -1,13 +1,15 @@
-"""Pre-LN decoder language models (GPT-2, nanoGPT): the shape, the stored weights, their
-exact values.
+"""Decoder language models (GPT-2, nanoGPT, torch ``nn.TransformerEncoderLayer`` stacks with
+a causal mask): the shape, the stored weights, their exact values.
 
 The function (docs/trained-models.md, "Semantics"): for tokens ``t_0 .. t_{n-1}``,
 ``x_p = wte[t_p] + wpe[p]``; per layer ``x += Attn(LN1(x))`` then ``x += MLP(LN2(x))``; the
-logits are ``LNf(x_p) head^T`` (``head = wte`` when tied).  ``LN(x) = (x - mean) /
+logits are ``LNf(x_p) head^T`` (``head = wte`` when tied).  With ``norm_first=False``
+(post-LN, torch's default encoder layer) a layer is ``x = LN1(x + Attn(x))`` then ``x =
+LN2(x + MLP(x))``; with ``final_norm=False`` the logits are ``x_p head^T``.  ``LN(x) = (x - mean) /
 sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored number; ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
-form (``nn.GELU()``).  Linear maps are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
+form (``nn.GELU()``), or ReLU.  Linear maps are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
 stored weight is a binary float, so it *is* a dyadic rational; :meth:`LMSpec.exact` gives it
 as an integer over one power of two per tensor, exactly.
 """
@@ -22,7 +24,8 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-Activation = Literal["gelu_tanh", "gelu_erf"]
+Activation = Literal["gelu_tanh", "gelu_erf", "relu"]
+ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
 BLOCK = ("ln1", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj")
 
 
@@ -41,6 +44,8 @@ class LMSpec:
     layer_norm_eps: float
     tied_head: bool
     tensors: dict[str, np.ndarray] = field(repr=False)
+    norm_first: bool = True
+    final_norm: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
@@ -49,9 +54,12 @@ class LMSpec:
                 raise SpecError(f"{name}: expected a positive integer, found {v!r}")
         if self.d_model % self.heads:
             raise SpecError(f"heads: {self.heads} does not divide d_model = {self.d_model}")
-        if self.activation not in ("gelu_tanh", "gelu_erf"):
-            raise SpecError(f"activation: expected gelu_tanh or gelu_erf, found "
+        if self.activation not in ACTIVATIONS:
+            raise SpecError(f"activation: expected one of {', '.join(ACTIVATIONS)}, found "
                             f"{self.activation!r}")
+        for name in ("norm_first", "final_norm"):
+            if type(getattr(self, name)) is not bool:
+                raise SpecError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         if not np.isfinite(self.layer_norm_eps) or self.layer_norm_eps < 0:
             raise SpecError(f"layer_norm_eps: expected a finite number >= 0, found "
                             f"{self.layer_norm_eps!r}")
@@ -71,7 +79,9 @@ class LMSpec:
 
     def names(self) -> tuple[list[str], list[str]]:
         """``(required, optional)`` tensor names (optional: the biases)."""
-        req, opt = ["wte", "wpe", "lnf.weight"], ["lnf.bias"]
+        req, opt = ["wte", "wpe"], []
+        if self.final_norm:
+            req, opt = req + ["lnf.weight"], ["lnf.bias"]
         for i in range(self.layers):
             req += [f"h{i}.{t}.weight" for t in BLOCK]
             opt += [f"h{i}.{t}.bias" for t in BLOCK]
@@ -81,7 +91,9 @@ class LMSpec:
 
     def shapes(self) -> dict[str, list[int]]:
         v, t, d, f = self.vocab_size, self.context, self.d_model, self.d_ff
-        out = {"wte": [v, d], "wpe": [t, d], "lnf.weight": [d], "lnf.bias": [d]}
+        out = {"wte": [v, d], "wpe": [t, d]}
+        if self.final_norm:
+            out.update({"lnf.weight": [d], "lnf.bias": [d]})
         if not self.tied_head:
             out["head"] = [v, d]
         for i in range(self.layers):

@@ -1,0 +1,197 @@
+"""A stack of torch ``nn.TransformerEncoderLayer`` used as a causal language model, as an
+:class:`~exactmem.model.lm_spec.LMSpec` (layout: docs/trained-models.md, "torch encoder
+stacks").
+
+The checkpoint is ``torch.save({"config": {...}, "state_dict": model.state_dict()}, path)``
+of :func:`reference_module` (copy it): token embedding ``tok``, learned positions ``pos``,
+``layers.{i}`` encoder layers (``batch_first=True``, ``dropout=0``) run with a causal mask, an
+optional final ``norm`` (LayerNorm) and a bias-free linear ``head``.  The encoder layer packs
+q | k | v in ``self_attn.in_proj_weight`` ``[3d, d]``; ``norm_first=True`` is pre-LN,
+``False`` post-LN (``x = norm1(x + attn(x)); x = norm2(x + ff(x))``); the activation is
+``"relu"`` or ``"gelu"`` (torch's erf form).  ``nn.Linear`` weights ``[out, in]`` are
+transposed to the spec's ``[in, out]``.  :func:`encoder_logits` is the module's own forward
+pass (float64), for the cross-check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.model.dataset import Dataset
+from exactmem.model.lm_spec import LMSpec
+
+INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
+CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")
+ACTIVATION = {"relu": "relu", "gelu": "gelu_erf"}
+LAYER = {"norm1": "ln1", "norm2": "ln2", "self_attn.out_proj": "attn.proj",
+         "linear1": "mlp.fc", "linear2": "mlp.proj"}
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependencyError("reading a torch encoder checkpoint needs torch: "
+                                     "pip install 'exactmem[trained]'") from exc
+    return torch
+
+
+def reference_module(config: dict[str, Any]) -> Any:
+    """The reference causal LM over ``nn.TransformerEncoderLayer`` (copy it to train your
+    own; only its state dict and ``config`` are read)."""
+    torch = _torch()
+    nn = torch.nn
+
+    class EncoderLM(nn.Module):  # type: ignore[name-defined]
+        def __init__(self, c: dict[str, Any]) -> None:
+            super().__init__()
+            d, eps = c["d_model"], c["layer_norm_eps"]
+            self.tok = nn.Embedding(c["vocab_size"], d)
+            self.pos = nn.Embedding(c["context"], d)
+            self.layers = nn.ModuleList(nn.TransformerEncoderLayer(
+                d, c["heads"], c["d_ff"], dropout=0.0, activation=c["activation"],
+                layer_norm_eps=eps, batch_first=True, norm_first=c["norm_first"])
+                for _ in range(c["layers"]))
+            self.norm = nn.LayerNorm(d, eps=eps) if c["final_norm"] else None
+            self.head = nn.Linear(d, c["vocab_size"], bias=False)
+
+        def forward(self, idx: Any) -> Any:
+            n = idx.shape[1]
+            x = self.tok(idx) + self.pos(torch.arange(n))
+            mask = nn.Transformer.generate_square_subsequent_mask(n, dtype=x.dtype)
+            for layer in self.layers:
+                x = layer(x, src_mask=mask, is_causal=True)
+            return self.head(x if self.norm is None else self.norm(x))
+
+    return EncoderLM(config)
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(config, state dict)`` of a torch encoder checkpoint; the config checked."""
+    torch = _torch()
+    try:
+        ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is one message
+        raise SpecError(f"{path}: cannot read a torch checkpoint: {exc}") from None
+    if not isinstance(ckpt, dict) or set(ckpt) != {"config", "state_dict"}:
+        raise SpecError(f"{path}: expected a torch encoder checkpoint (a dict with exactly "
+                        "'config' and 'state_dict')")
+    cfg, state = ckpt["config"], ckpt["state_dict"]
+    if not isinstance(cfg, dict) or set(cfg) != set(CONFIG):
+        raise SpecError(f"{path}: config must have exactly the keys {', '.join(CONFIG)}")
+    if any(type(cfg[k]) is not int or cfg[k] < 1 for k in INTS):
+        raise SpecError(f"{path}: config: {', '.join(INTS)} must be positive integers")
+    if type(cfg["norm_first"]) is not bool or type(cfg["final_norm"]) is not bool:
+        raise SpecError(f"{path}: config: norm_first and final_norm must be true or false")
+    if cfg["activation"] not in ACTIVATION:
+        raise SpecError(f"{path}: config.activation: expected 'relu' or 'gelu' (erf form), "
+                        f"found {cfg['activation']!r}")
+    if type(cfg["layer_norm_eps"]) is not float:
+        raise SpecError(f"{path}: config.layer_norm_eps: expected a float")
+    if not isinstance(state, dict):
+        raise SpecError(f"{path}: state_dict: expected a dict of tensors")
+    return cfg, state
+
+
+def is_torch_encoder(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        read_checkpoint(path)
+    except (SpecError, MissingDependencyError):
+        return False
+    return True
+
+
+def _names(cfg: dict[str, Any]) -> dict[str, str]:
+    names = {"tok.weight": "wte", "pos.weight": "wpe", "head.weight": "head"}
+    if cfg["final_norm"]:
+        names.update({"norm.weight": "lnf.weight", "norm.bias": "lnf.bias"})
+    for i in range(cfg["layers"]):
+        for kind in ("weight", "bias"):
+            names[f"layers.{i}.self_attn.in_proj_{kind}"] = f"h{i}.attn.{kind}"
+            for theirs, ours in LAYER.items():
+                names[f"layers.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
+    return names
+
+
+def load_torch_encoder(path: str | Path) -> LMSpec:
+    """Read a torch encoder checkpoint; unknown tensors (named), shapes that do not match
+    the config, NaN and infinite weights refused (:class:`SpecError`)."""
+    cfg, state = read_checkpoint(path)
+    names = _names(cfg)
+    tensors: dict[str, np.ndarray] = {}
+    for key, value in state.items():
+        if key not in names:
+            raise SpecError(f"{path}: tensor {key} is not part of the torch encoder layout "
+                            "(unsupported layer)")
+        if not hasattr(value, "is_floating_point") or not value.is_floating_point():
+            raise SpecError(f"{path}: state dict entry {key} is not a float tensor")
+        arr = value.double().numpy()
+        ours = names[key]
+        if arr.ndim == 2 and ours not in ("wte", "wpe", "head"):
+            arr = arr.T  # nn.Linear and in_proj_weight store [out, in]
+        tensors[ours] = np.ascontiguousarray(arr)
+    return LMSpec(vocab_size=cfg["vocab_size"], context=cfg["context"], d_model=cfg["d_model"],
+                  heads=cfg["heads"], layers=cfg["layers"], d_ff=cfg["d_ff"],
+                  activation=ACTIVATION[cfg["activation"]],  # type: ignore[arg-type]
+                  layer_norm_eps=cfg["layer_norm_eps"], tied_head=False, tensors=tensors,
+                  norm_first=cfg["norm_first"], final_norm=cfg["final_norm"])
+
+
+def encoder_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
+    """The reference module's own forward pass (float64, causal mask) with the checkpoint's
+    state dict: logits ``[N, n, vocab]``."""
+    torch = _torch()
+    cfg, state = read_checkpoint(path)
+    model = reference_module(cfg).double().eval()
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()
+        raise SpecError(f"{path}: the state dict does not fit the config: "
+                        f"{' '.join(x.strip() for x in first[:3])}") from None
+    with torch.no_grad():
+        out = model(torch.as_tensor(np.asarray(tokens), dtype=torch.long))
+    return np.asarray(out.double().numpy())
+
+
+def random_encoder(path: str | Path, seed: int = 0, norm_first: bool = True,
+                   activation: str = "gelu", final_norm: bool = True, layers: int = 2,
+                   d_model: int = 32, heads: int = 2, vocab: int = 64, context: int = 16,
+                   d_ff: int = 64, std: float = 0.3, bias_std: float = 0.1) -> Path:
+    """Write a random reference module (every parameter from ``seed``: weights ``N(0,
+    std)``, biases ``N(0, bias_std)``, LayerNorm gains ``1 + N(0, bias_std)``) to ``path``."""
+    torch = _torch()
+    cfg = {"vocab_size": vocab, "context": context, "d_model": d_model, "heads": heads,
+           "layers": layers, "d_ff": d_ff, "norm_first": norm_first, "activation": activation,
+           "layer_norm_eps": 1e-5, "final_norm": final_norm}
+    model = reference_module(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith("bias"):
+                p.copy_(bias_std * noise)
+            elif "norm" in name:
+                p.copy_(1 + bias_std * noise)
+            else:
+                p.copy_(std * noise)
+    path = Path(path)
+    torch.save({"config": cfg, "state_dict": model.state_dict()}, str(path))
+    return path
+
+
+def self_labelled_encoder(path: str | Path, count: int, length: int, seed: int = 0) -> Dataset:
+    """``count`` random sequences of ``length`` tokens labelled at every position with the
+    checkpoint's own float64 argmax."""
+    vocab = read_checkpoint(path)[0]["vocab_size"]
+    toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
+    labels = encoder_logits(path, toks).argmax(-1)
+    return Dataset(task="seq2seq", inputs="token-ids",
+                   sequences=tuple(tuple(int(t) for t in s) for s in toks),
+                   labels=tuple(tuple(int(y) for y in r) for r in labels), vocab_size=vocab)
