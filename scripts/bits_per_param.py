@@ -32,7 +32,9 @@ semantics), ``label_bits_per_narrow`` divides the label bits by it, ``stored_bit
 16 bits per narrow entry plus 32 per other entry; with ``--certify`` the row is certified
 with the claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as
 safetensors in their dtypes and read back, are run in torch (integer matmul for int8, bf16
-widened to float32): ``runtime_exact`` counts the labels it gets.
+widened to float32): ``runtime_exact`` counts the labels it gets; for ``dense-bf16``
+``onnx_exact`` counts them in onnxruntime (bf16 initializers, ``Cast`` to float32;
+:mod:`exactmem.adapters.lowp_onnx`).
 
     .venv/bin/python scripts/bits_per_param.py --construction dense-int8 --certify --exps 12
 """
@@ -111,6 +113,15 @@ def _lowp(con: str, res: Any, ds: Any, out: dict[str, Any], certify: bool) -> No
             path = Path(tmp) / "net.safetensors"
             save_lowp(res.spec, claim, path)
             out["runtime_exact"] = run_lowp(res.spec, ds, claim, path).memorized
+        if con == "dense-bf16":  # onnxruntime: bf16 initializers, Cast to float32
+            import numpy as np
+
+            from exactmem.adapters.lowp_onnx import build_bf16_model
+            from exactmem.adapters.onnx_export import dataset_array, run_onnx
+
+            outs, _ = run_onnx(build_bf16_model(res.spec), dataset_array(ds, "float32"))
+            out["onnx_exact"] = int((np.asarray(outs, dtype=np.float64)[:, ds.n - 1, 0] ==
+                                     np.array(ds.labels, dtype=np.float64)).sum())
 
 
 def row(exp: int, certify: bool, con: str = "dense-float32") -> dict[str, Any]:

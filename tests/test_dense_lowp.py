@@ -137,3 +137,23 @@ def test_cli_certifies_int8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                  "-o", str(tmp_path / "c.json"), "-q"]) == 0
     assert main(["check", str(tmp_path / "c.json")]) == 0
     assert "int8" in capsys.readouterr().out
+
+
+def test_onnxruntime_bf16_initializers_get_every_label(ds: Any) -> None:
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+    from onnx import TensorProto
+
+    from exactmem.adapters.lowp_onnx import build_bf16_model
+    from exactmem.adapters.onnx_export import dataset_array, run_onnx
+    from exactmem.errors import NotExactError
+
+    model = build_bf16_model(get("dense-bf16").build(ds, {"seed": 1}).spec)
+    kinds = {t.data_type for t in model.graph.initializer if t.name.endswith(".bf16")}
+    assert kinds == {TensorProto.BFLOAT16}
+    outs, labels = run_onnx(model, dataset_array(ds, "float32"))
+    assert outs.dtype == np.float32
+    assert (outs[:, -1, 0].astype(np.float64) == np.array(ds.labels)).all()
+    assert (labels == np.array(ds.labels)).all()
+    with pytest.raises(NotExactError, match="bfloat16"):
+        build_bf16_model(get("dense-float32").build(ds, {"seed": 1}).spec)
