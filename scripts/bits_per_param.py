@@ -24,6 +24,19 @@ the label) and ``peak_rss_mb`` (this process's peak resident memory after the ro
     .venv/bin/python scripts/bits_per_param.py                    # N = 2^12, 2^14, 2^16
     .venv/bin/python scripts/bits_per_param.py --certify --exps 12 14 16
     .venv/bin/python scripts/bits_per_param.py --plot-only
+
+With ``--construction dense-int8`` or ``dense-bf16`` the rows are the int8- and
+bfloat16-weight variants: ``params_narrow`` counts the entries of the weight matrices (int8
+or bfloat16; the rest -- biases, embedding table -- is int32 or float32, the claim's
+semantics), ``label_bits_per_narrow`` divides the label bits by it, ``stored_bits`` is 8 or
+16 bits per narrow entry plus 32 per other entry; with ``--certify`` the row is certified
+with the claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as
+safetensors in their dtypes and read back, are run in torch (integer matmul for int8, bf16
+widened to float32): ``runtime_exact`` counts the labels it gets; for ``dense-bf16``
+``onnx_exact`` counts them in onnxruntime (bf16 initializers, ``Cast`` to float32;
+:mod:`exactmem.adapters.lowp_onnx`).
+
+    .venv/bin/python scripts/bits_per_param.py --construction dense-int8 --certify --exps 12
 """
 
 from __future__ import annotations
@@ -47,7 +60,12 @@ COLUMNS = ["construction", "dtype", "N", "n", "vocab", "classes", "seed", "param
            "params_nonzero", "depth", "width", "max_bits", "label_bits",
            "label_bits_per_nonzero", "label_bits_per_dense", "stored_bits",
            "label_bits_per_stored_bit", "verified", "certify_s", "evaluate_s", "check_s",
-           "forward_s", "onnx_exact", "peak_rss_mb"]
+           "forward_s", "onnx_exact", "peak_rss_mb", "params_narrow", "label_bits_per_narrow",
+           "runtime_exact"]
+#: construction -> (dtype column, claim, bits of a narrow parameter)
+VARIANTS = {"dense-float32": ("float32", "float32", 32),
+            "dense-int8": ("int8", "int8", 8),
+            "dense-bf16": ("bfloat16", "bfloat16-weights/float32", 16)}
 
 
 def _forward(spec: Any, ds: Any) -> tuple[float, int]:
@@ -72,7 +90,41 @@ def _forward(spec: Any, ds: Any) -> tuple[float, int]:
     return best, exact
 
 
-def row(exp: int, certify: bool) -> dict[str, Any]:
+def _lowp(con: str, res: Any, ds: Any, out: dict[str, Any], certify: bool) -> None:
+    """The narrow-weight columns of a dense-int8 / dense-bf16 row (module docstring)."""
+    import tempfile
+
+    from exactmem.adapters.lowp import is_weight, run_lowp, save_lowp
+    from exactmem.adapters.skeleton import named_matrices
+
+    _, claim, width = VARIANTS[con]
+    narrow = wide = 0
+    for name, m, is_vec in named_matrices(res.spec):
+        if is_weight(name, is_vec):
+            narrow += len(m.num) * m.cols
+        else:
+            wide += len(m.num) * m.cols
+    out["params_narrow"] = narrow
+    out["label_bits_per_narrow"] = round(out["label_bits"] / narrow, 6)
+    out["stored_bits"] = narrow * width + wide * 32
+    out["label_bits_per_stored_bit"] = round(out["label_bits"] / out["stored_bits"], 6)
+    if certify:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "net.safetensors"
+            save_lowp(res.spec, claim, path)
+            out["runtime_exact"] = run_lowp(res.spec, ds, claim, path).memorized
+        if con == "dense-bf16":  # onnxruntime: bf16 initializers, Cast to float32
+            import numpy as np
+
+            from exactmem.adapters.lowp_onnx import build_bf16_model
+            from exactmem.adapters.onnx_export import dataset_array, run_onnx
+
+            outs, _ = run_onnx(build_bf16_model(res.spec), dataset_array(ds, "float32"))
+            out["onnx_exact"] = int((np.asarray(outs, dtype=np.float64)[:, ds.n - 1, 0] ==
+                                     np.array(ds.labels, dtype=np.float64)).sum())
+
+
+def row(exp: int, certify: bool, con: str = "dense-float32") -> dict[str, Any]:
     from exactmem.constructions import get
     from exactmem.constructions.bounds import bit_figures
     from exactmem.model.generate import generate
@@ -81,22 +133,28 @@ def row(exp: int, certify: bool) -> dict[str, Any]:
 
     N = 1 << exp  # noqa: N806
     ds = generate(task="next-token", N=N, n=16, vocab=64, classes=8, seed=1)
-    res = get("dense-float32").build(ds, {"seed": 0})
+    res = get(con).build(ds, {"seed": 0})
     sz, fig = sizes(res.spec), bit_figures(res.spec, ds, ["float32"])
-    out: dict[str, Any] = {"construction": "dense-float32", "dtype": "float32", "N": N, "n": 16,
+    dtype, claim, _ = VARIANTS[con]
+    out: dict[str, Any] = {"construction": con, "dtype": dtype, "N": N, "n": 16,
                            "vocab": 64, "classes": 8, "seed": 0, **sz.as_dict(),
                            **{k: fig[k] for k in ("label_bits", "label_bits_per_nonzero",
                                                   "label_bits_per_dense", "stored_bits",
                                                   "label_bits_per_stored_bit")}}
+    if con != "dense-float32":
+        _lowp(con, res, ds, out, certify)
     if certify:
         clock = time.perf_counter()
-        outcome = run_certify(ds, "dense-float32", {"seed": 0})
+        outcome = run_certify(ds, con, {"seed": 0}, float_exact=[claim])
+        if claim not in outcome.certificate["claims"].get("float_exact", []):
+            out["verified"] = False
         out["certify_s"] = round(time.perf_counter() - clock, 2)
-        out["verified"] = outcome.report.verified
+        out["verified"] = out.get("verified", True) and outcome.report.verified
         out["evaluate_s"] = round(outcome.timings["evaluate"], 2)
         out["check_s"] = round(outcome.timings["check"] + outcome.timings.get("float-exact", 0), 2)
-        fwd, exact = _forward(res.spec, ds)
-        out["forward_s"], out["onnx_exact"] = round(fwd, 4), exact
+        if con == "dense-float32":
+            fwd, exact = _forward(res.spec, ds)
+            out["forward_s"], out["onnx_exact"] = round(fwd, 4), exact
         out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return out
 
@@ -115,11 +173,20 @@ def plot(rows: list[dict[str, str]], png: Path = PNG) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    xs = [int(r["N"]) for r in rows]
-    ax1.plot(xs, [float(r["label_bits_per_dense"]) for r in rows], "o-", color="C0",
+    f32 = [r for r in rows if r["construction"] == "dense-float32"]
+    xs = [int(r["N"]) for r in f32]
+    ax1.plot(xs, [float(r["label_bits_per_dense"]) for r in f32], "o-", color="C0",
              label="dense-float32 (float32-exact, certified)")
-    ax2.plot(xs, [float(r["label_bits_per_stored_bit"]) for r in rows], "o-", color="C0",
+    ax2.plot(xs, [float(r["label_bits_per_stored_bit"]) for r in f32], "o-", color="C0",
              label="dense-float32, float32 file")
+    for con, c in (("dense-bf16", "C2"), ("dense-int8", "C6")):
+        sub = [r for r in rows if r["construction"] == con]
+        if sub:
+            sx = [int(r["N"]) for r in sub]
+            ax1.plot(sx, [float(r["label_bits_per_narrow"]) for r in sub], "^-", color=c,
+                     label=f"{con}, per {sub[0]['dtype']} parameter")
+            ax2.plot(sx, [float(r["label_bits_per_stored_bit"]) for r in sub], "^-",
+                     color=c, label=f"{con}, stored tensors")
     ready = [r for r in _read(FLOAT_READY)
              if r["construction"] == "kajitsuka2025-next-token" and r["P"] == "24"]
     if ready:
@@ -153,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exps", type=int, nargs="+", default=[12, 14, 16],
                     help="log2 N of the rows (default 12 14 16)")
     ap.add_argument("--certify", action="store_true", help="also certify and time each row")
+    ap.add_argument("--construction", choices=sorted(VARIANTS), default="dense-float32",
+                    help="dense-float32 (default), or the int8 / bfloat16-weight variant")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--csv", type=Path, default=CSV, help="table to update (default %(default)s)")
     ap.add_argument("--png", type=Path, default=PNG, help="plot to write (default %(default)s)")
@@ -163,12 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = _read(args.csv)
     if not args.plot_only:
         for e in args.exps:
-            new = {k: str(v) for k, v in row(e, args.certify).items()}
-            old = next((r for r in rows if r["N"] == new["N"]), None)
+            new = {k: str(v) for k, v in row(e, args.certify, args.construction).items()}
+            same = (new["construction"], new["N"])
+            old = next((r for r in rows if (r["construction"], r["N"]) == same), None)
             if old is not None and not args.certify:  # keep an earlier certification
                 new.update({k: v for k, v in old.items() if k not in new and v})
-            rows = [r for r in rows if r["N"] != new["N"]] + [new]
-            rows.sort(key=lambda r: int(r["N"]))
+            rows = [r for r in rows if (r["construction"], r["N"]) != same] + [new]
+            rows.sort(key=lambda r: (list(VARIANTS).index(r["construction"]), int(r["N"])))
             with args.csv.open("w", newline="") as fh:
                 w = csv.DictWriter(fh, fieldnames=COLUMNS)
                 w.writeheader()
@@ -176,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             print(", ".join(f"{k} {new.get(k, '')}" for k in
                             ("N", "params_dense", "label_bits_per_dense",
                              "label_bits_per_stored_bit", "verified", "certify_s",
-                             "evaluate_s", "forward_s", "onnx_exact", "peak_rss_mb")))
+                             "evaluate_s", "forward_s", "onnx_exact", "peak_rss_mb",
+                             "params_narrow", "label_bits_per_narrow", "runtime_exact")))
     if rows:
         plot(rows, args.png)
     return 0

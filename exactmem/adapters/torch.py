@@ -175,8 +175,15 @@ def _child(mod: nn.Module, path: str) -> nn.Module:
 
 
 def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    y = torch.matmul(x, w.t())
-    return y + b if b is not None else y
+    """``x @ W.T + b``; weights stored narrower than ``x`` (int8 with int32 activations,
+    bfloat16 with float32) are widened exactly in the matmul (:mod:`.lowp`)."""
+    y = torch.matmul(x, w.t() if w.dtype == x.dtype else w.t().to(x.dtype))
+    return y + (b if b.dtype == y.dtype else b.to(y.dtype)) if b is not None else y
+
+
+def _divide(s: torch.Tensor, c: torch.Tensor | int) -> torch.Tensor:
+    """``s / c``; for integer activations the quotient (exact when the int8 claim holds)."""
+    return s / c if s.is_floating_point() else torch.div(s, c, rounding_mode="floor")
 
 
 def _attention(x: torch.Tensor, lay: dict[str, Any], mod: nn.Module) -> torch.Tensor:
@@ -200,9 +207,9 @@ def _attention(x: torch.Tensor, lay: dict[str, Any], mod: nn.Module) -> torch.Te
             bq is None or not bool(torch.any(bq != 0))))
         mask = allowed.to(v.dtype)[None]  # [1, K, n]
         if (lay["kind"] == "uniform" or zero) and not lay.get("causal"):
-            agg = v.sum(dim=1, keepdim=True) / v.shape[1]  # [B, 1, s]
+            agg = _divide(v.sum(dim=1, keepdim=True, dtype=v.dtype), v.shape[1])  # [B, 1, s]
         elif lay["kind"] == "uniform" or zero:
-            agg = torch.matmul(mask.transpose(1, 2), v) / count  # [B, n, s]
+            agg = _divide(torch.matmul(mask.transpose(1, 2), v), count)  # [B, n, s]
         else:
             q = _affine(x, wq, bq)  # [B, n, s]
             k = _affine(xk, wk, bk)  # [B, K, s]
@@ -215,7 +222,8 @@ def _attention(x: torch.Tensor, lay: dict[str, Any], mod: nn.Module) -> torch.Te
                 agg = torch.matmul(torch.softmax(scores, dim=1).transpose(1, 2), v)
             else:
                 mask = (scores == scores.amax(dim=1, keepdim=True)).to(v.dtype)
-                agg = torch.matmul(mask.transpose(1, 2), v) / mask.sum(dim=1)[..., None]
+                agg = _divide(torch.matmul(mask.transpose(1, 2), v),
+                              mask.sum(dim=1, dtype=v.dtype)[..., None])
         out = _affine(agg, wo, bo)
         total = out if total is None else total + out
     assert total is not None

@@ -76,9 +76,9 @@ def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None
     from exactmem.checker import floatexact, forward
 
     names = list(formats or floatexact.FORMATS)
-    unknown = [f for f in names if f not in floatexact.FORMATS]
+    unknown = [f for f in names if f not in floatexact.CLAIMS]
     if unknown:
-        raise CertificateError(f"float format: expected some of {sorted(floatexact.FORMATS)}, "
+        raise CertificateError(f"float format: expected some of {sorted(floatexact.CLAIMS)}, "
                                f"found {unknown}")
     try:
         net, layers, readout = network(cert["network"])

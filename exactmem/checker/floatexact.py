@@ -25,6 +25,14 @@ row of an affine map ``|b| + sum |w_j| max|x_j|``, for the sum of values of a ze
 ``#keys * max|v|`` per coordinate, for a residual ``max|a| + max|b|`` per coordinate (each
 bounds every sum it covers, so passing it proves them all).  With one key the quotient is
 the value itself, already a float of the grid.
+
+Two claims store the weight matrices in a narrower format than the arithmetic (``CLAIMS``):
+``bfloat16-weights/float32`` (every weight-matrix entry a normal bfloat16, 8 significand
+bits; biases, embedding table, activations and sums by the float32 rule: bf16 weights upcast
+in a float32 matmul) and ``int8`` (every weight-matrix entry an integer in ``[-128, 127]``;
+biases, embedding table, inputs and activations integers below ``2^31``; every sum
+``sum |terms| < 2^31`` on the integer grid: int8 x int32 products accumulated in int32, in
+any order, never overflow, so integer kernels give the exact value).
 """
 
 from operator import add, sub
@@ -36,6 +44,11 @@ from .parse import extended
 # admitted: subnormals may be flushed to zero), exponent bound hi (2^hi overflows)
 FORMATS = {"bfloat16": (8, -126, 128), "float16": (11, -14, 16), "float32": (24, -126, 128),
            "float64": (53, -1022, 1024)}
+#: the int32 accumulator: the grid is the integers (unit 2^0), every value below 2^31
+INT32 = (31, 0, 31, True)
+#: claim -> (format of the weight matrices, format of everything else)
+CLAIMS = {**{f: (f, f) for f in FORMATS}, "bfloat16-weights/float32": ("bfloat16", "float32"),
+          "int8": ("int8", "int32")}
 SUBNORMAL = "below the smallest normal 2^{} (a subnormal, which hardware may flush to zero)"
 
 
@@ -51,8 +64,10 @@ def _log2(den, where):
 
 def _limit(den, fmt, where):
     """``2^P``, the bound for sums on the grid ``1/den``, once the grid fits the format."""
-    p, lo, hi = fmt
+    p, lo, hi = fmt[:3]
     k = _log2(den, where)
+    if _integer(fmt) and k:
+        raise NotExact(f"{where}: a value on the grid 2^-{k}, not an integer")
     if -k < lo:
         raise NotExact(f"{where}: the grid unit 2^-{k} is {SUBNORMAL.format(lo)}")
     if p - k > hi:
@@ -66,6 +81,8 @@ def _ieee_value(num, den, fmt, where):
     float: at most ``P`` significant bits, ``2^emin <= |value| < 2^hi``."""
     g = gcd(num, den)
     num, den = num // g, den // g
+    if _integer(fmt) and den != 1:
+        raise NotExact(f"{where}: {num}/{den} is not an integer")
     if num:
         k = _log2(den, where)
         tz = (num & -num).bit_length() - 1
@@ -76,6 +93,21 @@ def _ieee_value(num, den, fmt, where):
             raise NotExact(f"{where}: a value with a {abs(num).bit_length()}-bit numerator over "
                            f"2^{k} is not a float of the format")
     return num, den
+
+
+def _integer(fmt):
+    return len(fmt) > 3 and fmt[3]
+
+
+def _weight(x, den, fmt, where):
+    """Check one weight-matrix entry against the claim's weight format ``fmt[4]``."""
+    name = fmt[4] if len(fmt) > 4 else None
+    if name != "int8":
+        _ieee_value(x, den, FORMATS[name] if name else fmt, where)
+        return
+    g = gcd(x, den)
+    if den // g != 1 or not -128 <= x // g <= 127:
+        raise NotExact(f"{where}: a weight {x}/{den} is not an int8 integer in [-128, 127]")
 
 
 def _bounded(terms, lim, where):
@@ -130,10 +162,12 @@ def _affine_rows(mat, bias, xs, den, fmt, where):
     ``|b| + sum |w_j| max |x_j|`` is below it, else its ``sum |terms|`` is summed per column.
     Inputs that are mostly zero (one-hot indicators) are visited at their non-zeros only."""
     (w, wd), (b, bd) = mat, bias
-    for rows, d in (mat, bias):
-        for r in rows:
-            for x in r:
-                _ieee_value(x, d, fmt, where)
+    for r in w:
+        for x in r:
+            _weight(x, wd, fmt, where)
+    for r in b:
+        for x in r:
+            _ieee_value(x, bd, fmt, where)
     out_den = max(wd * den, bd)  # both are powers of two once the weights are floats
     lim = _limit(out_den, fmt, where)
     fw, fb = out_den // (wd * den), out_den // bd
@@ -274,7 +308,8 @@ def check(net, layers, state, needs, formats):
                 for _ in formats]
     failures = []
     for name in formats:
-        fmt = FORMATS[name]
+        wname, aname = CLAIMS[name]
+        fmt = (*(INT32 if aname == "int32" else FORMATS[aname] + (False,)), wname)
         cols, den, index = state
         try:
             start = 0

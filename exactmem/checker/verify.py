@@ -175,9 +175,9 @@ def _claims(value, count, readout):
     obj(value, "claims", ("outputs",), ("float_exact", "sequences"))
     formats = value.get("float_exact", [])
     if type(formats) is not list or not formats and "float_exact" in value or any(
-            f not in floatexact.FORMATS for f in formats) or len(set(formats)) < len(formats):
+            f not in floatexact.CLAIMS for f in formats) or len(set(formats)) < len(formats):
         raise Unusable(f"claims.float_exact: a non-empty list of distinct formats among "
-                       f"{sorted(floatexact.FORMATS)}")
+                       f"{sorted(floatexact.CLAIMS)}")
     claims = value["outputs"]
     if type(claims) is not list or len(claims) != count:
         raise Unusable(f"claims.outputs: expected a list of {count} lists")
@@ -217,6 +217,18 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
+_FLOAT_CLAIM = ("; float-exact in {} (every weight, product, partial sum in any order and "
+                "activation of the float mirror is zero or a normal float of the format, so IEEE "
+                "evaluation, flushing subnormals or not, gives the exact outputs)")
+_FLOAT_CLAIMS = {
+    "bfloat16-weights/float32": "; exact with {} (every weight-matrix entry a normal bfloat16; "
+    "biases, embedding table, products, partial sums in any order and activations zero or "
+    "normal float32 values: bf16 weights upcast in a float32 matmul give the exact outputs)",
+    "int8": "; exact in {} (every weight-matrix entry an integer in [-128, 127]; biases, "
+    "embedding table, inputs and activations integers; every partial sum in any order below "
+    "2^31: int8 weights with int32 accumulation give the exact outputs)"}
+
+
 def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None, formats=(),
                 exists=False, total=0):
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
@@ -235,10 +247,7 @@ def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None
     else:
         what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
                 "smallest gap between distinct labels, so the nearest label is the label")
-    floats = "".join(f"; float-exact in {f} (every weight, product, partial sum in any order "
-                     "and activation of the float mirror is zero or a normal float of the "
-                     "format, so IEEE evaluation, flushing subnormals or not, gives the exact "
-                     "outputs)" for f in formats)
+    floats = "".join(_FLOAT_CLAIMS.get(f, _FLOAT_CLAIM).format(f) for f in formats)
     return f"memorization ({how}): at all {positions} read positions {what}{floats}"
 
 

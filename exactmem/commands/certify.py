@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--float-exact", action="append", metavar="FORMAT",
-                   choices=["bfloat16", "float16", "float32", "float64"],
+                   choices=["bfloat16", "float16", "float32", "float64",
+                            "bfloat16-weights/float32", "int8"],
                    help="claim that the network is float-exact in FORMAT (repeatable; "
                         "docs/float-exact.md); with --max-bits P the narrowest format with P "
                         "significand bits is claimed unless given")

@@ -87,12 +87,15 @@ def _cost(G: int, La: int, Lb: int, d: int) -> int:  # noqa: N803
     return 5 * d + (G + L) * 6 + G * (G + L + 1) + d * G
 
 
-def choose_shape(words: int, V: int, fields: int) -> tuple[int, int, int]:  # noqa: N803
-    """``(G, La, Lb)`` with ``G La Lb >= words`` and each at most ``V``, of least dense cost
-    (divisors of ``V`` first: then every coordinate is exactly uniform for uniform tokens)."""
+def choose_shape(words: int, V: int, fields: int,  # noqa: N803
+                 cap: int | None = None) -> tuple[int, int, int]:
+    """``(G, La, Lb)`` with ``G La Lb >= words`` and each at most ``V`` (and ``cap``), of least
+    dense cost (divisors of ``V`` first: then every coordinate is exactly uniform for uniform
+    tokens)."""
     best: tuple[int, int, int, int] | None = None
-    divs = [k for k in range(1, V + 1) if V % k == 0]
-    for pool in (divs, list(range(1, V + 1))):
+    top = min(V, cap or V)
+    divs = [k for k in range(1, top + 1) if V % k == 0]
+    for pool in (divs, list(range(1, top + 1))):
         for G in pool:  # noqa: N806
             for La in pool:  # noqa: N806
                 Lb = next((c for c in pool if G * La * c >= words), None)  # noqa: N806
@@ -105,7 +108,7 @@ def choose_shape(words: int, V: int, fields: int) -> tuple[int, int, int]:  # no
         if best is not None:
             return best[1], best[2], best[3]
     raise ConstructionError(f"{words} words per table do not fit a vocabulary of {V} tokens "
-                            f"(at most {V ** 3}); use kajitsuka2025-float")
+                            f"(at most {top ** 3}); use kajitsuka2025-float")
 
 
 def _solve(keys: Sequence[tuple[int, int, int, int]], labels: Sequence[int], W: int,  # noqa: N803
@@ -139,15 +142,23 @@ def _solve(keys: Sequence[tuple[int, int, int, int]], labels: Sequence[int], W: 
 
 def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     """The dense float32-exact network for ``ds`` (module docstring)."""
-    seed = int(options.get("seed", 0) or 0)
     max_bits = int(options.get("max_bits", 24) or 24)
-    if ds.inputs != "token-ids" or ds.task != "next-token":
-        raise ConstructionError("dense-float32 supports next-token datasets of token ids")
     if max_bits != 24:
         raise ConstructionError(f"dense-float32 is built for float32 (max_bits 24), "
                                 f"found {max_bits}")
+    return build_packed(ds, options, "dense-float32", WORD_BITS)
+
+
+def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: int,
+                 cap: int | None = None) -> BuildResult:
+    """The network of the module docstring with words below ``2^word_bits`` (the gate of the
+    word layer ``2^word_bits``, the fields ``floor(word_bits / b)``) and every table coordinate
+    below ``cap`` (the one-hot weights ``2 u`` stay below ``2 cap``)."""
+    seed = int(options.get("seed", 0) or 0)
+    if ds.inputs != "token-ids" or ds.task != "next-token":
+        raise ConstructionError(f"{name} supports next-token datasets of token ids")
     if ds.n < POSITIONS:
-        raise ConstructionError(f"dense-float32 reads {POSITIONS} positions; the sequences "
+        raise ConstructionError(f"{name} reads {POSITIONS} positions; the sequences "
                                 f"have n = {ds.n}")
     require_no_conflicting_duplicates(ds)
     assert ds.vocab_size is not None
@@ -159,14 +170,14 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     if min(labels) < 0:
         raise ConstructionError("labels must be integers >= 0")
     b = max(1, max(labels).bit_length())
-    if b > WORD_BITS:
-        raise ConstructionError(f"{b}-bit labels do not fit a {WORD_BITS}-bit word")
-    fields = WORD_BITS // b
+    if b > word_bits:
+        raise ConstructionError(f"{b}-bit labels do not fit a {word_bits}-bit word")
+    fields = word_bits // b
     group = len(seqs) / fields
     slack, rng = SLACK, random.Random(seed)
     for attempt in range(1, ATTEMPTS + 1):  # noqa: B007 - reported below
         words = math.ceil(slack * (group + 2 * math.sqrt(group) + 4) / 3)
-        G, La, Lb = choose_shape(words, V, fields)  # noqa: N806
+        G, La, Lb = choose_shape(words, V, fields, cap)  # noqa: N806
         pi = list(range(V))
         rng.shuffle(pi)
         pos = rng.sample(range(n), POSITIONS)
@@ -185,12 +196,15 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     else:
         raise ConstructionError(f"no peelable layout in {ATTEMPTS} attempts (seed {seed}); the "
                                 f"tokens at the read positions may not be spread enough")
-    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b)
+    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b, 1 << word_bits)
     params = {"seed": seed, "max_bits": 24, "contexts": len(seqs), "label_bits": b,
               "fields_per_word": fields, "rows": G, "cols_a": La, "cols_b": Lb,
               "words_per_table": G * La * Lb, "positions": pos, "attempts": attempt}
+    if word_bits != WORD_BITS:
+        params["word_bits"] = word_bits
     return BuildResult(spec=spec, params=params, notes=(
-        f"dense float32-exact: {len(seqs)} contexts in 3 tables of {G} x {La * Lb} words of "
+        f"{name}{'' if word_bits == WORD_BITS else f' ({word_bits}-bit words)'}: "
+        f"{len(seqs)} contexts in 3 tables of {G} x {La * Lb} words of "
         f"{fields} {b}-bit fields (attempt {attempt})",))
 
 
@@ -292,7 +306,8 @@ def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
 
 
 def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[int]],  # noqa: N803
-             G: int, La: int, Lb: int, fields: int, b: int) -> NetworkSpec:  # noqa: N803
+             G: int, La: int, Lb: int, fields: int, b: int,  # noqa: N803
+             gate: int) -> NetworkSpec:
     mods = sorted({G, La, Lb} - {1})
     names = _dims(mods)
     table = []
@@ -320,7 +335,7 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
         layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
         layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
     for j in range(3):
-        layers.append(_lookup(names, j, tables[j], G, La, Lb, 1 << WORD_BITS))
+        layers.append(_lookup(names, j, tables[j], G, La, Lb, gate))
     layers.append(_extract(names, fields, b, 2 * Ks - 2))
     return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
                        readout=Readout("scalar", "last"))

@@ -1,0 +1,92 @@
+"""int8 and bfloat16 weights, stored as such and run in torch (docs/float-exact.md).
+
+The claims ``int8`` and ``bfloat16-weights/float32`` of :mod:`exactmem.checker.floatexact`
+fix which tensors are narrow: the *weight matrices* (every ``weight`` of a feed-forward map,
+every ``query``/``key``/``value``/``output`` of a head) are stored as int8 or bfloat16; the
+biases, the embedding table and the activations are int32 or float32.  The mirror of
+:mod:`exactmem.adapters.torch` widens a narrow weight exactly inside the matmul, so an int8
+network runs entirely in integer arithmetic (int32 products and sums; torch integer matmul
+on the CPU) and a bf16 one in float32 -- what the claims certify to be exact.
+
+:func:`lowp_tensors` converts exactly (a value that does not fit its tensor's dtype is an
+error, never rounded); :func:`save_lowp` writes them as safetensors; :func:`run_lowp` runs
+a file (or the spec in memory) and counts the labels it gets.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+
+from exactmem.adapters.runtimes import RuntimeRun, _batch, _run, _values
+from exactmem.adapters.skeleton import named_matrices, skeleton
+from exactmem.adapters.torch import ExactmemNetwork, run_torch
+from exactmem.errors import NotExactError
+from exactmem.model.dataset import Dataset
+from exactmem.model.spec import NetworkSpec
+
+#: claim -> (dtype of the weight matrices, dtype of biases, table and activations)
+DTYPES: dict[str, tuple[torch.dtype, torch.dtype]] = {
+    "int8": (torch.int8, torch.int32),
+    "bfloat16-weights/float32": (torch.bfloat16, torch.float32),
+}
+
+
+def is_weight(name: str, is_vec: bool) -> bool:
+    """A weight matrix (narrow), not a bias, embedding table or position table."""
+    return not is_vec and not name.endswith((".table", ".positions"))
+
+
+def _convert(values: list[Fraction], shape: tuple[int, ...], dt: torch.dtype,
+             name: str) -> torch.Tensor:
+    floats = [float(v) for v in values]
+    if any(Fraction(f) != v for f, v in zip(floats, values, strict=True)):
+        raise NotExactError(f"{name}: a value that is not a float64 number")
+    wide = torch.tensor(floats, dtype=torch.float64).reshape(shape)
+    t = wide.to(dt) if dt.is_floating_point else wide.to(torch.int64)
+    if not dt.is_floating_point:
+        info = torch.iinfo(dt)
+        if (wide != t).any() or (t < info.min).any() or (t > info.max).any():
+            raise NotExactError(f"{name}: a value that is not an integer of {dt}")
+        t = t.to(dt)
+    elif (t.to(torch.float64) != wide).any():
+        raise NotExactError(f"{name}: a value that {dt} does not hold exactly")
+    return t
+
+
+def lowp_tensors(spec: NetworkSpec, claim: str) -> dict[str, torch.Tensor]:
+    """Every tensor of ``spec`` in the dtype ``claim`` gives it, converted exactly."""
+    if claim not in DTYPES:
+        raise NotExactError(f"claim must be one of {sorted(DTYPES)}, found {claim!r}")
+    narrow, wide = DTYPES[claim]
+    out: dict[str, torch.Tensor] = {}
+    for name, m, is_vec in named_matrices(spec):
+        vals = [Fraction(x, m.den) for row in m.num for x in row]
+        shape = (len(m.num) * m.cols,) if is_vec else (len(m.num), m.cols)
+        out[name] = _convert(vals, shape, narrow if is_weight(name, is_vec) else wide, name)
+    return out
+
+
+def save_lowp(spec: NetworkSpec, claim: str, path: str | Path) -> None:
+    """Write the tensors of :func:`lowp_tensors` as a safetensors file."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in lowp_tensors(spec, claim).items()}, str(path))
+
+
+def run_lowp(spec: NetworkSpec, ds: Dataset, claim: str,
+             path: str | Path | None = None) -> RuntimeRun:
+    """Run the network with the tensors read back from ``path`` (a :func:`save_lowp` file;
+    without it, converted in memory) and count the sequences whose label it gets."""
+    if path is None:
+        tensors = lowp_tensors(spec, claim)
+    else:
+        from safetensors.torch import load_file
+
+        tensors = load_file(str(path))
+    net = ExactmemNetwork(skeleton(spec), tensors)
+    with torch.inference_mode():
+        raw = run_torch(net, ds, _batch(spec, ds))
+    return _run("torch", claim, spec, ds, _values(raw))
