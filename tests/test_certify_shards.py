@@ -61,8 +61,9 @@ def test_certify_on_a_dask_local_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     ds = generate("next-token", N=50, n=5, vocab=8, classes=2, seed=6)
     single = certify(ds, "kajitsuka2025-next-token", {"seed": 6})
+    # dashboard ":0": a free port (the default 8787 collides with a concurrent run)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         many = certify(ds, "kajitsuka2025-next-token", {"seed": 6}, shards=3,
                        submit=client.submit)

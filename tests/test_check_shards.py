@@ -56,8 +56,9 @@ def test_cli_shards_on_a_dask_local_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     good = _write(tmp_path, "c.json", genuine("kajitsuka2025-next-token"))
     bad, single = _tampered(tmp_path)
+    # dashboard ":0": a free port (the default 8787 collides with a concurrent run)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         for path, code in ((good, 0), (bad, 1)):
             proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(path),
                                    "--shards", "2", "--scheduler", cluster.scheduler_address],

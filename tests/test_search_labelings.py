@@ -129,8 +129,9 @@ def test_dask_executor_on_a_local_cluster(tmp_path: Path) -> None:
     from exactmem.search.drive.executors import DaskExecutor
 
     q = Question(generate_inputs(4, 2, 2), 2, timeout_s=30)
+    # dashboard ":0": a free port (the default 8787 collides with a concurrent run)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster:
+                      dashboard_address=":0") as cluster:
         ex = DaskExecutor(cluster.scheduler_address)
         try:
             store = ResultsFile(tmp_path / "d.jsonl", q.header())
