@@ -5,7 +5,7 @@ the network is a list of *pieces*: a start index into the points and coefficient
 with the value ``(a x + b) / den`` on the points of the piece.  An affine map combines rows on
 the common refinement of their pieces; a ReLU splits each piece where ``a x + b`` changes sign
 (affine, hence monotone, so one ``searchsorted``) and zeroes one side.  Same exact values as
-:func:`exactmem.model.forward.dense_feedforward`, at a cost that follows the number of pieces
+:func:`exactmem.model.tokenwise.dense_feedforward`, at a cost that follows the number of pieces
 (for Lemma C.1 networks: blocks, not points).  Coefficients are Python integers in numpy
 ``object`` arrays; comparisons and sorting use the integer points only.
 """
