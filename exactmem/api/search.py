@@ -12,7 +12,6 @@ request is one error, not an hour of enumeration or an exhausted machine.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -102,14 +101,11 @@ def qualifier(bits: int | None, ties: str = "split", bound: str | None = None,
 def _outside_caps(ds: Dataset, base: Any, limits: Any, params: int) -> list[str]:
     """The smallest shape beyond each cap with at most ``params`` parameters (the shapes
     :func:`exactmem.search.drive.sweep.caps_hide_nothing` looks at)."""
+    from exactmem.search.drive.sweep import beyond_caps
     from exactmem.search.question.outcome import shape_params
-    from exactmem.search.question.shape import Shape
 
-    smallest = Shape(1, 1, 1, 1, 0, base.residual, base.readout)
     out = []
-    for knob, cap in (("layers", limits.max_layers), ("heads", limits.max_heads),
-                      ("d_model", limits.max_d_model), ("ff_width", limits.max_ff_width)):
-        shape = dataclasses.replace(smallest, **{knob: cap + 1})
+    for knob, cap, shape in beyond_caps(base, limits):
         p = shape_params(ds, shape)
         if p <= params:
             out.append(f"{shape.label()} ({p} parameters) is outside {_flag('max_' + knob)} "

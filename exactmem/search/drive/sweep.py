@@ -57,14 +57,19 @@ def candidates(base: Shape, mode: str, limits: Limits, ds: Dataset) -> list[Shap
                                           sh.d_model, sh.head_dim, sh.ff_width))
 
 
+def beyond_caps(base: Shape, limits: Limits) -> list[tuple[str, int, Shape]]:
+    """``(knob, cap, shape)``: the smallest shape one step beyond each cap."""
+    smallest = Shape(1, 1, 1, 1, 0, base.residual, base.readout)
+    rep = dataclasses.replace
+    return [("layers", limits.max_layers, rep(smallest, layers=limits.max_layers + 1)),
+            ("heads", limits.max_heads, rep(smallest, heads=limits.max_heads + 1)),
+            ("d_model", limits.max_d_model, rep(smallest, d_model=limits.max_d_model + 1)),
+            ("ff_width", limits.max_ff_width, rep(smallest, ff_width=limits.max_ff_width + 1))]
+
+
 def caps_hide_nothing(ds: Dataset, base: Shape, limits: Limits, params: int) -> bool:
     """No shape beyond a cap has at most ``params`` parameters (params grow with every knob)."""
-    smallest = Shape(1, 1, 1, 1, 0, base.residual, base.readout)
-    beyond = [dataclasses.replace(smallest, layers=limits.max_layers + 1),
-              dataclasses.replace(smallest, heads=limits.max_heads + 1),
-              dataclasses.replace(smallest, d_model=limits.max_d_model + 1),
-              dataclasses.replace(smallest, ff_width=limits.max_ff_width + 1)]
-    return all(shape_params(ds, sh) > params for sh in beyond)
+    return all(shape_params(ds, sh) > params for _, _, sh in beyond_caps(base, limits))
 
 
 PROOF_KEYS = ("cnf", "proof", "cnf_sha256", "proof_sha256", "question")
