@@ -18,9 +18,11 @@ from typing import Any
 
 from exactmem import constructions, progress
 from exactmem.certificate import build_certificate, claim_float_exact, write_certificate
+from exactmem.certificate.build import digest_of
 from exactmem.checker import CheckReport, check_certificate
+from exactmem.checker.floatexact import CLAIMS as FLOAT_CLAIMS
 from exactmem.checker.verify import check_certificate_sharded
-from exactmem.errors import ConstructionError, ExactmemError
+from exactmem.errors import CertificateError, ConstructionError, ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
 from exactmem.model.interval import evaluate_certified
@@ -115,25 +117,45 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
     formats = list(float_exact) if float_exact is not None else \
         float_format_for(int(opts.get("max_bits", 0) or 0))
-    missing: list[str] = []
-    if formats:
-        with _stage("float-exact", t):
-            held = claim_float_exact(cert, formats, base)
-        missing = [f for f in formats if f not in held]
+    if formats:  # claimed up front: the checker's own float-exact pass decides
+        unknown = [f for f in formats if f not in FLOAT_CLAIMS]
+        if unknown:
+            raise CertificateError(f"float format: expected some of {sorted(FLOAT_CLAIMS)}, "
+                                    f"found {unknown}")
+        cert["claims"] = {**cert["claims"], "float_exact": formats}
+        cert["digest"] = digest_of(cert)
+    asked = bool(formats)
+    report = _check(cert, base, shards, submit, t)
+    if formats and _only_float(report):
+        del cert["claims"]["float_exact"]  # not written: the failure stays in the report
+        cert["digest"] = digest_of(cert)
+        if float_exact is None:  # the default claim: claim the formats that hold, re-check
+            with _stage("float-exact", t):
+                formats = claim_float_exact(cert, formats, base)
+            report = _check(cert, base, shards, submit, t)
+    if asked:
+        held = formats if report.verified else []
         say(f"float-exact claim: {', '.join(held) or 'none'}"
-            + (f"; does not hold in {', '.join(missing)}" if missing else ""))
-    if not sharded:
-        with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
-            report = check_certificate(cert, base, progress=tick)
-    else:
-        with _stage("check", t):
-            report = check_certificate_sharded(cert, base, shards, submit)
-    if missing:
-        report.failures.extend(f"claims.float_exact: the network is not float-exact in {f}"
-                               for f in missing)
+            + (f"; does not hold: {report.failures[0]}" if _only_float(report) else ""))
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:
         with _stage("write", t):
             write_certificate(cert, out)
     say("stage times: " + ", ".join(f"{k} {v:.2f}s" for k, v in t.items()))
     return CertifyOutcome(cert, report, t, tuple(result.notes))
+
+
+def _only_float(report: CheckReport) -> bool:
+    """The checker refused the float-exact claim and nothing else."""
+    return bool(report.failures) and not report.unusable and all(
+        f.startswith("claims.float_exact:") for f in report.failures)
+
+
+def _check(cert: dict[str, Any], base: Path, shards: int, submit: Submit | None,
+           t: dict[str, float]) -> CheckReport:
+    """The independent checker on ``cert`` (sharded when asked), timed as stage "check"."""
+    if shards <= 1 and submit is None:
+        with _stage("check", t, ticking=False), _hook("check", "parse") as tick:
+            return check_certificate(cert, base, progress=tick)
+    with _stage("check", t):
+        return check_certificate_sharded(cert, base, shards, submit)

@@ -37,7 +37,7 @@ any order, never overflow, so integer kernels give the exact value).
 
 from operator import add, sub
 
-from .forward import gcd, normalize
+from .forward import gcd, normalize, subset
 from .parse import extended
 
 # significand bits P, exponent emin of the smallest normal (2^emin; nothing smaller is
@@ -213,24 +213,31 @@ def _lift(cols, den, to):
 
 
 def _attention(la, cols, den, index, queries, fmt, where):
-    """One attention layer in the float mirror's order; returns the new state."""
+    """One attention layer in the float mirror's order; returns the new state.  A head's
+    output depends only on the columns of the keys it averages, so each distinct tuple of
+    them is checked once (``groups``)."""
     n = len(index[0])
     keys = la["keys"] if la["keys"] is not None else list(range(n))
+    kids, ksub = subset(cols, index, keys)  # only the columns read as keys / queries
+    qids, qsub = subset(cols, index, queries)
     outs = []
     for h, (head, zero) in enumerate(zip(la["heads"], la["zero_scores"])):
         hw = f"{where}.heads[{h}]"
-        vals, vden = _affine(head["value"], _zero_bias(head["value"]), cols, den, fmt, hw)
+        vsub, vden = _affine(head["value"], _zero_bias(head["value"]), ksub, den, fmt, hw)
+        vals = dict(zip(kids, vsub))
         if not zero:
             if la["kind"] == "softmax":
                 raise NotExact(f"{hw}: softmax scores are not float-exact")
-            qq, qden = _affine(head["query"], _zero_bias(head["query"]), cols, den, fmt, hw)
-            kk, kden = _affine(head["key"], _zero_bias(head["key"]), cols, den, fmt, hw)
+            qq, qden = _affine(head["query"], _zero_bias(head["query"]), qsub, den, fmt, hw)
+            kk, kden = _affine(head["key"], _zero_bias(head["key"]), ksub, den, fmt, hw)
+            qq, kk = dict(zip(qids, qq)), dict(zip(kids, kk))
             slim = _limit(qden * kden, fmt, hw + " scores")
-        quotients = []
         # zero scores: every query sums the same keys; one bound over all value columns
         # (sum |terms| <= #keys * max |v|) clears every sum of values at once
-        fast = zero and vals and _sums_within([vals], len(keys), vden, fmt,
+        fast = zero and vsub and _sums_within([vsub], len(keys), vden, fmt,
                                               hw + " sum of values")
+        groups: dict = {}
+        quotients, picks = [], []
         for seq in index:
             for q in queries:
                 ties = keys
@@ -238,31 +245,40 @@ def _attention(la, cols, den, index, queries, fmt, where):
                     scores = [_bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
                                        hw + " scores") for p in keys]
                     ties = [p for p, s in zip(keys, scores) if s == max(scores)]
-                if fast and len(ties) == 1:  # a value of the grid: a float, already bounded
-                    quotients.append(vals[seq[ties[0]]])
-                    continue
-                total = tuple(map(sum, zip(*(vals[seq[p]] for p in ties)))) if fast else \
-                    _sum([vals[seq[p]] for p in ties], vden, fmt, hw + " sum of values")
-                quotients.append([_ieee_value(x, vden * len(ties), fmt, hw + " division")
-                                  for x in total])
+                g = tuple(seq[p] for p in ties)
+                slot = groups.get(g)
+                if slot is None:
+                    slot = groups[g] = len(quotients)
+                    if fast and len(g) == 1:  # a value of the grid: a float, already bounded
+                        quotients.append(vals[g[0]])
+                    else:
+                        total = tuple(map(sum, zip(*(vals[c] for c in g)))) if fast else \
+                            _sum([vals[c] for c in g], vden, fmt, hw + " sum of values")
+                        quotients.append([_ieee_value(x, vden * len(g), fmt, hw + " division")
+                                          for x in total])
+                picks.append(slot)
         if fast and len(keys) == 1:
             qden, qcols = vden, quotients
         else:
             qden = max(d for qt in quotients for _, d in qt)
             qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
-        outs.append(_affine(head["output"], _zero_bias(head["output"]), qcols, qden, fmt, hw))
-    total_den = max(d for _, d in outs)
-    heads = [_lift(o, d, total_den) for o, d in outs]
-    if len(heads) == 1:  # one head: its outputs are already bounded floats of the grid
-        res = [tuple(c) for c in heads[0]]
+        o, od = _affine(head["output"], _zero_bias(head["output"]), qcols, qden, fmt, hw)
+        outs.append((o, picks, od))
+    total_den = max(d for _, _, d in outs)
+    if len(outs) == 1:  # one head: its outputs are already bounded floats of the grid
+        distinct = _lift(outs[0][0], outs[0][2], total_den)
+        res = [distinct[s] for s in outs[0][1]]
     else:
-        res = [_sum([hd[i] for hd in heads], total_den, fmt, where + " sum of heads")
-               for i in range(len(heads[0]))]
+        heads = [[o[s] for s in picks] for o, picks, _ in outs]
+        heads = [_lift(hd, d, total_den) for hd, (_, _, d) in zip(heads, outs)]
+        distinct = res = [_sum([hd[i] for hd in heads], total_den, fmt, where + " sum of heads")
+                          for i in range(len(heads[0]))]
     if la["residual"]:
         m = max(total_den, den)
         base = _lift([cols[seq[q]] for seq in index for q in queries], den, m)
         res = _lift(res, total_den, m)
-        if res and _sums_within([res, base], 2, m, fmt, where + " residual"):
+        if res and _sums_within([_lift(distinct, total_den, m), _lift(qsub, den, m)], 2, m,
+                                fmt, where + " residual"):
             res = [tuple(map(add, a, b)) for a, b in zip(res, base)]
         else:
             res = [_sum([a, b], m, fmt, where + " residual") for a, b in zip(res, base)]
@@ -292,8 +308,11 @@ def _feedforward(la, cols, den, fmt, where):
     out = list(zip(*rows)) if rows else [() for _ in cols]
     if la["residual"]:
         m = max(out_den, den)
-        out = [_sum([a, b], m, fmt, where + " residual")
-               for a, b in zip(_lift(out, out_den, m), _lift(cols, den, m))]
+        out, base = _lift(out, out_den, m), _lift(cols, den, m)
+        if out and _sums_within([out, base], 2, m, fmt, where + " residual"):
+            out = [tuple(map(add, a, b)) for a, b in zip(out, base)]
+        else:
+            out = [_sum([a, b], m, fmt, where + " residual") for a, b in zip(out, base)]
         out, out_den = normalize(out, m)
     return out, out_den
 

@@ -90,12 +90,18 @@ def no_tick(k=1):
 
 def needed_positions(layers, read, n):
     """For each layer, the positions whose outputs are needed: the read positions after the
-    last attention layer, every position before it."""
-    need, needs = read, [None] * len(layers)
+    last layer; before an attention layer, the positions it needs after it and the keys of
+    each of them (a query reads only its own column and its keys; token-wise layers keep
+    positions apart).  Positions outside are never computed: no needed value depends on
+    them."""
+    need, needs = sorted(set(read)), [None] * len(layers)
     for i in range(len(layers) - 1, -1, -1):
         needs[i] = need
         if layers[i]["type"] == "attention":
-            need = list(range(n))
+            wider = set(need)
+            for q in need:
+                wider.update(keys_of(layers[i], n, q))
+            need = sorted(wider)
     return needs
 
 
@@ -202,6 +208,25 @@ def keys_of(layer, n, q):
     return [p for p in keys if p <= q] if layer["causal"] else list(keys)
 
 
+def subset(cols, index, positions):
+    """The distinct column ids at ``positions`` of every sequence, and those columns."""
+    ids = sorted({seq[p] for seq in index for p in positions})
+    return ids, [cols[j] for j in ids]
+
+
+def _apply_on(mat, bias, cols, den, ids, sub):
+    """``affine`` on the columns ``ids`` only, as a ``{column id: column}`` map."""
+    out, out_den = affine(mat, bias, sub, den)
+    return dict(zip(ids, out)), out_den
+
+
+def scaled_sum(a, fa, b, fb):
+    """``fa * a[i] + fb * b[i]`` elementwise over two lists of columns."""
+    if fa == 1 and fb == 1:
+        return [tuple(map(add, x, y)) for x, y in zip(a, b)]
+    return [tuple(x * fa + y * fb for x, y in zip(u, v)) for u, v in zip(a, b)]
+
+
 def attention(layer, cols, den, index, queries, tick=no_tick):
     """Column-wise attention (eq. 2) at positions ``queries``; returns the new state.
 
@@ -209,20 +234,25 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
     changes no comparison); a uniform head (zero key weights, or zero query weights and
     bias) weighs its keys equally; a causal layer gives query ``q`` the keys ``<= q``; the
     value and output biases add ``W_O b_V + b_O`` (the weights sum to 1).  Softmax with
-    non-zero scores: interval.py.  ``tick()`` is called once per head and sequence.
+    non-zero scores: interval.py.  Values, keys and queries are computed only on the
+    columns that occur at key (query) positions.  ``tick()`` is called once per head and
+    sequence.
     """
     n = len(index[0])
     keysets = {q: keys_of(layer, n, q) for q in queries}
+    kids, ksub = subset(cols, index, sorted({p for ks in keysets.values() for p in ks}))
     per_head = []
     for h, zero in zip(layer["heads"], layer["zero_scores"]):
         (o, od), (v, vd) = h["output"], h["value"]
         ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
               for i in range(len(o))]
-        vals, vden = affine((ov, od * vd), _no_bias(ov), cols, den)
+        vals, vden = _apply_on((ov, od * vd), _no_bias(ov), cols, den, kids, ksub)
         if not zero:
-            kk, _ = affine(h["key"], bias_or_zero(h, "key_bias", h["key"]), cols, den)
-            qq, _ = affine(h["query"], bias_or_zero(h, "query_bias", h["query"]), cols, den)
-        rows, counts, m = [], [], len(vals[0]) if vals else 0
+            kk, _ = _apply_on(h["key"], bias_or_zero(h, "key_bias", h["key"]), cols, den,
+                              kids, ksub)
+            qq, _ = _apply_on(h["query"], bias_or_zero(h, "query_bias", h["query"]), cols,
+                              den, *subset(cols, index, queries))
+        rows, counts, m = [], [], len(o)
         for seq in index:
             tick()
             sums: dict = {}
@@ -232,7 +262,8 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
                 if zero:
                     key = tuple(ks)
                     if key not in sums:
-                        sums[key] = [sum(c[r] for c in kv) for r in range(m)]
+                        sums[key] = kv[0] if len(kv) == 1 else \
+                            tuple(sum(c[r] for c in kv) for r in range(m))
                     rows.append(sums[key])
                     counts.append(len(ks))
                     continue
@@ -240,31 +271,29 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
                 scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in ks]
                 best = max(scores)
                 ties = [c for c, s in zip(kv, scores) if s == best]
-                rows.append([sum(c[r] for c in ties) for r in range(m)])
+                rows.append(ties[0] if len(ties) == 1 else
+                            tuple(sum(c[r] for c in ties) for r in range(m)))
                 counts.append(len(ties))
         L = 1  # the lcm of the tie counts that occur, not of 1..#keys
         for c in set(counts):
             L = _lcm(L, c)
-        per_head.append(([tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)],
-                         bounded(vden * L)))
+        if L > 1:
+            rows = [tuple(x * (L // c) for x in r) for r, c in zip(rows, counts)]
+        per_head.append((rows, bounded(vden * L)))
     out, out_den = per_head[0]
     for part, d in per_head[1:]:
         m = _lcm(out_den, d)
-        out = [tuple(x * (m // out_den) + y * (m // d) for x, y in zip(a, b))
-               for a, b in zip(out, part)]
-        out_den = m
+        out, out_den = scaled_sum(out, m // out_den, part, m // d), m
     shift = head_shift(layer["heads"])
     if shift is not None:
         sv, sd = shift
         m = _lcm(out_den, sd)
-        out = [tuple(x * (m // out_den) + y * (m // sd) for x, y in zip(a, sv)) for a in out]
+        out = scaled_sum(out, m // out_den, [sv] * len(out), m // sd)
         out_den = m
     if layer["residual"]:
         base = [cols[seq[q]] for seq in index for q in queries]
         m = _lcm(out_den, den)
-        out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(a, b))
-               for a, b in zip(out, base)]
-        out_den = m
+        out, out_den = scaled_sum(out, m // out_den, base, m // den), m
     out, out_den = normalize(out, out_den)
     table: dict = {}
     new_cols: list = []

@@ -81,13 +81,13 @@ def _no_floats(value, where):
             stack += [(x, f"{w}[{i}]") for i, x in enumerate(v)]
 
 
-def work_units(layers, sequences):
-    """Units of progress: one per output row of a feed-forward map, one per head and
-    sequence of an attention layer."""
+def work_units(layers, sequences, passes=1):
+    """Units of progress: one per output row of a feed-forward map and pass (slice of
+    sequences), one per head and sequence of an attention layer."""
     total = 0
     for la in layers:
         if la["type"] == "feedforward":
-            total += sum(len(w[0]) for w, _ in la["maps"])
+            total += sum(len(w[0]) for w, _ in la["maps"]) * passes
         elif la["type"] == "attention":
             total += len(la["heads"]) * sequences
     return total
@@ -103,6 +103,9 @@ class Ticker:
         self.done += k
         if self.progress is not None:
             self.progress(self.stage, self.done, self.total)
+
+
+CHUNK = 8192  # sequences the exact pass holds at once (docs/checker.md)
 
 
 def run(net, layers, read, toks, tick=forward.no_tick):
@@ -304,8 +307,10 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
             lo, hi = (0, len(chosen)) if k == 0 else (0, 0)
         ids = chosen[lo:hi]
         part = ([toks[i] for i in ids], [labels[i] for i in ids], claims[lo:hi])
-        tick = Ticker(progress, "forward", work_units(layers, hi - lo))
-        if softmax_interval.needed(layers):  # irrational softmax: rigorous interval check
+        soft_scores = softmax_interval.needed(layers)
+        passes = 1 if soft_scores else max(1, -(-(hi - lo) // CHUNK))
+        tick = Ticker(progress, "forward", work_units(layers, hi - lo, passes))
+        if soft_scores:  # irrational softmax: rigorous interval check
             bad, bits, eps, exists = softmax_interval.check(
                 hints, net, layers, readout, task, part[1], part[2],
                 initial(net, part[0], layers), tick, ids) if hi > lo else ([], 0, 0, None)
@@ -321,12 +326,17 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
-            outs = run(net, layers, readout["positions"], part[0], tick) if hi > lo else []
+            outs, left = [], list(formats)
+            needs = forward.needed_positions(layers, readout["positions"], net["n"])
+            for c in range(0, hi - lo, CHUNK):  # one slice at a time: bounded memory
+                chunk = part[0][c:c + CHUNK]
+                outs += run(net, layers, readout["positions"], chunk, tick)
+                for f in list(left):  # a format that failed is reported once
+                    bad = floatexact.check(net, layers, initial(net, chunk, layers), needs, [f])
+                    if bad:
+                        failures += bad
+                        left.remove(f)
             _exact_readout(outs, part[2], part[1], task, readout, failures, ids)
-            if formats and hi > lo:
-                failures += floatexact.check(
-                    net, layers, initial(net, part[0], layers), forward.needed_positions(
-                        layers, readout["positions"], net["n"]), formats)
             basis = (readout["kind"], True, None, None, None, tuple(formats), False, len(toks))
         recomputed = sizes(net, layers)
         if cert["sizes"] != recomputed:

@@ -261,13 +261,19 @@ def initial_state(spec: NetworkSpec, ds: Dataset) -> tuple[State, int]:
 
 
 def needed_positions(spec: NetworkSpec) -> list[list[int]]:
-    """For each layer, the positions whose outputs later layers or the readout use."""
-    need = list(spec.read_positions())
+    """For each layer, the positions whose outputs later layers or the readout use: before
+    an attention layer, the positions needed after it and their keys (a query reads its own
+    column and its keys only)."""
+    need = sorted(set(spec.read_positions()))
     out: list[list[int]] = [[] for _ in spec.layers]
     for i in range(len(spec.layers) - 1, -1, -1):
         out[i] = need
-        if isinstance(spec.layers[i], Attention):
-            need = list(range(spec.seq_len))
+        layer = spec.layers[i]
+        if isinstance(layer, Attention):
+            wider = set(need)
+            for q in need:
+                wider.update(layer.keys_of(spec.seq_len, q))
+            need = sorted(wider)
     return out
 
 
