@@ -237,7 +237,8 @@ def _attention(la, cols, den, index, queries, fmt, where):
         fast = zero and vsub and _sums_within([vsub], len(keys), vden, fmt,
                                               hw + " sum of values")
         groups: dict = {}
-        quotients, picks = [], []
+        quotients: list = []
+        picks: list = []
         for seq in index:
             for q in queries:
                 ties = keys

@@ -94,7 +94,8 @@ def needed_positions(layers, read, n):
     each of them (a query reads only its own column and its keys; token-wise layers keep
     positions apart).  Positions outside are never computed: no needed value depends on
     them."""
-    need, needs = sorted(set(read)), [None] * len(layers)
+    need = sorted(set(read))
+    needs: list = [[] for _ in layers]
     for i in range(len(layers) - 1, -1, -1):
         needs[i] = need
         if layers[i]["type"] == "attention":
