@@ -246,7 +246,7 @@ def _attention(la, cols, den, index, queries, fmt, where):
                     scores = [_bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
                                        hw + " scores") for p in keys]
                     ties = [p for p, s in zip(keys, scores) if s == max(scores)]
-                g = tuple(seq[p] for p in ties)
+                g = (seq[ties[0]],) if len(ties) == 1 else tuple(seq[p] for p in ties)
                 slot = groups.get(g)
                 if slot is None:
                     slot = groups[g] = len(quotients)

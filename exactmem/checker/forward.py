@@ -40,6 +40,15 @@ def affine(mat, bias, cols, den):
     fw, fb = out_den // (wd * den), out_den // bd
     sparse = [[(j, x) for j, x in enumerate(row) if x] for row in w]
     bs = [r[0] * fb for r in b]
+    live = [(i, row) for i, row in enumerate(sparse) if row]
+    if 2 * len(live) < len(sparse):  # mostly zero rows: start from the bias
+        out = []
+        for c in cols:
+            v = list(bs)
+            for i, row in live:
+                v[i] += sum(x * c[j] for j, x in row) * fw
+            out.append(tuple(v))
+        return normalize(out, out_den)
     out = [tuple(sum(x * c[j] for j, x in row) * fw + bb for row, bb in zip(sparse, bs))
            for c in cols]
     return normalize(out, out_den)
@@ -118,12 +127,19 @@ def _dense(maps, cols, den, tick=no_tick):
         keep = [i > 0 and bb >= 0 and all(x >= 0 for x in wrow) for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
-        cache, new = {}, []
+        cache, new, nz = {}, [], {}
         for wrow, (bb,) in zip(w, b):
             groups: dict = {}
+            few = []  # inputs that are mostly zero (one-hot units): visited at non-zeros
             for j, x in enumerate(wrow):
                 if x:
-                    groups.setdefault(abs(x) * fw, []).append((x > 0, j))
+                    if j not in nz:
+                        idx = [k for k, v in enumerate(rows[j]) if v]
+                        nz[j] = idx if 4 * len(idx) < size else None
+                    if nz[j] is None:
+                        groups.setdefault(abs(x) * fw, []).append((x > 0, j))
+                    else:
+                        few.append((x * fw, j))
             acc = None
             for mag, terms in sorted(groups.items()):
                 key = (mag, tuple(terms))
@@ -131,6 +147,12 @@ def _dense(maps, cols, den, tick=no_tick):
                     cache[key] = _combine(rows, terms, mag)
                 acc = cache[key] if acc is None else list(map(add, acc, cache[key]))
             acc = [0] * size if acc is None else acc
+            if few:
+                acc = list(acc)  # a cached sum may be shared
+                for c, j in few:
+                    r = rows[j]
+                    for k in nz[j]:
+                        acc[k] += c * r[k]
             new.append(list(map((bb * fb).__add__, acc)) if bb else acc)
             tick()
         rows, changed, den = new, out_den != den, out_den
