@@ -7,7 +7,8 @@ fresh process each and one after the other on this machine:
 
 * ``exactmem certify DATA -c dense-float32 -o CERT [--shards K]``: build, exact evaluation,
   the independent checker with its float32-exact pass, write; wall time and peak resident
-  memory (the process and, with ``--shards``, its largest worker);
+  memory of the process and, with ``--shards``, of its largest worker process (each holds
+  at most 8,192 sequences' state at a time);
 * the certified network exported to ONNX float32 (``exactmem.adapters.onnx_export``) and run
   in onnxruntime on every sequence (batches of 4096, every core onnxruntime takes; best of 3
   after a warm-up): the float32 forward pass, and how many labels it gets right.
@@ -31,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-FIELDS = ["N", "shards", "certify_s", "peak_rss_mb", "forward_s", "ratio", "labels_right",
-          "params_dense", "verified"]
+FIELDS = ["N", "shards", "certify_s", "peak_rss_mb", "worker_peak_rss_mb", "forward_s", "ratio",
+          "labels_right", "params_dense", "verified"]
 
 
 def forward(cert: Path) -> tuple[float, int, int]:
@@ -80,11 +81,12 @@ def one(exp: int, shards: int, work: Path) -> dict[str, Any]:
     code = cli(["certify", str(data), "-c", "dense-float32", "-o", str(cert), "-q",
                 "--shards", str(shards)])
     took = time.perf_counter() - clock
-    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     sizes = json.loads(cert.read_text())["sizes"] if code == 0 else {}
     return {"N": 2 ** exp, "shards": shards, "certify_s": round(took, 2),
-            "peak_rss_mb": round(peak), "params_dense": sizes.get("params_dense"),
+            "peak_rss_mb": round(own), "worker_peak_rss_mb": round(worker),
+            "params_dense": sizes.get("params_dense"),
             "verified": code == 0}
 
 
