@@ -153,11 +153,11 @@ def _lean_cost(G: int, La: int, Lb: int, fields: int) -> int:  # noqa: N803
     """Weight-matrix entries of the lean network (:func:`build_packed`, ``lean``): per table
     the feature layer ``F d``, the one-hot layer ``(G + L) F``, the word layer ``G (G + L)``,
     the sum unit ``G`` and its output ``d``; ``6 d`` per fetch layer (``2`` or ``3`` per
-    table), ``4 d`` for the field fetch and ``2 d`` for the extractor's first map."""
+    table) and ``2 d`` for the extractor's first map."""
     L, F = La * Lb, (4 if Lb == 1 else 5)  # noqa: N806
-    d = 2 * len({G, La, Lb} - {1}) + (fields > 1) + 3 * F + 2
+    d = 2 * len({G, La, Lb} - {1}) + 1 + 3 * F + 1
     fetches = 2 + (Lb > 1)
-    return 3 * (F * d + (G + L) * F + G * (G + L) + G + d + 6 * d * fetches) + 6 * d
+    return 3 * (F * d + (G + L) * F + G * (G + L) + G + d + 6 * d * fetches) + 2 * d
 
 
 def choose_lean(words: int, V: int, fields: int,  # noqa: N803
@@ -188,8 +188,8 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
     below ``cap`` (the one-hot weights ``2 u`` stay below ``2 cap``).
 
     ``lean`` (the narrow-weight variants, docs/dense-memorizers.md): the field ``s`` is
-    ``pi(t) mod f`` of one token; the tables are sized on the largest field group of the
-    chosen positions; the shape minimizes the weight-matrix entries (:func:`choose_lean`,
+    ``pi(t) mod f`` of the read (last) token, in the stream without a fetch; the tables are
+    sized on the largest field group of the chosen positions; the shape minimizes the weight-matrix entries (:func:`choose_lean`,
     two positions per table allowed); each lookup sums its ``G`` units in one unit before
     the output map.  ``offset``: the word matrix stores ``word - offset`` (signed words;
     the word layer's bias adds ``offset`` back)."""
@@ -218,7 +218,7 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
         if lean:
             pi = list(range(V))
             rng.shuffle(pi)
-            pos = rng.sample(range(n), POSITIONS - 1)
+            pos = rng.sample(range(n - 1), POSITIONS - 2) + [n - 1]  # field: the read token
             field = [pi[seq[pos[9]]] % fields for seq in seqs]
             largest = max(field.count(s) for s in range(fields))
             words = math.ceil(slack * (largest + 4) / 3)
@@ -258,10 +258,10 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
         f"{fields} {b}-bit fields (attempt {attempt})",))
 
 
-def _dims(mods: Sequence[int], fetch: Sequence[str] = FETCH, extra: Sequence[str] = ()
-          ) -> list[str]:
+def _dims(mods: Sequence[int], fetch: Sequence[str] = FETCH, extra: Sequence[str] = (),
+          field: Sequence[str] = ("s",)) -> list[str]:
     return [x for K in mods for x in (f"m{K}", f"q{K}")] + list(extra) + \
-        [f"{x}{j}" for j in range(3) for x in fetch] + ["s", "acc"]
+        [f"{x}{j}" for j in range(3) for x in fetch] + [*field, "acc"]
 
 
 def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
@@ -318,16 +318,17 @@ def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int
     return _residual(prog)
 
 
-def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
+def _extract(names: list[str], fields: int, b: int, top_s: int, sdim: str = "s"
+             ) -> FeedForward:
     """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
-    the dimension ``s``, ``0 <= s <= top_s``) is reduced by clipped steps at the
+    the dimension ``sdim``, ``0 <= s <= top_s``) is reduced by clipped steps at the
     multiples of ``f``."""
     prog = Program(names)
-    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"s": 1}}
+    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {sdim: 1}}
     T: dict[str, int] = {"sv": 2}  # noqa: N806
     for i in range(1, top_s // fields + 1):
-        first[f"su{i}"] = {"s": 1, ONE: 1 - i * fields}
-        first[f"sw{i}"] = {"s": 1, ONE: -i * fields}
+        first[f"su{i}"] = {sdim: 1, ONE: 1 - i * fields}
+        first[f"sw{i}"] = {sdim: 1, ONE: -i * fields}
         T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
     prog.step(first)
     R: Expr = {"w": 1}  # noqa: N806
@@ -367,7 +368,7 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
              gate: int, lean: bool = False, offset: int = 0) -> NetworkSpec:
     mods = sorted({G, La, Lb} - {1})
     fetch = tuple(x for x in FETCH if x != "lb") if lean and Lb == 1 else FETCH
-    names = _dims(mods, fetch, ("sf",) if lean and fields > 1 else ())
+    names = _dims(mods, fetch, ("sf",) if lean else (), () if lean else ("s",))
     table = []
     for x in names:
         row = [0] * V
@@ -391,14 +392,13 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
             if pairs:
                 layers.append(_fetch(names, p, pairs))
     Ks = max(G, La, Lb)  # noqa: N806
-    if lean and fields > 1:
-        layers.append(_fetch(names, pos[9], [("sf", ("s",))]))
-    elif Ks > 1 and not lean:
+    if Ks > 1 and not lean:  # lean: the field is sf of the read token (pos[9] = n - 1)
         layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
         layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
     for j in range(3):
         layers.append(_lookup(names, j, tables[j], G, La, Lb, gate, fetch, lean, offset))
-    layers.append(_extract(names, fields, b, fields - 1 if lean else 2 * Ks - 2))
+    layers.append(_extract(names, fields, b, fields - 1 if lean else 2 * Ks - 2,
+                           "sf" if lean else "s"))
     return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
                        readout=Readout("scalar", "last"))
 
