@@ -191,8 +191,8 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
     ``pi(t) mod f`` of the read (last) token, in the stream without a fetch; the tables are
     sized on the largest field group of the chosen positions; the shape minimizes the
     weight-matrix entries (:func:`choose_lean`, two positions per table allowed); each
-    lookup sums its ``G`` units in one unit before the output map.  ``offset``: the word matrix stores ``word - offset`` (signed words;
-    the word layer's bias adds ``offset`` back)."""
+    lookup sums its ``G`` units in one unit before the output map.  ``offset``: the word
+    matrix stores ``word - offset`` (signed words; the word layer's bias adds it back)."""
     seed = int(options.get("seed", 0) or 0)
     if ds.inputs != "token-ids" or ds.task != "next-token":
         raise ConstructionError(f"{name} supports next-token datasets of token ids")
