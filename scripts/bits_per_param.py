@@ -29,12 +29,15 @@ With ``--construction dense-int8`` or ``dense-bf16`` the rows are the int8- and
 bfloat16-weight variants: ``params_narrow`` counts the entries of the weight matrices (int8
 or bfloat16; the rest -- biases, embedding table -- is int32 or float32, the claim's
 semantics), ``label_bits_per_narrow`` divides the label bits by it, ``stored_bits`` is 8 or
-16 bits per narrow entry plus 32 per other entry; with ``--certify`` the row is certified
-with the claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as
-safetensors in their dtypes and read back, are run in torch (integer matmul for int8, bf16
-widened to float32): ``runtime_exact`` counts the labels it gets; for ``dense-bf16``
-``onnx_exact`` counts them in onnxruntime (bf16 initializers, ``Cast`` to float32;
-:mod:`exactmem.adapters.lowp_onnx`).
+16 bits per narrow entry plus 32 per other entry (all three from ``bit_figures`` with the
+claim, as ``exactmem info`` prints them); with ``--certify`` the row is certified with the
+claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as safetensors in
+their dtypes and read back, are run in torch (integer matmul for int8, bf16 widened to
+float32): ``runtime_exact`` counts the labels it gets; ``onnx_exact`` counts them in
+onnxruntime (:mod:`exactmem.adapters.lowp_onnx`: for int8 the integer graph,
+``MatMulInteger`` on the activations' bytes with int32 accumulation; for bf16 bfloat16
+initializers with a ``Cast`` to float32), the graphs ``exactmem export --format onnx
+--dtype int8|bfloat16`` writes.
 
     .venv/bin/python scripts/bits_per_param.py --construction dense-int8 --certify --exps 12
 """
@@ -91,37 +94,29 @@ def _forward(spec: Any, ds: Any) -> tuple[float, int]:
 
 
 def _lowp(con: str, res: Any, ds: Any, out: dict[str, Any], certify: bool) -> None:
-    """The narrow-weight columns of a dense-int8 / dense-bf16 row (module docstring)."""
+    """The narrow-weight columns of a dense-int8 / dense-bf16 row (module docstring): the
+    runs of the tensors in torch and of the ONNX graph in onnxruntime."""
     import tempfile
 
-    from exactmem.adapters.lowp import is_weight, run_lowp, save_lowp
-    from exactmem.adapters.skeleton import named_matrices
+    import numpy as np
 
-    _, claim, width = VARIANTS[con]
-    narrow = wide = 0
-    for name, m, is_vec in named_matrices(res.spec):
-        if is_weight(name, is_vec):
-            narrow += len(m.num) * m.cols
-        else:
-            wide += len(m.num) * m.cols
-    out["params_narrow"] = narrow
-    out["label_bits_per_narrow"] = round(out["label_bits"] / narrow, 6)
-    out["stored_bits"] = narrow * width + wide * 32
-    out["label_bits_per_stored_bit"] = round(out["label_bits"] / out["stored_bits"], 6)
-    if certify:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "net.safetensors"
-            save_lowp(res.spec, claim, path)
-            out["runtime_exact"] = run_lowp(res.spec, ds, claim, path).memorized
-        if con == "dense-bf16":  # onnxruntime: bf16 initializers, Cast to float32
-            import numpy as np
+    from exactmem.adapters.lowp import run_lowp, save_lowp
+    from exactmem.adapters.lowp_onnx import build_bf16_model, build_int8_model
+    from exactmem.adapters.onnx_export import dataset_array, run_onnx
 
-            from exactmem.adapters.lowp_onnx import build_bf16_model
-            from exactmem.adapters.onnx_export import dataset_array, run_onnx
-
-            outs, _ = run_onnx(build_bf16_model(res.spec), dataset_array(ds, "float32"))
-            out["onnx_exact"] = int((np.asarray(outs, dtype=np.float64)[:, ds.n - 1, 0] ==
-                                     np.array(ds.labels, dtype=np.float64)).sum())
+    _, claim, _ = VARIANTS[con]
+    if not certify:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "net.safetensors"
+        save_lowp(res.spec, claim, path)
+        out["runtime_exact"] = run_lowp(res.spec, ds, claim, path).memorized
+    # onnxruntime: the integer graph (MatMulInteger, int32) or bf16 initializers + Cast
+    model, x = ((build_int8_model(res.spec), dataset_array(ds, "int8")) if con == "dense-int8"
+                else (build_bf16_model(res.spec), dataset_array(ds, "float32")))
+    outs, _ = run_onnx(model, x)
+    out["onnx_exact"] = int((np.asarray(outs, dtype=np.float64)[:, ds.n - 1, 0] ==
+                             np.array(ds.labels, dtype=np.float64)).sum())
 
 
 def row(exp: int, certify: bool, con: str = "dense-float32") -> dict[str, Any]:
@@ -134,13 +129,15 @@ def row(exp: int, certify: bool, con: str = "dense-float32") -> dict[str, Any]:
     N = 1 << exp  # noqa: N806
     ds = generate(task="next-token", N=N, n=16, vocab=64, classes=8, seed=1)
     res = get(con).build(ds, {"seed": 0})
-    sz, fig = sizes(res.spec), bit_figures(res.spec, ds, ["float32"])
     dtype, claim, _ = VARIANTS[con]
+    sz, fig = sizes(res.spec), bit_figures(res.spec, ds, [claim])
     out: dict[str, Any] = {"construction": con, "dtype": dtype, "N": N, "n": 16,
                            "vocab": 64, "classes": 8, "seed": 0, **sz.as_dict(),
                            **{k: fig[k] for k in ("label_bits", "label_bits_per_nonzero",
                                                   "label_bits_per_dense", "stored_bits",
-                                                  "label_bits_per_stored_bit")}}
+                                                  "label_bits_per_stored_bit")},
+                           **{k: fig[k] for k in ("params_narrow", "label_bits_per_narrow")
+                              if k in fig}}
     if con != "dense-float32":
         _lowp(con, res, ds, out, certify)
     if certify:

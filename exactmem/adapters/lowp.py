@@ -69,11 +69,21 @@ def lowp_tensors(spec: NetworkSpec, claim: str) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_lowp(spec: NetworkSpec, claim: str, path: str | Path) -> None:
+def save_lowp(spec: NetworkSpec, claim: str, path: str | Path,
+              metadata: dict[str, str] | None = None) -> None:
     """Write the tensors of :func:`lowp_tensors` as a safetensors file."""
     from safetensors.torch import save_file
 
-    save_file({k: v.contiguous() for k, v in lowp_tensors(spec, claim).items()}, str(path))
+    save_file({k: v.contiguous() for k, v in lowp_tensors(spec, claim).items()}, str(path),
+              metadata=metadata)
+
+
+def save_lowp_state_dict(spec: NetworkSpec, claim: str, path: str | Path) -> None:
+    """``torch.save`` of the state_dict of the network with the tensors of
+    :func:`lowp_tensors` (structure in ``_extra_state``; ``torch.load(weights_only=True)``
+    reads it)."""
+    net = ExactmemNetwork(skeleton(spec), lowp_tensors(spec, claim))
+    torch.save(net.state_dict(), str(path))
 
 
 def run_lowp(spec: NetworkSpec, ds: Dataset, claim: str,

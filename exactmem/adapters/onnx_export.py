@@ -44,9 +44,11 @@ class _Graph:
         import onnx
 
         self.onnx = onnx
-        self.np = NP_DTYPES[dtype]
+        self.np: Any = NP_DTYPES[dtype]
         self.elem = onnx.TensorProto.DOUBLE if dtype == "float64" else onnx.TensorProto.FLOAT
         self.fmt = FORMATS[dtype]
+        self.dtype = dtype
+        self.floating = True  # False: an integer graph (:mod:`.lowp_onnx`)
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.count = 0
@@ -64,6 +66,14 @@ class _Graph:
         a = np.array(rounded_values(m, self.fmt), dtype=np.float64).reshape(m.shape)
         return self.const(hint, np.ascontiguousarray((a.T if transpose else a).astype(self.np)))
 
+    def table(self, hint: str, m: ScaledMatrix) -> str:
+        """An embedding or position table (read by index, never multiplied)."""
+        return self.weight(hint, m)
+
+    def matmul(self, x: str, m: ScaledMatrix, nonneg: bool = False) -> str:
+        """``x @ W.T``; ``nonneg``: ``x`` is a ReLU output (a hint integer graphs use)."""
+        return self.op("MatMul", [x, self.weight("W", m)])
+
     def vector(self, hint: str, m: ScaledMatrix) -> str:
         a = np.array(rounded_values(m, self.fmt), dtype=np.float64).reshape(-1)
         return self.const(hint, a.astype(self.np))
@@ -80,8 +90,9 @@ class _Graph:
         return out
 
 
-def _affine(g: _Graph, x: str, weight: ScaledMatrix, bias: ScaledMatrix | None) -> str:
-    y = g.op("MatMul", [x, g.weight("W", weight)])
+def _affine(g: _Graph, x: str, weight: ScaledMatrix, bias: ScaledMatrix | None,
+            nonneg: bool = False) -> str:
+    y = g.matmul(x, weight, nonneg)
     return g.op("Add", [y, g.vector("b", bias)]) if bias is not None else y
 
 
@@ -90,6 +101,8 @@ def _attention(g: _Graph, x: str, att: Attention, n: int) -> str:
     keys = list(att.keys) if att.keys is not None else list(range(n))
     allowed = np.array([[not att.causal or k <= j for j in range(n)] for k in keys])
     # additive mask: 0 where query j sees key k, -inf where the causal mask hides it
+    if att.causal and not g.floating and att.kind != "uniform":
+        raise SpecError("a causal scored attention layer has no integer ONNX graph")
     neg = g.const("mask", np.where(allowed, 0.0, -np.inf).astype(g.np)[None]) \
         if att.causal else None
     total: str | None = None
@@ -117,6 +130,8 @@ def _attention(g: _Graph, x: str, att: Attention, n: int) -> str:
             if neg is not None:
                 scores = g.op("Add", [scores, neg])
             if att.kind == "softmax":
+                if not g.floating:
+                    raise SpecError("softmax attention has no integer ONNX graph")
                 w = g.op("Softmax", [scores], axis=1)
                 agg = g.op("MatMul", [g.op("Transpose", [w], perm=[0, 2, 1]), v])
             else:
@@ -134,14 +149,15 @@ def _attention(g: _Graph, x: str, att: Attention, n: int) -> str:
 
 
 def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] | None = None,
-                ) -> Any:
-    """The ONNX ``ModelProto`` of ``spec`` with weights rounded once into ``dtype``."""
+                graph: _Graph | None = None) -> Any:
+    """The ONNX ``ModelProto`` of ``spec`` with weights rounded once into ``dtype`` (or built
+    by ``graph``, a :class:`_Graph` of another element type: :mod:`.lowp_onnx`)."""
     from exactmem.adapters import require
 
     onnx = require("onnx", "the ONNX export")
-    if dtype not in NP_DTYPES:
+    if graph is None and dtype not in NP_DTYPES:
         raise SpecError(f"ONNX export supports {sorted(NP_DTYPES)}, found {dtype!r}")
-    g = _Graph(dtype)
+    g = graph if graph is not None else _Graph(dtype)
     n = spec.seq_len
     if spec.input_kind == "token-ids":
         inp = onnx.helper.make_tensor_value_info("tokens", onnx.TensorProto.INT64, ["batch", n])
@@ -150,9 +166,9 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
     x = inp.name
     for layer in spec.layers:
         if isinstance(layer, Embedding):
-            x = g.op("Gather", [g.weight("table", layer.table), x], axis=0)
+            x = g.op("Gather", [g.table("table", layer.table), x], axis=0)
             if layer.positions is not None:  # [n, d], broadcast over the batch
-                x = g.op("Add", [x, g.weight("positions", layer.positions)])
+                x = g.op("Add", [x, g.table("positions", layer.positions)])
         elif isinstance(layer, Linear):
             x = _affine(g, x, layer.map.weight, layer.map.bias)
         elif isinstance(layer, FeedForward):
@@ -160,7 +176,7 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
             for j, aff in enumerate(layer.layers):
                 if j > 0:
                     y = g.op("Relu", [y])
-                y = _affine(g, y, aff.weight, aff.bias)
+                y = _affine(g, y, aff.weight, aff.bias, nonneg=j > 0)
             x = g.op("Add", [x, y]) if layer.residual else y
         else:
             x = _attention(g, x, layer, n)
@@ -172,7 +188,8 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
         sel = g.op("Gather", ["outputs", g.const("pos", np.array(pos[0], dtype=np.int64))],
                    axis=1)  # [B, d]
     if spec.readout.kind == "scalar":
-        lab = g.op("Cast", [g.op("Round", [g.op("Squeeze", [sel, g.ints([-1])])])],
+        val = g.op("Squeeze", [sel, g.ints([-1])])
+        lab = g.op("Cast", [g.op("Round", [val]) if g.floating else val],
                    to=onnx.TensorProto.INT64)
     else:
         lab = g.op("ArgMax", [sel], axis=-1, keepdims=0)
@@ -188,7 +205,7 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
                                    producer_name="exactmem")
     model.ir_version = 8
     meta = {"exactmem.skeleton": json.dumps(skeleton(spec), sort_keys=True),
-            "exactmem.dtype": dtype, **(doc or {})}
+            "exactmem.dtype": g.dtype, **(doc or {})}
     onnx.helper.set_model_props(model, meta)
     onnx.checker.check_model(model)
     return model
@@ -227,6 +244,13 @@ def dataset_array(ds: Any, dtype: str = "float64") -> np.ndarray:
     """The dataset as the graph's input array (vectors rounded once into ``dtype``)."""
     if ds.inputs == "token-ids":
         return np.array(ds.sequences, dtype=np.int64)
+    if dtype == "int8":  # the integer graph: int32 inputs, exactly
+        from fractions import Fraction
+
+        vals = [[[Fraction(v) for v in tok] for tok in seq] for seq in ds.sequences]
+        if any(v.denominator != 1 or abs(v) >= 1 << 31 for s in vals for t in s for v in t):
+            raise SpecError("the int8 graph takes integer inputs below 2^31")
+        return np.array([[[int(v) for v in t] for t in s] for s in vals], dtype=np.int32)
     fmt = FORMATS[dtype]
     rows = [[rounded_values(ScaledMatrix.row(list(tok)), fmt)[0] for tok in seq]
             for seq in ds.sequences]

@@ -8,6 +8,13 @@ readout rule of :func:`exactmem.adapters.precision.judge` (a scalar output withi
 of the label, or one unique finite maximum at the label's class); the fraction counts
 sequences, as the precision report does.
 
+The narrow dtypes (:data:`NARROW`: ``int8``, ``bfloat16``) are written for certificates
+that claim them (docs/float-exact.md): int8 or bfloat16 weight matrices, int32 or float32
+biases, tables and activations; an ONNX file runs in onnxruntime (the integer graph of
+:mod:`exactmem.adapters.lowp_onnx` for int8: ``MatMulInteger`` with int32 accumulation;
+bfloat16 initializers widened to float32), a torch or safetensors file in torch
+(:mod:`exactmem.adapters.lowp`: integer matmul for int8, float32 for bf16).
+
 While torch or onnxruntime load (seconds), a progress line says so on stderr.
 """
 
@@ -30,6 +37,8 @@ DTYPES = {"onnx": ("float64", "float32"),
           "torch": ("float64", "float32", "bfloat16", "float16"),
           "safetensors": ("float64", "float32", "float16")}
 CELLS = 4_000_000  # values per activation tensor of one batch
+#: narrow export dtype -> the claim a certificate must carry for it (every format)
+NARROW = {"int8": "int8", "bfloat16": "bfloat16-weights/float32"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +101,7 @@ def onnx_values(src: str | Path | bytes, spec: NetworkSpec, ds: Dataset, dtype: 
 
     sess = _onnx_session(src if isinstance(src, bytes) else str(src))
     name = sess.get_inputs()[0].name
-    x = dataset_array(ds, dtype)
+    x = dataset_array(ds, {"bfloat16": "float32"}.get(dtype, dtype))
     pos = list(spec.read_positions())
     step = _batch(spec, ds)
     chunks = []
@@ -187,6 +196,26 @@ def run_file(fmt: str, path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: 
     if fmt == "torch":
         return run_torch_file(path, spec, ds, dtype)
     return run_safetensors_file(path, spec, ds, dtype)
+
+
+def run_narrow_file(fmt: str, path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
+                    ) -> RuntimeRun:
+    """Run a file written in the narrow ``dtype`` (:data:`NARROW`) in its runtime: ONNX in
+    onnxruntime, a state_dict or safetensors file in torch with the tensors as stored."""
+    if fmt == "onnx":
+        return run_onnx_file(path, spec, ds, dtype)
+    import torch
+
+    from exactmem.adapters import require
+    from exactmem.adapters.skeleton import skeleton
+
+    th = load_torch()
+    if fmt == "torch":
+        tensors = torch.load(str(path), map_location="cpu", weights_only=True)
+    else:
+        tensors = require("safetensors.torch", "reading safetensors").load_file(str(path))
+    tensors = {k: v for k, v in tensors.items() if k != "_extra_state"}
+    return _torch_run(th.ExactmemNetwork(skeleton(spec), tensors), spec, ds, dtype)
 
 
 def run_format(fmt: str, spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:

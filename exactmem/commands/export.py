@@ -1,5 +1,6 @@
 """``exactmem export CERT --format torch|safetensors|onnx -o OUT``: the certified network
-in the float formats users load."""
+in the float formats users load, or with int8 / bfloat16 weight matrices for a certificate
+that claims them (``--dtype int8|bfloat16``)."""
 
 from __future__ import annotations
 
@@ -24,18 +25,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "in its own runtime (onnxruntime for onnx, torch for torch and "
                     "safetensors) on the certificate's dataset and the memorized fraction "
                     "printed; below 1 nothing is written (exit 1) unless --allow-lossy. "
+                    "--dtype int8 (a certificate claiming int8) writes int8 weight matrices "
+                    "with int32 biases and tables: onnx an integer graph (MatMulInteger, "
+                    "int32 accumulation), torch/safetensors int8 + int32 tensors run in "
+                    "torch integer arithmetic; --dtype bfloat16 with a certificate claiming "
+                    "bfloat16-weights/float32 writes bfloat16 weight matrices with float32 "
+                    "biases and tables (onnx: bfloat16 initializers cast to float32), no "
+                    "sidecar; without the claim: one-line error, exit 2, nothing written. "
                     "CERT may be gzip-compressed. Exit 0 written, 1 the certificate is "
                     "rejected or the file would not memorize, 2 unusable input.",
         epilog="example: exactmem certify d.json -c kajitsuka2025-next-token --max-bits 24 "
-               "-o c.json && exactmem export c.json --format onnx --dtype float32 -o net.onnx",
+               "-o c.json && exactmem export c.json --format onnx --dtype float32 -o net.onnx; "
+               "exactmem certify d.json -c dense-int8 --float-exact int8 -o c8.json && "
+               "exactmem export c8.json --format onnx --dtype int8 -o net8.onnx",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("certificate", help="certificate file")
     p.add_argument("--format", "-f", required=True, choices=FORMATS, help="file format")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
     p.add_argument("--dtype", default="float64",
-                   choices=("float64", "float32", "bfloat16", "float16"),
-                   help="float type of the weights and of the run (onnx: float64/float32; "
-                        "safetensors: no bfloat16)")
+                   choices=("float64", "float32", "bfloat16", "float16", "int8"),
+                   help="type of the weights and of the run (onnx: float64/float32; "
+                        "safetensors: float64/float32/float16; int8, and bfloat16 weight "
+                        "matrices, in every format for a certificate claiming int8 / "
+                        "bfloat16-weights/float32; torch bfloat16 without that claim: every "
+                        "tensor rounded to bfloat16)")
     p.add_argument("--sidecar", default=None,
                    help="safetensors only: exact sidecar path (default OUT.exact.json)")
     p.add_argument("--no-check", action="store_true",
@@ -60,20 +73,21 @@ class _Lossy(Exception):
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
-    from exactmem.adapters.runtimes import DTYPES
+    from exactmem.adapters.runtimes import DTYPES, NARROW
     from exactmem.certificate import dataset_from_certificate, read_certificate
     from exactmem.errors import SpecError
     from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
     need(RUNS_IN[args.format], f"checking the written file (export --format {args.format})")
-    if args.dtype not in DTYPES[args.format]:
+    if args.dtype not in DTYPES[args.format] + tuple(NARROW):
         raise SpecError(f"{args.format} export supports {', '.join(DTYPES[args.format])}, "
                         f"found {args.dtype}")
     check_writable(args.output)
     if args.format == "safetensors" and args.sidecar:
         check_writable(args.sidecar)
     cert = read_certificate(args.certificate)
+    args.narrow = _narrow_claim(args, cert)
     if not args.no_check:
         from exactmem.checker import check_certificate
 
@@ -93,6 +107,58 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _narrow_claim(args: argparse.Namespace, cert: dict[str, Any]) -> str | None:
+    """The claim behind a narrow ``--dtype`` (runtimes.NARROW), or None for a float export;
+    a certificate that does not claim it is unusable input (nothing is written)."""
+    from exactmem.adapters.runtimes import DTYPES, NARROW
+    from exactmem.errors import SpecError
+
+    if args.dtype not in NARROW:
+        return None
+    claims = [str(c) for c in (cert.get("claims") or {}).get("float_exact", [])]
+    claim = NARROW[args.dtype]
+    if claim in claims:
+        if args.format == "safetensors" and args.sidecar:
+            raise SpecError(f"--sidecar: a {args.dtype} safetensors file holds its weights "
+                            f"exactly and has no sidecar")
+        return claim
+    if args.dtype in DTYPES[args.format]:  # torch bfloat16: every tensor rounded (float path)
+        return None
+    floats = ", ".join(d for d in DTYPES[args.format] if d not in NARROW)
+    raise SpecError(f"{args.format} export --dtype {args.dtype} needs a certificate claiming "
+                    f"{claim} (certify --float-exact {claim}); {args.certificate} claims "
+                    f"{', '.join(claims) or 'no format'}; any certificate: --dtype {floats}")
+
+
+def _write_narrow(args: argparse.Namespace, cert: dict[str, Any], spec: Any, tmp: Path,
+                  ) -> None:
+    """The file of a narrow ``--dtype`` (docs/float-exact.md, docs/dense-memorizers.md)."""
+    meta = {"exactmem.certificate_digest": str(cert.get("digest", "")),
+            "exactmem.dtype": args.narrow}
+    if args.format == "onnx":
+        import onnx
+
+        from exactmem.adapters import lowp_onnx
+
+        model = (lowp_onnx.build_int8_model(spec, meta) if args.dtype == "int8"
+                 else lowp_onnx.build_bf16_model(spec))
+        onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
+                                            **meta})
+        onnx.save_model(model, str(tmp))
+        return
+    import json
+
+    from exactmem.adapters import lowp
+    from exactmem.adapters.skeleton import skeleton
+
+    if args.format == "torch":
+        lowp.save_lowp_state_dict(spec, args.narrow, tmp)
+    else:
+        lowp.save_lowp(spec, args.narrow, tmp, {
+            **meta, "exactmem.format": "exactmem.safetensors-narrow/1",
+            "exactmem.skeleton": json.dumps(skeleton(spec), sort_keys=True)})
+
+
 def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> str:
     """Write the file under a temporary name, run it in its runtime, and keep it only when
     it memorizes (or with --allow-lossy); the summary line."""
@@ -107,6 +173,21 @@ def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> s
     extra = ""
     with ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(out))
+        if getattr(args, "narrow", None):
+            from exactmem.adapters.runtimes import run_narrow_file
+
+            _write_narrow(args, cert, spec, tmp)
+            ran = run_narrow_file(args.format, tmp, spec, ds, args.dtype)
+            if not ran.complete and not args.allow_lossy:
+                raise _Lossy(f"the written file {ran.line()} (--allow-lossy writes it anyway)")
+            from exactmem.constructions.bounds import NARROW_STORAGE, narrow_split
+
+            narrow, wide = narrow_split(spec)
+            _, nb, wb = NARROW_STORAGE[args.narrow]
+            lossy = "" if ran.complete else " (lossy: written because of --allow-lossy)"
+            return (f"wrote {out} ({args.format}, {args.dtype} weight matrices under the claim "
+                    f"{args.narrow}): {narrow} {nb}-bit and {wide} {wb}-bit entries, none "
+                    f"rounded; {ran.line()}{lossy}")
         if args.format == "torch":
             load_torch().save_state_dict(spec, tmp, args.dtype)
         elif args.format == "safetensors":

@@ -60,7 +60,18 @@ def run(args: argparse.Namespace) -> int:
         dtype = data["stored_dtype"] + ("" if data["stored_dtype_exact"] else
                                         ", export's default; not float-exact: the file "
                                         "does not memorize")
-        for key, form in PER.items():
+        per = dict(PER)
+        if "narrow_claim" in data:  # int8 / bfloat16 weight matrices (claim of the certificate)
+            from exactmem.constructions.bounds import NARROW_STORAGE
+
+            _, nb, wb = NARROW_STORAGE[data["narrow_claim"]]
+            per["label_bits_per_stored_bit"] = (
+                f"label bits / stored bits {data['stored_bits']}: {nb} per weight-matrix entry, "
+                f"{wb} per other entry (export --dtype {data['stored_dtype']})")
+            print(f"{'params_narrow':26s} {data['params_narrow']} (weight-matrix entries, "
+                  f"{data['stored_dtype']} under the claim {data['narrow_claim']})")
+            per = {"label_bits_per_narrow": "label bits / params_narrow", **per}
+        for key, form in per.items():
             print(f"{key:26s} {data[key]} ({form.format(dtype=dtype)})")
         for key, value in data["optimality_gap"].items():
             print(f"optimality_gap.{key:11s} {value}")

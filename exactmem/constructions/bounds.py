@@ -32,10 +32,17 @@
   - ``label_bits_per_nonzero``: nonzero parameter;
   - ``label_bits_per_dense``: dense parameter (every entry of every tensor a user loads, zeros
     included: ``params_dense``, the count trained-model figures use);
-  - ``label_bits_per_stored_bit``: stored bit of the exported file, ``params_dense x`` the
-    storage bits of ``stored_dtype`` (16 / 16 / 32 / 64 for bfloat16 / float16 / float32 /
-    float64): the narrowest format the certificate claims float-exact, else float64,
-    ``exactmem export``'s default (``stored_dtype_exact`` says whether the file memorizes);
+  - ``label_bits_per_stored_bit``: stored bit of the exported file, ``stored_bits`` =
+    ``params_dense x`` the storage bits of ``stored_dtype`` (16 / 16 / 32 / 64 for bfloat16 /
+    float16 / float32 / float64): the narrowest format the certificate claims float-exact,
+    else float64, ``exactmem export``'s default (``stored_dtype_exact`` says whether the
+    file memorizes).  For the narrow-weight claims (:data:`NARROW_STORAGE`) the file is the
+    one ``exactmem export --dtype int8|bfloat16`` writes: 8 (int8) or 16 (bfloat16) bits
+    per entry of a weight matrix, 32 (int32 / float32) per entry of every other tensor
+    (biases, embedding and position tables); ``params_narrow`` counts the weight-matrix
+    entries (:func:`narrow_split`) and ``label_bits_per_narrow`` divides by it (the
+    figure "bits per int8 / bf16 parameter").  Of several claims the one with the fewest
+    stored bits is used;
   - ``label_bits_per_weight_bit``: total weight bit (``weight_bits_total``);
 * ``float_ready`` (``--max-bits P`` networks of the Kajitsuka & Sato shape): Theorem E.1 /
   B.1 does not describe them (they hash contexts into retrieval tables,
@@ -58,7 +65,7 @@ from typing import Any
 from exactmem.arith import ScaledMatrix
 from exactmem.model.dataset import Dataset
 from exactmem.model.sizes import matrices, sizes
-from exactmem.model.spec import Embedding, NetworkSpec
+from exactmem.model.spec import Attention, Embedding, Linear, NetworkSpec
 
 
 def weight_bits(m: ScaledMatrix) -> int:
@@ -119,6 +126,34 @@ FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq")
 """Constructions whose ``max_bits = P`` variant is the float-ready retrieval network."""
 
 
+NARROW_STORAGE = {"int8": ("int8", 8, 32), "bfloat16-weights/float32": ("bfloat16", 16, 32)}
+"""Narrow-weight claim -> (export dtype, bits per weight-matrix entry, bits per other entry):
+int8 weights with int32 biases and tables, bfloat16 weights with float32 ones (the tensors
+``exactmem export --dtype int8|bfloat16`` writes, docs/float-exact.md)."""
+
+
+def narrow_split(spec: NetworkSpec) -> tuple[int, int]:
+    """``(narrow, wide)`` dense entries: the weight matrices (every ``weight`` of a linear or
+    feed-forward map, every ``query``/``key``/``value``/``output`` of a head), and the rest
+    (biases, the embedding and position tables) -- the split of the narrow claims."""
+    narrow = wide = 0
+    for layer in spec.layers:
+        if isinstance(layer, Embedding):
+            wide += sum(len(m.num) * m.cols for m in (layer.table, layer.positions)
+                        if m is not None)
+            continue
+        if isinstance(layer, Attention):
+            mats = [m for h in layer.heads for m in (h.query, h.key, h.value, h.output)]
+            vecs = [b for h in layer.heads for b in (h.query_bias, h.key_bias, h.value_bias,
+                                                      h.output_bias)]
+        else:
+            maps = [layer.map] if isinstance(layer, Linear) else list(layer.layers)
+            mats, vecs = [a.weight for a in maps], [a.bias for a in maps]
+        narrow += sum(len(m.num) * m.cols for m in mats)
+        wide += sum(len(b.num) * b.cols for b in vecs if b is not None)
+    return narrow, wide
+
+
 def stored_dtype(float_exact: Sequence[str] = ()) -> tuple[str, bool]:
     """``(dtype, exact)``: the narrowest claimed float-exact format, else the export default."""
     known = [f for f in float_exact if f in STORAGE_BITS]
@@ -136,11 +171,22 @@ def bit_figures(spec: NetworkSpec, ds: Dataset,
     total = sum(weight_bits(m) for m in matrices(spec))
     dtype, exact = stored_dtype(float_exact)
     stored = sz.params_dense * STORAGE_BITS[dtype]
+    narrow_out: dict[str, Any] = {}
+    claims = [c for c in float_exact if c in NARROW_STORAGE]
+    if claims:
+        narrow, wide = narrow_split(spec)
+        bits = {c: narrow * NARROW_STORAGE[c][1] + wide * NARROW_STORAGE[c][2] for c in claims}
+        best = min(claims, key=lambda c: (bits[c], c))
+        if not exact or bits[best] < stored:
+            dtype, exact, stored = NARROW_STORAGE[best][0], True, bits[best]
+        narrow_out = {"params_narrow": narrow, "narrow_claim": best}
 
     def per(x: int) -> float:
         return round(label_bits / x, 6) if x else 0.0
 
-    return {
+    if narrow_out:
+        narrow_out["label_bits_per_narrow"] = per(narrow_out["params_narrow"])
+    return {**narrow_out,
         "label_bits": round(label_bits, 3),
         "weight_bits_total": total,
         "weight_bits_max_nonzero": sz.max_bits * sz.params_nonzero,

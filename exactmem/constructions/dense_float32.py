@@ -149,11 +149,50 @@ def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     return build_packed(ds, options, "dense-float32", WORD_BITS)
 
 
+def _lean_cost(G: int, La: int, Lb: int, fields: int) -> int:  # noqa: N803
+    """Weight-matrix entries of the lean network (:func:`build_packed`, ``lean``): per table
+    the feature layer ``F d``, the one-hot layer ``(G + L) F``, the word layer ``G (G + L)``,
+    the sum unit ``G`` and its output ``d``; ``6 d`` per fetch layer (``2`` or ``3`` per
+    table) and ``2 d`` for the extractor's first map."""
+    L, F = La * Lb, (4 if Lb == 1 else 5)  # noqa: N806
+    d = 2 * len({G, La, Lb} - {1}) + 1 + 3 * F + 1
+    fetches = 2 + (Lb > 1)
+    return 3 * (F * d + (G + L) * F + G * (G + L) + G + d + 6 * d * fetches) + 2 * d
+
+
+def choose_lean(words: int, V: int, fields: int,  # noqa: N803
+                cap: int | None = None) -> tuple[int, int, int]:
+    """``(G, La, Lb)`` of least :func:`_lean_cost` with ``G La Lb >= words``, each coordinate
+    at most ``V`` and ``cap``; ``Lb = 1`` reads two positions per table, not three."""
+    top = min(V, cap or V)
+    best: tuple[int, int, int, int] | None = None
+    for G in range(1, top + 1):  # noqa: N806
+        for La in range(1, top + 1):  # noqa: N806
+            for Lb in range(1, La + 1):  # noqa: N806
+                if G * La * Lb < words:
+                    continue
+                c = _lean_cost(G, La, Lb, fields)
+                if best is None or c < best[0]:
+                    best = (c, G, La, Lb)
+                break  # larger Lb only costs more
+    if best is None:
+        raise ConstructionError(f"{words} words per table do not fit a vocabulary of {V} "
+                                f"tokens (at most {top ** 3})")
+    return best[1], best[2], best[3]
+
+
 def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: int,
-                 cap: int | None = None) -> BuildResult:
+                 cap: int | None = None, lean: bool = False, offset: int = 0) -> BuildResult:
     """The network of the module docstring with words below ``2^word_bits`` (the gate of the
     word layer ``2^word_bits``, the fields ``floor(word_bits / b)``) and every table coordinate
-    below ``cap`` (the one-hot weights ``2 u`` stay below ``2 cap``)."""
+    below ``cap`` (the one-hot weights ``2 u`` stay below ``2 cap``).
+
+    ``lean`` (the narrow-weight variants, docs/dense-memorizers.md): the field ``s`` is
+    ``pi(t) mod f`` of the read (last) token, in the stream without a fetch; the tables are
+    sized on the largest field group of the chosen positions; the shape minimizes the
+    weight-matrix entries (:func:`choose_lean`, two positions per table allowed); each
+    lookup sums its ``G`` units in one unit before the output map.  ``offset``: the word
+    matrix stores ``word - offset`` (signed words; the word layer's bias adds it back)."""
     seed = int(options.get("seed", 0) or 0)
     if ds.inputs != "token-ids" or ds.task != "next-token":
         raise ConstructionError(f"{name} supports next-token datasets of token ids")
@@ -176,17 +215,26 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
     group = len(seqs) / fields
     slack, rng = SLACK, random.Random(seed)
     for attempt in range(1, ATTEMPTS + 1):  # noqa: B007 - reported below
-        words = math.ceil(slack * (group + 2 * math.sqrt(group) + 4) / 3)
-        G, La, Lb = choose_shape(words, V, fields, cap)  # noqa: N806
-        pi = list(range(V))
-        rng.shuffle(pi)
-        pos = rng.sample(range(n), POSITIONS)
+        if lean:
+            pi = list(range(V))
+            rng.shuffle(pi)
+            pos = rng.sample(range(n - 1), POSITIONS - 2) + [n - 1]  # field: the read token
+            field = [pi[seq[pos[9]]] % fields for seq in seqs]
+            largest = max(field.count(s) for s in range(fields))
+            words = math.ceil(slack * (largest + 4) / 3)
+            G, La, Lb = choose_lean(words, V, fields, cap)  # noqa: N806
+        else:
+            words = math.ceil(slack * (group + 2 * math.sqrt(group) + 4) / 3)
+            G, La, Lb = choose_shape(words, V, fields, cap)  # noqa: N806
+            pi = list(range(V))
+            rng.shuffle(pi)
+            pos = rng.sample(range(n), POSITIONS)
         Ks = max(G, La, Lb)  # noqa: N806
         keys: list[tuple[int, int, int, int]] = []
-        for seq in seqs:
+        for i, seq in enumerate(seqs):
             xs = tuple((pi[seq[pos[3 * j]]] % G) * La * Lb + (pi[seq[pos[3 * j + 1]]] % La) * Lb
                        + pi[seq[pos[3 * j + 2]]] % Lb for j in range(3))
-            s = (pi[seq[pos[9]]] % Ks + pi[seq[pos[10]]] % Ks) % fields
+            s = field[i] if lean else (pi[seq[pos[9]]] % Ks + pi[seq[pos[10]]] % Ks) % fields
             keys.append((xs[0], xs[1], xs[2], s))
         tables = _solve(keys, labels, G * La * Lb, fields, b)
         if tables is not None:
@@ -196,21 +244,24 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
     else:
         raise ConstructionError(f"no peelable layout in {ATTEMPTS} attempts (seed {seed}); the "
                                 f"tokens at the read positions may not be spread enough")
-    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b, 1 << word_bits)
+    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b, 1 << word_bits, lean, offset)
     params = {"seed": seed, "max_bits": 24, "contexts": len(seqs), "label_bits": b,
               "fields_per_word": fields, "rows": G, "cols_a": La, "cols_b": Lb,
               "words_per_table": G * La * Lb, "positions": pos, "attempts": attempt}
     if word_bits != WORD_BITS:
         params["word_bits"] = word_bits
+    if offset:
+        params["word_offset"] = offset
     return BuildResult(spec=spec, params=params, notes=(
         f"{name}{'' if word_bits == WORD_BITS else f' ({word_bits}-bit words)'}: "
         f"{len(seqs)} contexts in 3 tables of {G} x {La * Lb} words of "
         f"{fields} {b}-bit fields (attempt {attempt})",))
 
 
-def _dims(mods: Sequence[int]) -> list[str]:
-    return [x for K in mods for x in (f"m{K}", f"q{K}")] + \
-        [f"{x}{j}" for j in range(3) for x in FETCH] + ["s", "acc"]
+def _dims(mods: Sequence[int], fetch: Sequence[str] = FETCH, extra: Sequence[str] = (),
+          field: Sequence[str] = ("s",)) -> list[str]:
+    return [x for K in mods for x in (f"m{K}", f"q{K}")] + list(extra) + \
+        [f"{x}{j}" for j in range(3) for x in fetch] + [*field, "acc"]
 
 
 def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
@@ -232,12 +283,14 @@ def _residual(prog: Program) -> FeedForward:
 
 
 def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int,  # noqa: N803
-            gate: int) -> FeedForward:
+            gate: int, fetch: Sequence[str] = FETCH, lean: bool = False,
+            offset: int = 0) -> FeedForward:
     """Table ``j``: its five fetched features (a narrow first layer, so the wide one-hot
     layer reads five inputs, not the whole model), one-hot units, the word layer (the
-    ``G x L`` words as weights), accumulator output."""
+    ``G x L`` words, less ``offset``, as weights), accumulator output (``lean``: through
+    one unit summing the word layer)."""
     prog = Program(names)
-    prog.step({x: {f"{x}{j}": 1} for x in FETCH})
+    prog.step({x: {f"{x}{j}": 1} for x in fetch})
     one: dict[str, Expr] = {}
     for u in range(G):
         one[f"r{u}"] = {ONE: 1 - u * u, "g": 2 * u, "g2": -1}
@@ -253,24 +306,29 @@ def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int
     L = La * Lb  # noqa: N806
     two: dict[str, Expr] = {}
     for u in range(G):
-        row = {f"c{col // Lb}_{col % Lb}": words[u * L + col] for col in range(L)
-               if words[u * L + col]}
-        two[f"h{u}"] = {**row, f"r{u}": gate, ONE: -gate}
+        row = {f"c{col // Lb}_{col % Lb}": words[u * L + col] - offset for col in range(L)
+               if words[u * L + col] != offset}
+        two[f"h{u}"] = {**row, f"r{u}": gate, ONE: offset - gate}
     prog.step(two)
-    prog.step({x: ({f"h{u}": 1 for u in range(G)} if x == "acc" else {}) for x in names})
+    total: Expr = {f"h{u}": 1 for u in range(G)}
+    if lean:
+        prog.step({"sigma": total})
+        total = {"sigma": 1}
+    prog.step({x: (total if x == "acc" else {}) for x in names})
     return _residual(prog)
 
 
-def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
+def _extract(names: list[str], fields: int, b: int, top_s: int, sdim: str = "s"
+             ) -> FeedForward:
     """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
-    the dimension ``s``, ``0 <= s <= top_s``) is reduced by clipped steps at the
+    the dimension ``sdim``, ``0 <= s <= top_s``) is reduced by clipped steps at the
     multiples of ``f``."""
     prog = Program(names)
-    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {"s": 1}}
+    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {sdim: 1}}
     T: dict[str, int] = {"sv": 2}  # noqa: N806
     for i in range(1, top_s // fields + 1):
-        first[f"su{i}"] = {"s": 1, ONE: 1 - i * fields}
-        first[f"sw{i}"] = {"s": 1, ONE: -i * fields}
+        first[f"su{i}"] = {sdim: 1, ONE: 1 - i * fields}
+        first[f"sw{i}"] = {sdim: 1, ONE: -i * fields}
         T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
     prog.step(first)
     R: Expr = {"w": 1}  # noqa: N806
@@ -307,14 +365,17 @@ def _extract(names: list[str], fields: int, b: int, top_s: int) -> FeedForward:
 
 def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[int]],  # noqa: N803
              G: int, La: int, Lb: int, fields: int, b: int,  # noqa: N803
-             gate: int) -> NetworkSpec:
+             gate: int, lean: bool = False, offset: int = 0) -> NetworkSpec:
     mods = sorted({G, La, Lb} - {1})
-    names = _dims(mods)
+    fetch = tuple(x for x in FETCH if x != "lb") if lean and Lb == 1 else FETCH
+    names = _dims(mods, fetch, ("sf",) if lean else (), () if lean else ("s",))
     table = []
     for x in names:
         row = [0] * V
         for t in range(V):
-            if x[0] == "m" and x[1:].isdigit():
+            if x == "sf":
+                row[t] = pi[t] % fields
+            elif x[0] == "m" and x[1:].isdigit():
                 row[t] = pi[t] % int(x[1:])
             elif x[0] == "q" and x[1:].isdigit():
                 row[t] = (pi[t] % int(x[1:])) ** 2
@@ -331,12 +392,13 @@ def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[in
             if pairs:
                 layers.append(_fetch(names, p, pairs))
     Ks = max(G, La, Lb)  # noqa: N806
-    if Ks > 1:
+    if Ks > 1 and not lean:  # lean: the field is sf of the read token (pos[9] = n - 1)
         layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
         layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
     for j in range(3):
-        layers.append(_lookup(names, j, tables[j], G, La, Lb, gate))
-    layers.append(_extract(names, fields, b, 2 * Ks - 2))
+        layers.append(_lookup(names, j, tables[j], G, La, Lb, gate, fetch, lean, offset))
+    layers.append(_extract(names, fields, b, fields - 1 if lean else 2 * Ks - 2,
+                           "sf" if lean else "s"))
     return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
                        readout=Readout("scalar", "last"))
 

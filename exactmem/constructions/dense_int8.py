@@ -14,6 +14,13 @@ by index, never multiplied); inputs and activations are integers; every sum ``su
 integer matmul, ONNX ``MatMulInteger``) gives the exact value.  The largest sum here is
 about ``4 * V^2`` (one-hot layer), far inside.
 
+**Layout** (``build_packed(..., lean=True)``): the field ``s = pi(t) mod f`` of one token
+(no modular steps in the extractor), tables sized on the largest field group, the shape
+``(G, La, Lb)`` of fewest weight-matrix entries (``Lb = 1``: two positions per table, the
+column coordinate up to 63), and each lookup's ``G`` word units summed in one unit before
+the output map (``G + d`` entries, not ``d G``).  N = 4096 (n = 16, vocab 64, 8 classes):
+14 x 64 words per table, 5,733 int8 entries, 2.14 label bits per int8 parameter.
+
 Size: as :mod:`.dense_float32`, with ``G L`` words of ``floor(6 / b) b`` label bits each.
 Requires ``n >= 11`` positions.
 """
@@ -33,7 +40,7 @@ CAP = 64  # one-hot coefficients 2 u <= 126
 
 def build(ds: Dataset, options: Mapping[str, Any]) -> BuildResult:
     """The dense int8-weight network for ``ds`` (module docstring)."""
-    return build_packed(ds, options, "dense-int8", WORD_BITS, CAP)
+    return build_packed(ds, options, "dense-int8", WORD_BITS, CAP, lean=True)
 
 
 CONSTRUCTION = Construction(

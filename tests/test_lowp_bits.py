@@ -1,0 +1,74 @@
+"""Label bits per narrow parameter: the lean int8 / bf16 layouts and the stored-bit reading
+of ``info`` (8 / 16 bits per weight-matrix entry, 32 per other entry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from exactmem.constructions import get
+from exactmem.constructions.bounds import bit_figures, narrow_split
+from exactmem.model.generate import generate
+from exactmem.model.sizes import sizes
+
+BF16 = "bfloat16-weights/float32"
+
+
+@pytest.fixture(scope="module")
+def ds4096() -> Any:
+    return generate(task="next-token", N=4096, n=16, vocab=64, classes=8, seed=1)
+
+
+@pytest.mark.parametrize("con, claim, floor", [("dense-int8", "int8", 2.0),
+                                               ("dense-bf16", BF16, 2.5)])
+def test_two_label_bits_per_narrow_parameter_at_4096(ds4096: Any, con: str, claim: str,
+                                                     floor: float) -> None:
+    spec = get(con).build(ds4096, {"seed": 0}).spec
+    fig = bit_figures(spec, ds4096, [claim])
+    assert fig["label_bits_per_narrow"] >= floor
+    assert fig["params_narrow"] == narrow_split(spec)[0]
+
+
+def test_bf16_words_are_signed_nine_bit(ds4096: Any) -> None:
+    res = get("dense-bf16").build(ds4096, {"seed": 0})
+    assert res.params["fields_per_word"] == 3 and res.params["word_offset"] == 256
+    ff = next(la for la in res.spec.layers if hasattr(la, "layers") and len(la.layers) == 5)
+    words = [x for row in ff.layers[2].weight.num for x in row[-res.params["cols_a"]:]]
+    assert min(words) < 0 < max(words) and max(abs(w) for w in words) <= 256
+
+
+def test_stored_bits_count_the_narrow_widths(ds4096: Any) -> None:
+    spec = get("dense-int8").build(ds4096, {"seed": 0}).spec
+    narrow, wide = narrow_split(spec)
+    assert narrow + wide == sizes(spec).params_dense
+    f8 = bit_figures(spec, ds4096, ["int8"])
+    assert (f8["stored_dtype"], f8["stored_bits"]) == ("int8", 8 * narrow + 32 * wide)
+    fb = bit_figures(spec, ds4096, [BF16])
+    assert (fb["stored_dtype"], fb["stored_bits"]) == ("bfloat16", 16 * narrow + 32 * wide)
+    both = bit_figures(spec, ds4096, ["float32", "int8"])  # the fewest stored bits wins
+    assert both["stored_bits"] == f8["stored_bits"] and both["narrow_claim"] == "int8"
+    f32 = bit_figures(spec, ds4096, ["float32"])
+    assert f32["stored_bits"] == 32 * (narrow + wide) and "params_narrow" not in f32
+
+
+def test_info_prints_the_narrow_reading(tmp_path: Any, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    import json
+
+    from exactmem.cli import main
+
+    d = tmp_path / "d.json"
+    assert main(["generate", "--N", "60", "--n", "12", "--vocab", "16", "--classes", "4",
+                 "-o", str(d), "--quiet"]) == 0
+    c = tmp_path / "c.json"
+    assert main(["certify", str(d), "-c", "dense-int8", "--float-exact", "int8",
+                 "-o", str(c), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(c), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["stored_dtype"] == "int8" and data["params_narrow"] > 0
+    assert data["stored_bits"] < 32 * data["params_dense"]
+    assert main(["info", str(c)]) == 0
+    out = capsys.readouterr().out
+    assert "label_bits_per_narrow" in out and "8 per weight-matrix entry" in out
