@@ -81,9 +81,10 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
 
     With ``dataset_file`` (the file ``ds`` was read from) the certificate binds the dataset by
     SHA-256 and a path relative to ``out`` instead of embedding it.  ``float_exact``: IEEE
-    formats to claim (docs/float-exact.md); ``None`` claims, for a ``max_bits = P`` build, the
-    narrowest format with at least ``P`` significand bits.  A requested format that does not
-    hold is a failure of the certificate.  With ``shards > 1`` evaluation and check run on that
+    formats to claim (docs/float-exact.md); ``None`` claims the construction's own
+    ``claims`` (int8, bfloat16 weights) or, for a ``max_bits = P`` build, the narrowest format
+    with at least ``P`` significand bits.  A requested format that does not hold is a failure
+    of the certificate.  With ``shards > 1`` evaluation and check run on that
     many disjoint slices of the sequences, in local processes or through ``submit`` (a Dask
     client's ``submit``), and are joined.
     """
@@ -115,7 +116,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
     with _stage("certificate", t):
         cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
-    formats = list(float_exact) if float_exact is not None else \
+    formats = list(float_exact) if float_exact is not None else list(con.claims) or \
         float_format_for(int(opts.get("max_bits", 0) or 0))
     if formats:  # claimed up front: the checker's own float-exact pass decides
         unknown = [f for f in formats if f not in FLOAT_CLAIMS]

@@ -40,7 +40,9 @@ class Construction:
     """A registered construction.
 
     ``build(dataset, options)`` returns a :class:`BuildResult`; ``bound(N, n, d, C)``, when
-    given, returns the theorem's size bound for ``exactmem info``.
+    given, returns the theorem's size bound for ``exactmem info``; ``claims``: the
+    float-exact / integer claims ``certify`` makes without ``--float-exact``
+    (docs/float-exact.md).
     """
 
     name: str
@@ -51,6 +53,8 @@ class Construction:
     build: Callable[[Dataset, Mapping[str, Any]], BuildResult]
     options: tuple[Option, ...] = ()
     bound: Callable[..., Mapping[str, Any]] | None = None
+    claims: tuple[str, ...] = ()  # the exactness claims certify makes by default
+
 
     def defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}

@@ -50,4 +50,5 @@ CONSTRUCTION = Construction(
     inputs=("token-ids",),
     build=build,
     options=(Option("seed", int, 0, "seed of the token permutation and the read positions"),),
+    claims=("bfloat16-weights/float32",),
 )
