@@ -127,7 +127,8 @@ def _dense(maps, cols, den, tick=no_tick):
         keep = [i > 0 and bb >= 0 and all(x >= 0 for x in wrow) for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
-        cache, new, nz = {}, [], {}
+        cache, new = {}, []
+        nz: dict = {}
         for wrow, (bb,) in zip(w, b):
             groups: dict = {}
             few = []  # inputs that are mostly zero (one-hot units): visited at non-zeros
