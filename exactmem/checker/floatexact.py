@@ -37,7 +37,7 @@ any order, never overflow, so integer kernels give the exact value).
 
 from operator import add, sub
 
-from .forward import gcd, normalize, subset
+from .forward import gcd, normalize, project, subset
 from .parse import extended
 
 # significand bits P, exponent emin of the smallest normal (2^emin; nothing smaller is
@@ -301,12 +301,21 @@ def _attention(la, cols, den, index, queries, fmt, where):
 
 
 def _feedforward(la, cols, den, fmt, where):
-    rows, out_den = [list(r) for r in zip(*cols)], den
-    for j, (w, b) in enumerate(la["maps"]):
+    """A feed-forward block in the float mirror's order, once per distinct restriction of
+    the input to the first map's non-zero weight columns (the weights of the others are
+    zeros: exact zero products, no change to any ``sum |terms|``)."""
+    maps, sub, slots = la["maps"], cols, None
+    narrow = project(maps, cols)
+    if narrow is not None:
+        sub, slots, maps = narrow
+    rows, out_den = [list(r) for r in zip(*sub)], den
+    for j, (w, b) in enumerate(maps):
         if j:
             rows = [[x if x > 0 else 0 for x in r] for r in rows]
         rows, out_den = _affine_rows(w, b, rows, out_den, fmt, f"{where}.maps[{j}]")
-    out = list(zip(*rows)) if rows else [() for _ in cols]
+    out = list(zip(*rows)) if rows else [() for _ in sub]
+    if slots is not None:
+        out = [out[k] for k in slots]
     if la["residual"]:
         m = max(out_den, den)
         out, base = _lift(out, out_den, m), _lift(cols, den, m)

@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from fractions import Fraction
 from itertools import accumulate
 from math import gcd
-from operator import add, neg, sub
+from operator import add, itemgetter, neg, sub
 
 from . import piecewise
 from .parse import bounded, lcm
@@ -169,9 +169,26 @@ def _dense(maps, cols, den, tick=no_tick):
     return normalize(list(zip(*rows)) if rows else [() for _ in cols], den)
 
 
-def feedforward(layer, cols, den, tick=no_tick):
-    """A feed-forward block on every column; ``tick(k)`` counts output rows done."""
-    maps = layer["maps"]
+def project(maps, cols):
+    """A block reads its input only through the first map's non-zero weight columns: the
+    distinct restrictions of ``cols`` to them, each column's slot among those, and the maps
+    with the first one restricted (``None`` when every column is read)."""
+    (rows, wd), bias = maps[0]
+    support = [j for j in range(len(rows[0])) if any(r[j] for r in rows)] if rows else []
+    if not support or len(support) == len(rows[0]) or len(cols) < 2:
+        return None
+    table: dict = {}
+    if len(support) == 1:
+        j = support[0]
+        slots = [table.setdefault((c[j],), len(table)) for c in cols]
+    else:
+        pick = itemgetter(*support)
+        slots = [table.setdefault(pick(c), len(table)) for c in cols]
+    first = ((tuple(tuple(r[j] for j in support) for r in rows), wd), bias)
+    return list(table), slots, (first, *maps[1:])
+
+
+def _block(maps, cols, den, tick):
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
         tick(len(maps[0][0][0][0]) + len(maps[1][0][0]))
@@ -185,11 +202,23 @@ def feedforward(layer, cols, den, tick=no_tick):
         out, out_den = normalize(out, out_den)
     else:
         out, out_den = _dense(maps, cols, den, tick)
+    return out, out_den
+
+
+def feedforward(layer, cols, den, tick=no_tick):
+    """A feed-forward block on every column; ``tick(k)`` counts output rows done.  The block
+    runs once per distinct restriction of the input to what its first map reads."""
+    maps = layer["maps"]
+    narrow = project(maps, cols)
+    if narrow is None:
+        out, out_den = _block(maps, cols, den, tick)
+    else:
+        sub, slots, first = narrow
+        part, out_den = _block(first, sub, den, tick)
+        out = [part[k] for k in slots]
     if layer["residual"]:
         m = _lcm(out_den, den)
-        out = [tuple(x * (m // out_den) + y * (m // den) for x, y in zip(o, c))
-               for o, c in zip(out, cols)]
-        out, out_den = normalize(out, m)
+        out, out_den = normalize(scaled_sum(out, m // out_den, cols, m // den), m)
     return out, out_den
 
 
