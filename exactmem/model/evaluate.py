@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -37,12 +38,34 @@ class Evaluation:
 
 
 READOUT_BLOCK = 1000  # sequences per progress report of the readout
+SLICE = 8192  # sequences evaluated at once: the state's memory grows with them, not with N
 
 
 def evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> Evaluation:
-    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels.
-    ``progress(stage, done, total)`` is called per layer unit (``"forward"``) and per block
-    of sequences (``"readout"``)."""
+    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels, at most
+    :data:`SLICE` sequences at a time (each sequence is evaluated on its own, so the slices'
+    results, concatenated, are the whole evaluation).  ``progress(stage, done, total)`` is
+    called per layer unit (``"forward"``) and per block of sequences (``"readout"``) of each
+    slice, and per slice (``"slices"``) when there are several."""
+    if ds.N <= SLICE:
+        return _evaluate(spec, ds, progress)
+    preds: list[tuple[Fraction | int | None, ...]] = []
+    fails: list[Failure] = []
+    total = -(-ds.N // SLICE)
+    for k, lo in enumerate(range(0, ds.N, SLICE)):
+        if progress is not None:
+            progress("slices", k, total)
+        part = dataclasses.replace(ds, sequences=ds.sequences[lo:lo + SLICE],
+                                   labels=ds.labels[lo:lo + SLICE])
+        ev = _evaluate(spec, part, progress)
+        preds += ev.predictions
+        fails += [dataclasses.replace(f, sequence=f.sequence + lo) for f in ev.failures]
+    if progress is not None:
+        progress("slices", total, total)
+    return Evaluation(tuple(preds), tuple(fails))
+
+
+def _evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None) -> Evaluation:
     state = forward(spec, ds, progress)
     tick = ticker(progress, "readout", -(-ds.N // READOUT_BLOCK))
     positions = spec.read_positions()
