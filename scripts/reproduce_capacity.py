@@ -72,6 +72,9 @@ FLOAT_ROWS: list[tuple[str, int, int, int, int, int]] = [
     ("d28L2", 28, 2, 2, 4096, 12500),
     ("d28L2", 28, 2, 2, 8192, 12500),
     ("d28L2", 28, 2, 2, 16384, 25000),
+    ("d28L2", 28, 2, 2, 2048, 35000),
+    ("d28L2", 28, 2, 2, 4096, 35000),
+    ("d28L2", 28, 2, 2, 8192, 35000),
     ("d48L2", 48, 2, 2, 4096, 8000),
     ("d48L2", 48, 2, 2, 4096, 16000),
     ("d48L2", 48, 2, 2, 8192, 16000),
@@ -274,7 +277,8 @@ def plot(rows: list[dict[str, Any]], path: Path,
 
     names = [str(r["model"]) for r in rows + (float_rows or [])]
     budgets = sorted({(str(r["model"]), int(r["train_steps"])) for r in rows + (float_rows or [])})
-    colour = {b: f"C{i % 10}" for i, b in enumerate(budgets)}  # one colour per model and budget
+    tab20 = matplotlib.colormaps["tab20"]
+    colour = {b: tab20(i % 20) for i, b in enumerate(budgets)}  # one per model and budget
     for data, field, style, what in ((rows, "certified_bits_per_param", "o-", "certified"),
                                      (float_rows or [], "float_bits_per_param", "x--",
                                       "float64 only")):
