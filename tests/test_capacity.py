@@ -77,3 +77,38 @@ def test_a_changed_weight_is_rejected(tmp_path: Path) -> None:
 
     proc = check(tampered(tmp_path, edit))
     assert proc.returncode == 1 and "s REJECTED" in proc.stdout
+
+
+def load_script() -> Any:
+    import importlib.util
+
+    path = RESULTS.parent.parent / "scripts" / "reproduce_capacity.py"
+    spec = importlib.util.spec_from_file_location("reproduce_capacity", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_smallest_model_has_a_curve_above_capacity_at_one_budget() -> None:
+    """The plateau needs several dataset sizes above Morris et al.'s 3.83 bits/param at
+    one training budget, each certified below its float estimate; both sums recorded."""
+    rows = list(csv.DictReader((RESULTS / "capacity_gpt2.csv").read_text().splitlines()))
+    params = min(int(r["params"]) for r in rows)
+    by_budget: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        if int(r["params"]) == params and float(r["reference_bits"]) > 3.83 * params:
+            by_budget.setdefault(r["train_steps"], []).append(r)
+    curve = max(by_budget.values(), key=len)
+    assert len({r["N"] for r in curve}) >= 3
+    for r in curve:
+        assert float(r["certified_bits_unclipped"]) <= float(r["certified_bits"])
+        assert float(r["certified_bits"]) <= float(r["float_bits"])
+
+
+@pytest.mark.parametrize("argv", [["--only", "d0L0_N1_s1"], ["--check-shards", "0"]])
+def test_bad_script_arguments_are_one_line_and_exit_2(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert load_script().main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
