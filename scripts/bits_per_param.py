@@ -27,10 +27,13 @@ the label) and ``peak_rss_mb`` (this process's peak resident memory after the ro
 
 With ``--construction dense-int8`` or ``dense-bf16`` the rows are the int8- and
 bfloat16-weight variants: ``params_narrow`` counts the entries of the weight matrices (int8
-or bfloat16; the rest -- biases, embedding table -- is int32 or float32, the claim's
-semantics), ``label_bits_per_narrow`` divides the label bits by it, ``stored_bits`` is 8 or
-16 bits per narrow entry plus 32 per other entry (all three from ``bit_figures`` with the
-claim, as ``exactmem info`` prints them); with ``--certify`` the row is certified with the
+or bfloat16; the rest -- biases, embedding table -- is added in int32 or float32, the claim's
+semantics), ``label_bits_per_narrow`` divides the label bits by it, ``stored_bits`` charges
+every tensor the bits of the dtype ``export --dtype int8|bfloat16`` writes it in (int8 /
+bfloat16 weights; the narrowest exact one of int8 / int16 / int32 or bfloat16 / float32 for
+the rest: ``bounds.storage_dtype``), the tensor bytes of the safetensors file x 8 (all three
+from ``bit_figures`` with the claim, as ``exactmem info`` prints them); with ``--certify``
+the row is certified with the
 claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as safetensors in
 their dtypes and read back, are run in torch (integer matmul for int8, bf16 widened to
 float32): ``runtime_exact`` counts the labels it gets; ``onnx_exact`` counts them in

@@ -98,7 +98,7 @@ def test_stored_narrow_and_every_label_in_torch(ds: Any, tmp_path: Path, con: st
     pytest.importorskip("safetensors")
     from safetensors.torch import load_file
 
-    from exactmem.adapters.lowp import is_weight, run_lowp, save_lowp
+    from exactmem.adapters.lowp import is_weight, run_lowp, save_lowp, widen
     from exactmem.adapters.skeleton import named_matrices, skeleton
     from exactmem.adapters.torch import ExactmemNetwork, dataset_tensor
 
@@ -108,11 +108,17 @@ def test_stored_narrow_and_every_label_in_torch(ds: Any, tmp_path: Path, con: st
     tensors = load_file(str(path))
     narrow, wide = (torch.int8, torch.int32) if claim == "int8" else (torch.bfloat16,
                                                                       torch.float32)
+    others = set()
     for name, _, is_vec in named_matrices(spec):
-        assert tensors[name].dtype == (narrow if is_weight(name, is_vec) else wide)
+        if is_weight(name, is_vec):
+            assert tensors[name].dtype == narrow
+        else:
+            others.add(tensors[name].dtype)
+    assert others - {wide}  # biases and tables stored narrower than the activations
     run = run_lowp(spec, ds, claim, path)
     assert run.memorized == run.total == ds.N
-    out = ExactmemNetwork(skeleton(spec), tensors)(dataset_tensor(ds, wide, "cpu")[:4])
+    net = ExactmemNetwork(skeleton(spec), widen(tensors, claim))
+    out = net(dataset_tensor(ds, wide, "cpu")[:4])
     assert out.dtype == wide  # integer arithmetic throughout for int8
 
 

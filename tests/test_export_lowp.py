@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from exactmem.arith import ScaledMatrix
+from exactmem.certificate import read_certificate, spec_from_certificate
 from exactmem.cli import main
+from exactmem.constructions.bounds import narrow_split, stored_split
 from exactmem.model.spec import Affine, FeedForward, Linear, NetworkSpec, Readout
 
 pytest.importorskip("onnxruntime")
@@ -50,17 +52,30 @@ def test_export_writes_narrow_and_runs_it(certs: dict[str, Path], tmp_path: Path
     assert _export(certs[claim], out, fmt, dtype) == 0
     line = capsys.readouterr().out
     assert "memorized 1.0 (300/300)" in line and f"claim {claim}" in line
+    spec = spec_from_certificate(read_certificate(str(certs[claim])))
+    split = stored_split(spec, claim)
     if fmt == "onnx":
         import onnx
 
         model = onnx.load(str(out))
         kinds = {t.data_type for t in model.graph.initializer}
         ops = {n.op_type for n in model.graph.node}
+        inits = {t.name: t for t in model.graph.initializer}
+        made = {o: n for n in model.graph.node for o in n.output}
+        # the embedding table: stored as info charges it, widened by a Cast
+        table = made[next(n for n in model.graph.node if n.op_type == "Gather").input[0]]
+        assert table.op_type == "Cast"
+        stored = inits[table.input[0]].data_type
         if dtype == "int8":
             assert onnx.TensorProto.INT8 in kinds and "MatMulInteger" in ops
             assert "MatMul" not in ops and onnx.TensorProto.FLOAT not in kinds
+            assert stored == onnx.TensorProto.INT16 and split["int16"] == sum(
+                int(np.prod(t.dims)) for t in inits.values()
+                if t.data_type == onnx.TensorProto.INT16)
         else:
             assert onnx.TensorProto.BFLOAT16 in kinds
+            assert stored == onnx.TensorProto.BFLOAT16
+            assert split["bfloat16"] > narrow_split(spec)[0]  # not the weights alone
     else:
         import torch
 
@@ -70,9 +85,14 @@ def test_export_writes_narrow_and_runs_it(certs: dict[str, Path], tmp_path: Path
             from safetensors.torch import load_file
 
             tensors = load_file(str(out))
-        dtypes = {v.dtype for k, v in tensors.items() if k != "_extra_state"}
-        assert dtypes == ({torch.int8, torch.int32} if dtype == "int8"
-                          else {torch.bfloat16, torch.float32})
+        from exactmem.adapters.lowp import TORCH_DTYPES
+
+        got: dict[Any, int] = {}
+        for k, v in tensors.items():
+            if k != "_extra_state":
+                got[v.dtype] = got.get(v.dtype, 0) + v.numel()
+        assert got == {TORCH_DTYPES[dt]: c for dt, c in split.items()}
+        assert torch.int32 not in got if dtype == "int8" else torch.bfloat16 in got
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torch", "safetensors"])

@@ -3,10 +3,14 @@
 The claims ``int8`` and ``bfloat16-weights/float32`` of :mod:`exactmem.checker.floatexact`
 fix which tensors are narrow: the *weight matrices* (every ``weight`` of a feed-forward map,
 every ``query``/``key``/``value``/``output`` of a head) are stored as int8 or bfloat16; the
-biases, the embedding table and the activations are int32 or float32.  The mirror of
-:mod:`exactmem.adapters.torch` widens a narrow weight exactly inside the matmul, so an int8
-network runs entirely in integer arithmetic (int32 products and sums; torch integer matmul
-on the CPU) and a bf16 one in float32 -- what the claims certify to be exact.
+activations are int32 or float32.  Every other tensor (biases, embedding and position tables)
+is stored in the narrowest dtype that holds all its values
+(:func:`exactmem.constructions.bounds.storage_dtype`, the rule ``exactmem info`` charges:
+int8 / int16 / int32, or bfloat16 / float32) and widened to int32 / float32 on load
+(:func:`exactmem.adapters.lowp_load.widen`).  The mirror of :mod:`exactmem.adapters.torch`
+widens a narrow weight exactly inside the matmul, so an int8 network runs entirely in
+integer arithmetic (int32 products and sums; torch integer matmul on the CPU) and a bf16
+one in float32 -- what the claims certify to be exact.
 
 :func:`lowp_tensors` converts exactly (a value that does not fit its tensor's dtype is an
 error, never rounded); :func:`save_lowp` writes them as safetensors; :func:`run_lowp` runs
@@ -20,23 +24,18 @@ from pathlib import Path
 
 import torch
 
+from exactmem.adapters.lowp_load import DTYPES, is_weight, widen
 from exactmem.adapters.runtimes import RuntimeRun, _batch, _run, _values
 from exactmem.adapters.skeleton import named_matrices, skeleton
 from exactmem.adapters.torch import ExactmemNetwork, run_torch
+from exactmem.constructions.bounds import storage_dtype
 from exactmem.errors import NotExactError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 
-#: claim -> (dtype of the weight matrices, dtype of biases, table and activations)
-DTYPES: dict[str, tuple[torch.dtype, torch.dtype]] = {
-    "int8": (torch.int8, torch.int32),
-    "bfloat16-weights/float32": (torch.bfloat16, torch.float32),
-}
-
-
-def is_weight(name: str, is_vec: bool) -> bool:
-    """A weight matrix (narrow), not a bias, embedding table or position table."""
-    return not is_vec and not name.endswith((".table", ".positions"))
+#: dtype name of :func:`~exactmem.constructions.bounds.storage_dtype` -> torch dtype
+TORCH_DTYPES = {"int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+                "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 def _convert(values: list[Fraction], shape: tuple[int, ...], dt: torch.dtype,
@@ -60,12 +59,12 @@ def lowp_tensors(spec: NetworkSpec, claim: str) -> dict[str, torch.Tensor]:
     """Every tensor of ``spec`` in the dtype ``claim`` gives it, converted exactly."""
     if claim not in DTYPES:
         raise NotExactError(f"claim must be one of {sorted(DTYPES)}, found {claim!r}")
-    narrow, wide = DTYPES[claim]
     out: dict[str, torch.Tensor] = {}
     for name, m, is_vec in named_matrices(spec):
         vals = [Fraction(x, m.den) for row in m.num for x in row]
         shape = (len(m.num) * m.cols,) if is_vec else (len(m.num), m.cols)
-        out[name] = _convert(vals, shape, narrow if is_weight(name, is_vec) else wide, name)
+        dt = TORCH_DTYPES[storage_dtype(claim, m, is_weight(name, is_vec))]
+        out[name] = _convert(vals, shape, dt, name)
     return out
 
 
@@ -96,7 +95,7 @@ def run_lowp(spec: NetworkSpec, ds: Dataset, claim: str,
         from safetensors.torch import load_file
 
         tensors = load_file(str(path))
-    net = ExactmemNetwork(skeleton(spec), tensors)
+    net = ExactmemNetwork(skeleton(spec), widen(tensors, claim))
     with torch.inference_mode():
         raw = run_torch(net, ds, _batch(spec, ds))
     return _run("torch", claim, spec, ds, _values(raw))

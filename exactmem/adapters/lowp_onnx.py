@@ -1,12 +1,18 @@
 """int8 and bfloat16 weight matrices in ONNX (the claims ``int8`` and
 ``bfloat16-weights/float32``, docs/float-exact.md), run by onnxruntime's CPU provider.
 
+Biases and the embedding and position tables are stored in the narrowest dtype that holds
+all their values (:func:`exactmem.constructions.bounds.storage_dtype`, the rule ``exactmem
+info`` charges) and widened by a ``Cast`` to the activation dtype: the arithmetic is that of
+int32 / float32 tensors with the same values.
+
 **bfloat16**: the float32 graph with every MatMul weight stored as a bfloat16 initializer and
-widened by a ``Cast`` to float32; onnxruntime then multiplies and accumulates in float32, as
+widened by a ``Cast`` to float32 (biases and tables too where every value is a zero or normal
+bfloat16 number, else float32); onnxruntime then multiplies and accumulates in float32, as
 the claim certifies.
 
-**int8**: an integer graph.  Weight matrices are int8 initializers; biases, the embedding
-table and every activation are int32 (``Gather``, ``Add``, ``Relu``, ``Div``, ``ReduceSum``,
+**int8**: an integer graph.  Weight matrices are int8 initializers; biases and tables int8,
+int16 or int32, every activation int32 (``Gather``, ``Add``, ``Relu``, ``Div``, ``ReduceSum``,
 ``MatMul`` of activations by 0/1 masks: onnxruntime's CPU kernels for int32).  A product
 ``x @ W`` (int32 ``x``, int8 ``W``) is computed by ``MatMulInteger`` (ONNX opset 10: uint8
 x int8 inputs, int32 accumulation) on the bytes of ``x``: ``x = P - M`` with ``P = Relu(x)``
@@ -29,6 +35,7 @@ A weight that does not fit its format is an error, never rounded.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -36,44 +43,59 @@ import numpy as np
 from exactmem.adapters import require
 from exactmem.adapters.onnx_export import _Graph, build_model
 from exactmem.arith import ScaledMatrix
+from exactmem.constructions.bounds import bf16_exact, storage_dtype
 from exactmem.errors import NotExactError
 from exactmem.model.spec import NetworkSpec
 
 BYTES = 4  # int32 magnitudes below 2^31: four bytes
 
 
-def _bf16(onnx: Any, name: str, values: np.ndarray) -> Any:
-    wide = values.astype(np.float32)
-    bits = wide.view(np.uint32)
-    if (bits & 0xFFFF).any() or (wide.astype(np.float64) != values).any():
+BF16 = "bfloat16-weights/float32"
+
+
+def _bf16(onnx: Any, name: str, m: ScaledMatrix, transpose: bool) -> Any:
+    if any(not bf16_exact(x, m.den) for row in m.num for x in row):
         raise NotExactError(f"{name}: a value that bfloat16 does not hold exactly")
-    t = onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, list(values.shape),
-                                vals=(bits >> 16).astype(np.uint16).tobytes(), raw=True)
-    return t
+    values = np.array([float(Fraction(x, m.den)) for row in m.num for x in row],
+                      dtype=np.float32).reshape(m.shape)
+    bits = np.ascontiguousarray(values.T if transpose else values).view(np.uint32)
+    return onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, list(bits.shape),
+                                   vals=(bits >> 16).astype(np.uint16).tobytes(), raw=True)
+
+
+class _Bf16Graph(_Graph):
+    """The float32 graph of :mod:`.onnx_export` with bfloat16 weight matrices, and biases and
+    tables in :func:`storage_dtype`, each widened by a ``Cast`` to float32."""
+
+    def __init__(self) -> None:
+        super().__init__("float32")
+
+    def _cast(self, hint: str, m: ScaledMatrix, transpose: bool) -> str:
+        name = self.name(hint) + ".bf16"
+        self.inits.append(_bf16(self.onnx, name, m, transpose))
+        return self.op("Cast", [name], to=self.onnx.TensorProto.FLOAT)
+
+    def weight(self, hint: str, m: ScaledMatrix, transpose: bool = True) -> str:
+        return self._cast(hint, m, transpose)
+
+    def table(self, hint: str, m: ScaledMatrix) -> str:
+        if storage_dtype(BF16, m, weight=False) == "bfloat16":
+            return self._cast(hint, m, True)
+        return super().weight(hint, m)
+
+    def vector(self, hint: str, m: ScaledMatrix) -> str:
+        if storage_dtype(BF16, m, weight=False) == "bfloat16":
+            return self.op("Reshape", [self._cast(hint, m, False), self.ints([-1])])
+        return super().vector(hint, m)
 
 
 def build_bf16_model(spec: NetworkSpec) -> Any:
-    """The float32 ONNX graph of ``spec`` with its MatMul weights in bfloat16 (+ ``Cast``)."""
+    """The float32 ONNX graph of ``spec`` with its MatMul weights in bfloat16, its biases and
+    tables in bfloat16 or float32 (:func:`storage_dtype`), each bfloat16 one ``Cast``."""
     onnx = require("onnx", "the ONNX export")
-    from onnx import numpy_helper
-
-    model = build_model(spec, "float32")
-    graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    weights = {i for node in graph.node if node.op_type == "MatMul" for i in node.input
-               if i in inits}
-    casts = []
-    for name in sorted(weights):
-        values = numpy_helper.to_array(inits[name]).astype(np.float64)
-        graph.initializer.remove(inits[name])
-        graph.initializer.append(_bf16(onnx, name + ".bf16", values))
-        casts.append(onnx.helper.make_node("Cast", [name + ".bf16"], [name],
-                                           to=onnx.TensorProto.FLOAT))
-    nodes = casts + list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes)
+    model = build_model(spec, "float32", graph=_Bf16Graph())
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
-                                        "exactmem.dtype": "bfloat16-weights/float32"})
+                                        "exactmem.dtype": BF16})
     onnx.checker.check_model(model)
     return model
 
@@ -100,13 +122,19 @@ class _Int8Graph(_Graph):
         a = _integers(m, -128, 127, "int8", hint)
         return self.const(hint, np.ascontiguousarray((a.T if transpose else a).astype(np.int8)))
 
+    def _stored(self, hint: str, m: ScaledMatrix, a: np.ndarray) -> str:
+        """``a`` stored in :func:`storage_dtype` and, if narrower, ``Cast`` to int32."""
+        dt = storage_dtype("int8", m, weight=False)
+        name = self.const(hint, np.ascontiguousarray(a.astype(dt)))
+        return name if dt == "int32" else self.op("Cast", [name], to=self.elem)
+
     def table(self, hint: str, m: ScaledMatrix) -> str:
         a = _integers(m, -(1 << 31), (1 << 31) - 1, "int32", hint)
-        return self.const(hint, np.ascontiguousarray(a.T.astype(np.int32)))
+        return self._stored(hint, m, a.T)
 
     def vector(self, hint: str, m: ScaledMatrix) -> str:
         a = _integers(m, -(1 << 31), (1 << 31) - 1, "int32", hint)
-        return self.const(hint, a.reshape(-1).astype(np.int32))
+        return self._stored(hint, m, a.reshape(-1))
 
     def scalar(self, value: float) -> str:
         if value != int(value):

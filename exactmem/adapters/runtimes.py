@@ -214,7 +214,9 @@ def run_narrow_file(fmt: str, path: str | Path, spec: NetworkSpec, ds: Dataset, 
         tensors = torch.load(str(path), map_location="cpu", weights_only=True)
     else:
         tensors = require("safetensors.torch", "reading safetensors").load_file(str(path))
-    tensors = {k: v for k, v in tensors.items() if k != "_extra_state"}
+    from exactmem.adapters.lowp_load import widen
+
+    tensors = widen({k: v for k, v in tensors.items() if k != "_extra_state"}, NARROW[dtype])
     return _torch_run(th.ExactmemNetwork(skeleton(spec), tensors), spec, ds, dtype)
 
 

@@ -180,14 +180,12 @@ def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> s
             ran = run_narrow_file(args.format, tmp, spec, ds, args.dtype)
             if not ran.complete and not args.allow_lossy:
                 raise _Lossy(f"the written file {ran.line()} (--allow-lossy writes it anyway)")
-            from exactmem.constructions.bounds import NARROW_STORAGE, narrow_split
+            from exactmem.constructions.bounds import stored_split
 
-            narrow, wide = narrow_split(spec)
-            _, nb, wb = NARROW_STORAGE[args.narrow]
+            split = ", ".join(f"{c} {dt}" for dt, c in stored_split(spec, args.narrow).items())
             lossy = "" if ran.complete else " (lossy: written because of --allow-lossy)"
             return (f"wrote {out} ({args.format}, {args.dtype} weight matrices under the claim "
-                    f"{args.narrow}): {narrow} {nb}-bit and {wide} {wb}-bit entries, none "
-                    f"rounded; {ran.line()}{lossy}")
+                    f"{args.narrow}): {split} entries, none rounded; {ran.line()}{lossy}")
         if args.format == "torch":
             load_torch().save_state_dict(spec, tmp, args.dtype)
         elif args.format == "safetensors":

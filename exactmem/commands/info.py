@@ -62,12 +62,13 @@ def run(args: argparse.Namespace) -> int:
                                         "does not memorize")
         per = dict(PER)
         if "narrow_claim" in data:  # int8 / bfloat16 weight matrices (claim of the certificate)
-            from exactmem.constructions.bounds import NARROW_STORAGE
+            from exactmem.constructions.bounds import DTYPE_BITS
 
-            _, nb, wb = NARROW_STORAGE[data["narrow_claim"]]
+            split = ", ".join(f"{c} {dt} ({DTYPE_BITS[dt]} bits)"
+                              for dt, c in data["stored_split"].items())
             per["label_bits_per_stored_bit"] = (
-                f"label bits / stored bits {data['stored_bits']}: {nb} per weight-matrix entry, "
-                f"{wb} per other entry (export --dtype {data['stored_dtype']})")
+                f"label bits / stored bits {data['stored_bits']}: {split}, the entries of "
+                f"the file export --dtype {data['stored_dtype']} writes")
             print(f"{'params_narrow':26s} {data['params_narrow']} (weight-matrix entries, "
                   f"{data['stored_dtype']} under the claim {data['narrow_claim']})")
             per = {"label_bits_per_narrow": "label bits / params_narrow", **per}

@@ -37,12 +37,16 @@
     float16 / float32 / float64): the narrowest format the certificate claims float-exact,
     else float64, ``exactmem export``'s default (``stored_dtype_exact`` says whether the
     file memorizes).  For the narrow-weight claims (:data:`NARROW_STORAGE`) the file is the
-    one ``exactmem export --dtype int8|bfloat16`` writes: 8 (int8) or 16 (bfloat16) bits
-    per entry of a weight matrix, 32 (int32 / float32) per entry of every other tensor
-    (biases, embedding and position tables); ``params_narrow`` counts the weight-matrix
-    entries (:func:`narrow_split`) and ``label_bits_per_narrow`` divides by it (the
-    figure "bits per int8 / bf16 parameter").  Of several claims the one with the fewest
-    stored bits is used;
+    one ``exactmem export --dtype int8|bfloat16`` writes, and ``stored_bits`` is the sum over
+    its tensors of entries x bits of the dtype the export writes the tensor in
+    (:func:`storage_dtype`, the one rule export and ``info`` share): a weight matrix int8 /
+    bfloat16; every other tensor (biases, embedding and position tables) the narrowest of
+    int8 / int16 / int32 that holds all its values (int8 claim), or bfloat16 when every value
+    is a zero or normal bfloat16 number, else float32 (bfloat16 claim) -- exactly the tensor
+    bytes of the safetensors file x 8 (``stored_split`` gives the entries per dtype);
+    ``params_narrow`` counts the weight-matrix entries (:func:`narrow_split`) and
+    ``label_bits_per_narrow`` divides by it (the figure "bits per int8 / bf16
+    parameter").  Of several claims the one with the fewest stored bits is used;
   - ``label_bits_per_weight_bit``: total weight bit (``weight_bits_total``);
 * ``float_ready`` (``--max-bits P`` networks of the Kajitsuka & Sato shape): Theorem E.1 /
   B.1 does not describe them (they hash contexts into retrieval tables,
@@ -126,21 +130,61 @@ FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq")
 """Constructions whose ``max_bits = P`` variant is the float-ready retrieval network."""
 
 
-NARROW_STORAGE = {"int8": ("int8", 8, 32), "bfloat16-weights/float32": ("bfloat16", 16, 32)}
-"""Narrow-weight claim -> (export dtype, bits per weight-matrix entry, bits per other entry):
-int8 weights with int32 biases and tables, bfloat16 weights with float32 ones (the tensors
-``exactmem export --dtype int8|bfloat16`` writes, docs/float-exact.md)."""
+NARROW_STORAGE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "int8": ("int8", ("int8", "int16", "int32")),
+    "bfloat16-weights/float32": ("bfloat16", ("bfloat16", "float32")),
+}
+"""Narrow-weight claim -> (dtype of the weight matrices, dtypes of every other tensor,
+narrowest first): the tensors ``exactmem export --dtype int8|bfloat16`` writes
+(docs/float-exact.md); the runtimes widen the others to int32 / float32 on load."""
+DTYPE_BITS = {"int8": 8, "int16": 16, "int32": 32, "bfloat16": 16, "float32": 32}
+"""Bits per stored entry of each dtype a narrow export writes."""
 
 
-def narrow_split(spec: NetworkSpec) -> tuple[int, int]:
-    """``(narrow, wide)`` dense entries: the weight matrices (every ``weight`` of a linear or
-    feed-forward map, every ``query``/``key``/``value``/``output`` of a head), and the rest
-    (biases, the embedding and position tables) -- the split of the narrow claims."""
-    narrow = wide = 0
+def bf16_exact(x: int, den: int) -> bool:
+    """``x / den`` is zero or a normal bfloat16 number (8 significand bits, exponent in
+    ``[-126, 127]``): bfloat16 holds it exactly and no runtime flushes it."""
+    if x == 0:
+        return True
+    g = math.gcd(x, den)
+    p, q = abs(x) // g, den // g
+    if q & (q - 1):
+        return False
+    odd = p >> ((p & -p).bit_length() - 1)
+    exponent = p.bit_length() - 1 - (q.bit_length() - 1)
+    return odd.bit_length() <= 8 and -126 <= exponent <= 127
+
+
+def storage_dtype(claim: str, m: ScaledMatrix, weight: bool) -> str:
+    """The dtype ``exactmem export`` writes tensor ``m`` in under a narrow ``claim``
+    (:data:`NARROW_STORAGE`): a weight matrix in the claim's narrow dtype, any other tensor
+    in the narrowest of the others that holds every value exactly (the widest when none
+    does: the export then refuses the value)."""
+    narrow, others = NARROW_STORAGE[claim]
+    if weight:
+        return narrow
+    values = [x for row in m.num for x in row]
+    if others[0] == "bfloat16":
+        return others[0] if all(bf16_exact(x, m.den) for x in values) else others[-1]
+    if any(x % m.den for x in values):
+        return others[-1]
+    lo, hi = min(values, default=0) // m.den, max(values, default=0) // m.den
+    for dt in others:
+        half = 1 << (DTYPE_BITS[dt] - 1)
+        if -half <= lo and hi < half:
+            return dt
+    return others[-1]
+
+
+def _tensors(spec: NetworkSpec) -> list[tuple[ScaledMatrix, bool]]:
+    """``(tensor, is_weight_matrix)`` for every stored tensor of ``spec``: the weight
+    matrices (every ``weight`` of a linear or feed-forward map, every
+    ``query``/``key``/``value``/``output`` of a head) and the rest (biases, the embedding
+    and position tables)."""
+    out: list[tuple[ScaledMatrix, bool]] = []
     for layer in spec.layers:
         if isinstance(layer, Embedding):
-            wide += sum(len(m.num) * m.cols for m in (layer.table, layer.positions)
-                        if m is not None)
+            out += [(m, False) for m in (layer.table, layer.positions) if m is not None]
             continue
         if isinstance(layer, Attention):
             mats = [m for h in layer.heads for m in (h.query, h.key, h.value, h.output)]
@@ -149,9 +193,34 @@ def narrow_split(spec: NetworkSpec) -> tuple[int, int]:
         else:
             maps = [layer.map] if isinstance(layer, Linear) else list(layer.layers)
             mats, vecs = [a.weight for a in maps], [a.bias for a in maps]
-        narrow += sum(len(m.num) * m.cols for m in mats)
-        wide += sum(len(b.num) * b.cols for b in vecs if b is not None)
+        out += [(m, True) for m in mats] + [(b, False) for b in vecs if b is not None]
+    return out
+
+
+def narrow_split(spec: NetworkSpec) -> tuple[int, int]:
+    """``(narrow, wide)`` dense entries: the weight matrices and the rest (:func:`_tensors`)
+    -- the split of the narrow claims."""
+    narrow = wide = 0
+    for m, weight in _tensors(spec):
+        if weight:
+            narrow += len(m.num) * m.cols
+        else:
+            wide += len(m.num) * m.cols
     return narrow, wide
+
+
+def stored_split(spec: NetworkSpec, claim: str) -> dict[str, int]:
+    """Entries per dtype of the file a narrow ``claim``'s export writes
+    (:func:`storage_dtype`), in :data:`DTYPE_BITS` order, dtypes with no entry left out."""
+    count = dict.fromkeys(DTYPE_BITS, 0)
+    for m, weight in _tensors(spec):
+        count[storage_dtype(claim, m, weight)] += len(m.num) * m.cols
+    return {dt: c for dt, c in count.items() if c}
+
+
+def stored_bits_of(split: Mapping[str, int]) -> int:
+    """Stored bits of a :func:`stored_split`: entries x bits of their dtype."""
+    return sum(c * DTYPE_BITS[dt] for dt, c in split.items())
 
 
 def stored_dtype(float_exact: Sequence[str] = ()) -> tuple[str, bool]:
@@ -174,12 +243,13 @@ def bit_figures(spec: NetworkSpec, ds: Dataset,
     narrow_out: dict[str, Any] = {}
     claims = [c for c in float_exact if c in NARROW_STORAGE]
     if claims:
-        narrow, wide = narrow_split(spec)
-        bits = {c: narrow * NARROW_STORAGE[c][1] + wide * NARROW_STORAGE[c][2] for c in claims}
+        splits = {c: stored_split(spec, c) for c in claims}
+        bits = {c: stored_bits_of(splits[c]) for c in claims}
         best = min(claims, key=lambda c: (bits[c], c))
         if not exact or bits[best] < stored:
             dtype, exact, stored = NARROW_STORAGE[best][0], True, bits[best]
-        narrow_out = {"params_narrow": narrow, "narrow_claim": best}
+        narrow_out = {"params_narrow": narrow_split(spec)[0], "narrow_claim": best,
+                      "stored_split": splits[best]}
 
     def per(x: int) -> float:
         return round(label_bits / x, 6) if x else 0.0
