@@ -38,8 +38,8 @@ class Degenerate(Exception):
 
 def linear(w, b):
     """Prepare ``x W + b`` (``w = (rows [in][out] of numerators, E)``, ``b`` likewise or
-    None): columns, bias times ``2**F`` on one scale ``2**-E``, and the largest column
-    1-norm."""
+    None): columns, bias times ``2**F`` on one scale ``2**-E``, the largest column 1-norm
+    and the largest bias."""
     rows, e = w
     cols = [list(c) for c in zip(*rows)]
     if b is None:
@@ -50,12 +50,42 @@ def linear(w, b):
             cols = [[x << (eb - e) for x in c] for c in cols]
             e = eb
         bias = [x << (e - eb + F) for x in bn[0]]
-    return cols, bias, e, max(sum(map(abs, c)) for c in cols)
+    return cols, bias, e, max(sum(map(abs, c)) for c in cols), max(map(abs, bias))
 
 
 def apply(lin, m, r):
-    cols, bias, e, l1 = lin
+    """``x W + b`` on one ball: one exact integer dot product per output, floored."""
+    cols, bias, e, l1, _ = lin
     return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
+
+
+def apply_all(lin, ms, rs):
+    """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once: the same
+    integers as :func:`apply`, by Kronecker substitution.
+
+    Input coordinate ``i`` of all positions is packed into one integer
+    ``X_i = sum_p ms[p][i] * 2**(s p)``, so that ``sum_i W_ij X_i + b_j sum_p 2**(s p)`` is
+    ``sum_p (ms[p] . W_j + b_j) 2**(s p)``: one product of a weight by a packed integer per
+    (input, output) serves every position.  Each slot holds a dot product of absolute value
+    at most ``l1 * max|m| + max|b| < 2**(s-1)`` (``l1`` the largest column 1-norm), so after
+    adding ``2**(s-1)`` to every slot the slots are the base-``2**s`` digits of the sum,
+    read back exactly from its bytes."""
+    cols, bias, e, l1, bmax = lin
+    n = len(ms)
+    xmax = max(max(map(abs, x)) for x in ms)
+    s = -(-(max(l1 * xmax + bmax, xmax).bit_length() + 1) // 8) * 8
+    sb, half = s // 8, 1 << (s - 1)
+    ones = int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
+    lift = half * ones
+    packed = [int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in col),
+                             "little") - lift for col in zip(*ms)]
+    width = n * sb
+    outs = []
+    for c, b in zip(cols, bias):
+        raw = sum(map(mul, c, packed), (b + half) * ones).to_bytes(width, "little")
+        outs.append([(int.from_bytes(raw[q:q + sb], "little") - half) >> e
+                     for q in range(0, width, sb)])
+    return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
 
 def layernorm(params, m, r, eps):
@@ -209,32 +239,33 @@ def logits(model, toks, wanted):
     eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
     post = model["post_ln"]
     for blk in model["blocks"]:
-        qkv, qr = [], []
-        for x, r in zip(xs, rs):
-            h, hr = (x, r) if post else layernorm(blk["ln1"], x, r, eps)
-            y, yr = apply(blk["attn"], h, hr)
-            qkv.append(y)
-            qr.append(yr)
-        att, ar = attention(qkv, qr, heads, consts["scale"])
-        for p, (a, r) in enumerate(zip(att, ar)):
-            y, yr = apply(blk["proj"], a, r)
-            x = [u + w for u, w in zip(xs[p], y)]
-            xr = rs[p] + yr
-            if post:
-                x, xr = layernorm(blk["ln1"], x, xr, eps)
-            h, hr = (x, xr) if post else layernorm(blk["ln2"], x, xr, eps)
-            h, hr = apply(blk["fc"], h, hr)
-            h, hr = gelu(act, h, hr, consts)
-            y, yr = apply(blk["mlp_proj"], h, hr)
-            xs[p] = [u + w for u, w in zip(x, y)]
-            rs[p] = xr + yr
-            if post:
-                xs[p], rs[p] = layernorm(blk["ln2"], xs[p], rs[p], eps)
-    out = {}
-    for p in wanted:
-        if model["lnf"] is None:
-            h, hr = xs[p], rs[p]
+        if post:
+            hs, hrs = xs, rs
         else:
-            h, hr = layernorm(model["lnf"], xs[p], rs[p], eps)
-        out[p] = apply(model["head"], h, hr)
-    return out
+            hs, hrs = map(list, zip(*(layernorm(blk["ln1"], x, r, eps) for x, r in zip(xs, rs))))
+        qkv, qr = apply_all(blk["attn"], hs, hrs)
+        att, ar = attention(qkv, qr, heads, consts["scale"])
+        ys, yrs = apply_all(blk["proj"], att, ar)
+        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
+        rs = [r + yr for r, yr in zip(rs, yrs)]
+        if post:
+            xs, rs = map(list, zip(*(layernorm(blk["ln1"], x, r, eps) for x, r in zip(xs, rs))))
+            hs, hrs = xs, rs
+        else:
+            hs, hrs = map(list, zip(*(layernorm(blk["ln2"], x, r, eps) for x, r in zip(xs, rs))))
+        hs, hrs = apply_all(blk["fc"], hs, hrs)
+        hs, hrs = map(list, zip(*(gelu(act, h, hr, consts) for h, hr in zip(hs, hrs))))
+        ys, yrs = apply_all(blk["mlp_proj"], hs, hrs)
+        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
+        rs = [r + yr for r, yr in zip(rs, yrs)]
+        if post:
+            xs, rs = map(list, zip(*(layernorm(blk["ln2"], x, r, eps) for x, r in zip(xs, rs))))
+    wanted = list(wanted)
+    if not wanted:
+        return {}
+    if model["lnf"] is None:
+        hs, hrs = [xs[p] for p in wanted], [rs[p] for p in wanted]
+    else:
+        hs, hrs = map(list, zip(*(layernorm(model["lnf"], xs[p], rs[p], eps) for p in wanted)))
+    mids, rads = apply_all(model["head"], hs, hrs)
+    return dict(zip(wanted, zip(mids, rads)))
