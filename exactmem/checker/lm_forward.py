@@ -121,6 +121,24 @@ def _ball(lo, hi):
     return m, hi - m
 
 
+SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
+
+
+def _at_radius(fn, z, zr, lip):
+    """Bounds ``(lo, hi)`` at ``2**-F`` of the increasing ``fn`` (``tanh`` or ``erf``, with
+    Lipschitz constant at most ``lip``) at ``z``, computed at the working precision the
+    radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``F``.  With
+    ``z' = floor(z / 2**g)``, ``z' <= z / 2**g < z' + 1``, so ``fn(z) >= fn(z')`` and
+    ``fn(z) <= fn(z') + lip`` (units ``2**-(F-g)``); the error is below ``lip * 2**(g+1)``,
+    at most ``lip * zr / 2**(SLACK-2)``, so the radius grows by at most 1/1024 of what it
+    is anyway."""
+    g = min(zr.bit_length() - SLACK, F - 24)
+    if g <= 0:
+        return fn(z, F)
+    lo, hi = fn(z >> g, F - g)
+    return lo << g, (hi + lip) << g
+
+
 def gelu(kind, m, r, consts):
     """GELU (``kind`` "gelu_tanh" or "gelu_erf") of every coordinate of the ball."""
     if kind == "relu":
@@ -136,14 +154,14 @@ def gelu(kind, m, r, consts):
             zlo = min(clo * wlo, chi * wlo) >> F
             zhi = cdiv(max(clo * whi, chi * whi), ONE)
             zm, zr = _ball(zlo, zhi)
-            tlo, thi = lm_bounds.tanh(zm, F)
+            tlo, thi = _at_radius(lm_bounds.tanh, zm, zr, 1)
         else:
             clo, chi = consts["s"]  # 1 / sqrt 2
             zlo = min(clo * xlo, chi * xlo) >> F
             zhi = cdiv(max(clo * xhi, chi * xhi), ONE)
             zm, zr = _ball(zlo, zhi)
             zr *= 2  # |erf'| <= 2 / sqrt(pi) < 2
-            tlo, thi = lm_bounds.erf(zm, F)
+            tlo, thi = _at_radius(lm_bounds.erf, zm, zr, 2)
         p, q = ONE + max(tlo - zr, -ONE), ONE + min(thi + zr, ONE)
         ends = (xlo * p, xlo * q, xhi * p, xhi * q)
         lo, hi = min(ends) >> (F + 1), cdiv(max(ends), 2 * ONE)
