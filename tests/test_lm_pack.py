@@ -41,3 +41,51 @@ def test_apply_all_extreme_slots():
         ms = [[-sign * (1 << 130)] * 4, [sign * (1 << 130)] * 4, [0] * 4]
         mids, _ = L.apply_all(lin, ms, [0, 0, 0])
         assert mids == [L.apply(lin, x, 0)[0] for x in ms]
+
+
+def _attention_one_dot_at_a_time(qkv, rads, heads, scale):
+    """The checker's attention with one integer dot product per score and per output."""
+    from operator import mul
+
+    d = len(qkv[0]) // 3
+    dh = d // heads
+    cm, cr = scale
+    two_f = 2 * L.F
+    outs = [[0] * d for _ in qkv]
+    orads = [0] * len(qkv)
+    for h in range(heads):
+        q = [row[h * dh:(h + 1) * dh] for row in qkv]
+        k = [row[d + h * dh:d + (h + 1) * dh] for row in qkv]
+        v = [row[2 * d + h * dh:2 * d + (h + 1) * dh] for row in qkv]
+        kn = [sum(map(abs, x)) for x in k]
+        vmax = [max(map(abs, x)) for x in v]
+        for p in range(len(qkv)):
+            qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
+            scores, srad = [], 0
+            for j in range(p + 1):
+                dot = sum(map(mul, qp, k[j]))
+                drad = rp * kn[j] + rads[j] * qn + dh * rp * rads[j]
+                scores.append((dot * cm) >> two_f)
+                srad = max(srad, -(-(abs(dot) * cr + drad * (cm + cr)) >> two_f) + 1)
+            weights = L.softmax_weights(scores, srad)
+            assert weights is not None
+            am, ar = zip(*(L._ball(lo, hi) for lo, hi in weights), strict=True)
+            for c in range(dh):
+                outs[p][h * dh + c] = sum(a * v[j][c] for j, a in enumerate(am)) >> L.F
+            rad = sum(a * vm for a, vm in zip(ar, vmax, strict=False)) + sum(
+                (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar, strict=True)))
+            orads[p] = max(orads[p], -(-rad >> L.F) + 1)
+    return outs, orads
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 7), st.sampled_from([(4, 1), (4, 2), (6, 3)]),
+       st.integers(L.F - 8, L.F + 4))
+def test_packed_attention_is_one_dot_at_a_time(seed, n, shape, bits):
+    rng = random.Random(seed)
+    d, heads = shape
+    qkv = [[rng.randint(-(1 << bits), 1 << bits) for _ in range(3 * d)] for _ in range(n)]
+    rads = [rng.randint(0, 1 << 40) for _ in range(n)]
+    scale = L.constants(d // heads)["scale"]
+    assert L.attention(qkv, rads, heads, scale) == _attention_one_dot_at_a_time(
+        qkv, rads, heads, scale)

@@ -59,6 +59,32 @@ def apply(lin, m, r):
     return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
 
 
+def _slots(bound):
+    """``(bytes a slot, half)`` for slots holding integers of absolute value ``<= bound``
+    with ``half = 2**(8 bytes - 1) > bound``."""
+    sb = -(-(bound.bit_length() + 1) // 8)
+    return sb, 1 << (8 * sb - 1)
+
+
+def _ones(n, sb):
+    """``sum_{p < n} 2**(8 sb p)``."""
+    return int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
+
+
+def _pack(values, sb, half):
+    """``sum_p values[p] 2**(8 sb p)`` for ``|values[p]| < half``."""
+    lifted = int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in values),
+                            "little")
+    return lifted - half * _ones(len(values), sb)
+
+
+def _unpack(total, n, sb, half):
+    """The ``n`` slots of ``total = sum_p (y_p + half) 2**(8 sb p)`` with ``|y_p| < half``
+    (every slot then lies in ``[0, 2**(8 sb))``: the base-``2**(8 sb)`` digits)."""
+    raw = total.to_bytes(n * sb, "little")
+    return [int.from_bytes(raw[q:q + sb], "little") - half for q in range(0, n * sb, sb)]
+
+
 def apply_all(lin, ms, rs):
     """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once: the same
     integers as :func:`apply`, by Kronecker substitution.
@@ -73,18 +99,11 @@ def apply_all(lin, ms, rs):
     cols, bias, e, l1, bmax = lin
     n = len(ms)
     xmax = max(max(map(abs, x)) for x in ms)
-    s = -(-(max(l1 * xmax + bmax, xmax).bit_length() + 1) // 8) * 8
-    sb, half = s // 8, 1 << (s - 1)
-    ones = int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
-    lift = half * ones
-    packed = [int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in col),
-                             "little") - lift for col in zip(*ms)]
-    width = n * sb
-    outs = []
-    for c, b in zip(cols, bias):
-        raw = sum(map(mul, c, packed), (b + half) * ones).to_bytes(width, "little")
-        outs.append([(int.from_bytes(raw[q:q + sb], "little") - half) >> e
-                     for q in range(0, width, sb)])
+    sb, half = _slots(max(l1 * xmax + bmax, xmax))
+    ones = _ones(n, sb)
+    packed = [_pack(col, sb, half) for col in zip(*ms)]
+    outs = [[y >> e for y in _unpack(sum(map(mul, c, packed), (b + half) * ones), n, sb, half)]
+            for c, b in zip(cols, bias)]
     return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
 
@@ -179,7 +198,7 @@ def softmax_weights(scores, r):
     top = max(scores)
     los, his = [], []
     for s in scores:
-        lo, hi = lm_bounds.exp(s - top, F)
+        lo, hi = _at_radius(lm_bounds.exp, s - top, r, 1)  # e**x is 1-Lipschitz for x <= 0
         los.append((lo * (ONE - r)) >> F)
         his.append(cdiv(hi * (ONE + 2 * r), ONE))
     sl, sh = sum(los), sum(his)
@@ -192,6 +211,7 @@ def attention(qkv, rads, heads, scale):
     returns the concatenated head outputs and their radii per position."""
     d = len(qkv[0]) // 3
     dh = d // heads
+    n = len(qkv)
     cm, cr = scale
     outs = [[0] * d for _ in qkv]
     orads = [0] * len(qkv)
@@ -201,21 +221,27 @@ def attention(qkv, rads, heads, scale):
         v = [row[2 * d + h * dh:2 * d + (h + 1) * dh] for row in qkv]
         kn = [sum(map(abs, x)) for x in k]
         vmax = [max(map(abs, x)) for x in v]
-        vcols = list(zip(*v))
-        for p in range(len(qkv)):
+        # packed as in apply_all: the keys of all positions per coordinate, so one product
+        # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
+        # so one product per j gives sum_j a_j v_j (weights a_j <= ONE)
+        ksb, khalf = _slots(max(max(map(abs, x)) for x in q) * max(kn))
+        kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
+        klift = khalf * _ones(n, ksb)
+        vsb, vhalf = _slots(n * ONE * max(vmax))
+        vrows = [_pack(row, vsb, vhalf) for row in v]
+        vlift = vhalf * _ones(dh, vsb)
+        for p in range(n):
             qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
-            scores, srad = [], 0
-            for j in range(p + 1):
-                dot = sum(map(mul, qp, k[j]))
-                drad = rp * kn[j] + rads[j] * qn + dh * rp * rads[j]  # 2**-2F
-                scores.append((dot * cm) >> 2 * F)
-                srad = max(srad, cdiv(abs(dot) * cr + drad * (cm + cr), 1 << 2 * F) + 1)
+            dots = _unpack(sum(map(mul, qp, kcols), klift), n, ksb, khalf)[:p + 1]
+            scores = [(dot * cm) >> 2 * F for dot in dots]
+            srad = cdiv(max(abs(dot) * cr + (rp * kn[j] + rads[j] * qn + dh * rp * rads[j])
+                            * (cm + cr) for j, dot in enumerate(dots)), 1 << 2 * F) + 1
             weights = softmax_weights(scores, srad)
             if weights is None:
                 raise Degenerate("attention: a score radius exceeds 1")
             am, ar = zip(*(_ball(lo, hi) for lo, hi in weights))
-            for c in range(dh):
-                outs[p][h * dh + c] = sum(map(mul, am, vcols[c][:p + 1])) >> F
+            outs[p][h * dh:(h + 1) * dh] = [
+                y >> F for y in _unpack(sum(map(mul, am, vrows), vlift), dh, vsb, vhalf)]
             rad = sum(a * vm for a, vm in zip(ar, vmax)) + sum(
                 (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar)))
             orads[p] = max(orads[p], cdiv(rad, ONE) + 1)
