@@ -159,34 +159,39 @@ def _at_radius(fn, z, zr, lip):
 
 
 def gelu(kind, m, r, consts):
-    """GELU (``kind`` "gelu_tanh" or "gelu_erf") of every coordinate of the ball."""
+    """GELU (``kind`` "gelu_tanh", "gelu_erf" or "relu") of every coordinate of the ball.
+
+    Per coordinate: the inner argument's interval from the end points (it is increasing in
+    ``x``; the constant's bounds ``0 < clo <= chi`` multiply by the sign), ``tanh`` / ``erf``
+    at its midpoint widened by the Lipschitz constant times its radius, and ``x (1 + t) / 2``
+    over ``x`` in ``[xlo, xhi]``, ``1 + t`` in ``[p, q]``, ``0 <= p <= q``: the least product
+    is ``xlo p`` or ``xlo q`` by the sign of ``xlo``, the largest ``xhi q`` or ``xhi p``."""
     if kind == "relu":
         return [max(x, 0) for x in m], r
+    tanh_form = kind == "gelu_tanh"
+    clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
+    fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2
+    an, den = GELU_A[0], GELU_A[1] << 2 * F
+    half = F + 1
     out, rad = [], 0
     for x in m:
         xlo, xhi = x - r, x + r
-        if kind == "gelu_tanh":
-            clo, chi = consts["c"]
-            an, ad = GELU_A
-            wlo = xlo + (an * xlo ** 3) // (ad << 2 * F)
-            whi = xhi + cdiv(an * xhi ** 3, ad << 2 * F)
-            zlo = min(clo * wlo, chi * wlo) >> F
-            zhi = cdiv(max(clo * whi, chi * whi), ONE)
-            zm, zr = _ball(zlo, zhi)
-            tlo, thi = _at_radius(lm_bounds.tanh, zm, zr, 1)
+        if tanh_form:
+            wlo, whi = xlo + (an * xlo ** 3) // den, xhi - (-an * xhi ** 3) // den
         else:
-            clo, chi = consts["s"]  # 1 / sqrt 2
-            zlo = min(clo * xlo, chi * xlo) >> F
-            zhi = cdiv(max(clo * xhi, chi * xhi), ONE)
-            zm, zr = _ball(zlo, zhi)
-            zr *= 2  # |erf'| <= 2 / sqrt(pi) < 2
-            tlo, thi = _at_radius(lm_bounds.erf, zm, zr, 2)
+            wlo, whi = xlo, xhi
+        zlo = (clo * wlo if wlo >= 0 else chi * wlo) >> F
+        zhi = -((-(chi * whi if whi >= 0 else clo * whi)) >> F)
+        zm = (zlo + zhi) >> 1
+        zr = (zhi - zm) * lip
+        tlo, thi = _at_radius(fn, zm, zr, lip)
         p, q = ONE + max(tlo - zr, -ONE), ONE + min(thi + zr, ONE)
-        ends = (xlo * p, xlo * q, xhi * p, xhi * q)
-        lo, hi = min(ends) >> (F + 1), cdiv(max(ends), 2 * ONE)
-        mid, rr = _ball(lo, hi)
+        lo = (xlo * p if xlo >= 0 else xlo * q) >> half
+        hi = -((-(xhi * q if xhi >= 0 else xhi * p)) >> half)
+        mid = (lo + hi) >> 1
         out.append(mid)
-        rad = max(rad, rr)
+        if hi - mid > rad:
+            rad = hi - mid
     return out, rad
 
 
