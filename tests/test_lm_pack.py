@@ -19,7 +19,7 @@ def _draw(seed: int, n: int, k: int, m: int, wbits: int, xbits: int, bias: bool)
     b = ([[num(wbits) for _ in range(m)]], rng.randint(0, 40)) if bias else None
     lin = L.linear((rows, rng.randint(0, 60)), b)
     ms = [[num(xbits) for _ in range(k)] for _ in range(n)]
-    rs = [rng.randint(0, 1 << 20) for _ in range(n)]
+    rs = [rng.randint(0, (1 << L.SLACK) - 1) for _ in range(n)]  # no bits dropped
     return lin, ms, rs
 
 
@@ -89,3 +89,28 @@ def test_packed_attention_is_one_dot_at_a_time(seed, n, shape, bits):
     scale = L.constants(d // heads)["scale"]
     assert L.attention(qkv, rads, heads, scale) == _attention_one_dot_at_a_time(
         qkv, rads, heads, scale)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6),
+       st.integers(0, 60), st.integers(60, 140))
+def test_apply_all_with_dropped_bits_contains_every_point(seed, n, k, m, wbits, rbits):
+    """With radii large enough that midpoint bits are dropped, the output balls still hold
+    ``x W + b`` (exact rationals) for points at the corners and inside the input balls."""
+    from fractions import Fraction
+
+    rng = random.Random(seed)
+    lin, ms, _ = _draw(seed, n, k, m, wbits, 150, True)
+    rs = [rng.randint(1 << (rbits - 1), 1 << rbits) for _ in range(n)]
+    mids, rads = L.apply_all(lin, ms, rs)
+    cols, bias, e, _, _ = lin
+    one = Fraction(1, 1 << L.F)
+    for p in range(n):
+        for _ in range(4):
+            t = [Fraction(rng.choice((-1, 1, 0, rng.uniform(-1, 1)))) for _ in ms[p]]
+            x = [(mi + ti * rs[p]) * one for mi, ti in zip(ms[p], t, strict=True)]
+            for j, c in enumerate(cols):
+                y = sum(xi * Fraction(w, 1 << e) for xi, w in zip(x, c, strict=True)) \
+                    + Fraction(bias[j], 1 << (e + L.F))
+                assert abs(y - mids[p][j] * one) <= rads[p] * one
+        assert rads[p] <= -(-(rs[p] + rs[p] // (1 << (L.SLACK - 2))) * lin[3] // (1 << e)) + 1

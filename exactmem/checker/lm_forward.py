@@ -86,23 +86,33 @@ def _unpack(total, n, sb, half):
 
 
 def apply_all(lin, ms, rs):
-    """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once: the same
-    integers as :func:`apply`, by Kronecker substitution.
+    """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once, by Kronecker
+    substitution.
 
-    Input coordinate ``i`` of all positions is packed into one integer
-    ``X_i = sum_p ms[p][i] * 2**(s p)``, so that ``sum_i W_ij X_i + b_j sum_p 2**(s p)`` is
-    ``sum_p (ms[p] . W_j + b_j) 2**(s p)``: one product of a weight by a packed integer per
-    (input, output) serves every position.  Each slot holds a dot product of absolute value
-    at most ``l1 * max|m| + max|b| < 2**(s-1)`` (``l1`` the largest column 1-norm), so after
-    adding ``2**(s-1)`` to every slot the slots are the base-``2**s`` digits of the sum,
-    read back exactly from its bytes."""
-    cols, bias, e, l1, bmax = lin
+    First the midpoints drop the bits the radii make meaningless: with ``g = bits(min r) -
+    SLACK > 0``, the ball ``(m, r)`` lies in ``(floor(m / 2**g) 2**g, r + 2**g)``, a radius
+    larger by at most ``r / 2**(SLACK-1)``.  Then input coordinate ``i`` of all positions
+    is packed into one integer ``X_i = sum_p m'[p][i] * 2**(s p)``, so that
+    ``sum_i W_ij X_i`` is ``sum_p (m'[p] . W_j) 2**(s p)``: one product of a weight by a
+    packed integer per (input, output) serves every position.  Each slot holds a dot product
+    of absolute value at most ``l1 * max|m'| < 2**(s-1)`` (``l1`` the largest column
+    1-norm), so after adding ``2**(s-1)`` to every slot the slots are the base-``2**s``
+    digits of the sum, read back exactly from its bytes; output ``j`` is then
+    ``floor((2**g dot + b_j) / 2**E)``, radius + 1.  With ``g <= 0`` these are the integers
+    of :func:`apply`."""
+    cols, bias, e, l1, _ = lin
     n = len(ms)
+    g = min(r.bit_length() for r in rs) - SLACK
+    if g > 0:
+        ms = [[x >> g for x in m] for m in ms]
+        rs = [r + (1 << g) for r in rs]
+    else:
+        g = 0
     xmax = max(max(map(abs, x)) for x in ms)
-    sb, half = _slots(max(l1 * xmax + bmax, xmax))
-    ones = _ones(n, sb)
+    sb, half = _slots(max(l1 * xmax, xmax))
+    lift = half * _ones(n, sb)
     packed = [_pack(col, sb, half) for col in zip(*ms)]
-    outs = [[y >> e for y in _unpack(sum(map(mul, c, packed), (b + half) * ones), n, sb, half)]
+    outs = [[((y << g) + b) >> e for y in _unpack(sum(map(mul, c, packed), lift), n, sb, half)]
             for c, b in zip(cols, bias)]
     return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
