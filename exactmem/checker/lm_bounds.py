@@ -58,7 +58,7 @@ def _exp_nonneg(u, f):
 
 
 TABLE_P = 200  # bits of the tables of e**-(j/64) and e**-(j/4096)
-_TABLES = []
+_TABLES: list[list[tuple[int, int]]] = []
 
 
 def _tables():
