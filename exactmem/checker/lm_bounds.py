@@ -123,12 +123,17 @@ def exp(x, f):
 
 def tanh(z, f):
     """Bounds of ``tanh(z / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
-    if z < 0:
-        lo, hi = tanh(-z, f)
-        return -hi, -lo
+    neg = z < 0  # tanh is odd
+    u = -2 * z if neg else 2 * z
     one = 1 << f
-    elo, ehi = exp(-2 * z, f)  # tanh is decreasing in e = e**-2z
-    return max(0, (one - ehi) * one // (one + ehi)), min(one, cdiv((one - elo) * one, one + elo))
+    if 0 < u and 10 * u < 7 * f << f and f <= TABLE_P - 16:
+        elo, ehi = _exp_neg_table(u, f)  # what exp(-u, f) returns, one call fewer
+    else:
+        elo, ehi = exp(-u, f)
+    # tanh is decreasing in e = e**-2|z|
+    lo = max(0, (one - ehi) * one // (one + ehi))
+    hi = min(one, cdiv((one - elo) * one, one + elo))
+    return (-hi, -lo) if neg else (lo, hi)
 
 
 def sqrt_const(num, den, f):
