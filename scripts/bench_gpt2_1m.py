@@ -15,8 +15,13 @@ Then, each timed on this machine in one run:
 3. ``exactmem check CERT --shards K``.
 
 It writes docs/results/gpt2_1m.csv (one row per run: figures, ratios, machine).
+``--standin`` runs the same stages on an untrained stand-in of the same shape: random weights
+``N(0, 0.05)`` (seed 0) and 1,000 random sequences of 64 tokens labelled with the model's own
+float64 argmax (``self_labelled``), so every position's float64 argmax is right by
+construction.
 
     python scripts/bench_gpt2_1m.py --workdir /tmp/lm1m --producer fast --shards 2
+    python scripts/bench_gpt2_1m.py --workdir /tmp/standin --standin
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy on one thread, as to
 import numpy as np  # noqa: E402
 
 V, N, L = 2048, 1000, 65  # vocabulary, sequences, tokens a sequence (64 predicted positions)
-FIELDS = ("date", "producer", "shards", "params", "sequences", "positions", "float32_right",
-          "certified", "certified_of_float32_right", "torch_f32_s", "certify_s", "check_s",
+FIELDS = ("date", "model", "producer", "shards", "params", "sequences", "positions",
+          "float32_right", "certified", "certified_of_float32_right", "torch_f32_s",
+          "certify_s", "check_s",
           "certify_over_torch", "check_over_certify", "verdict", "torch_threads", "cpu",
           "cores", "load_avg_1_5_15")
 
@@ -129,6 +135,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads of the float32 forward pass (certify-model "
                          "runs on one core)")
+    ap.add_argument("--standin", action="store_true",
+                    help="an untrained stand-in of the same shape, self-labelled (see above)")
     ap.add_argument("--out", default="docs/results/gpt2_1m.csv")
     args = ap.parse_args()
     from exactmem.model.dataset import save_dataset
@@ -136,12 +144,20 @@ def main() -> int:
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model = work / "gpt2_1m"
-    if not (model / "config.json").exists():
-        train(model)
-    tokens = np.load(str(model) + ".tokens.npy")[:args.N]
-    np.save(work / "bench_tokens.npy", tokens)
-    ds = next_token_dataset(read_tokens(str(work / "bench_tokens.npy")), V)
+    model = work / ("standin" if args.standin else "gpt2_1m")
+    if args.standin:
+        from exactmem.adapters.gpt2_random import random_gpt2, self_labelled
+
+        if not (model / "config.json").exists():
+            random_gpt2(model, seed=0, layers=4, d_model=128, heads=4, vocab=V,
+                        context=L - 1, std=0.05)
+        ds = self_labelled(model, args.N, L - 1, seed=0)
+    else:
+        if not (model / "config.json").exists():
+            train(model)
+        tokens = np.load(str(model) + ".tokens.npy")[:args.N]
+        np.save(work / "bench_tokens.npy", tokens)
+        ds = next_token_dataset(read_tokens(str(work / "bench_tokens.npy")), V)
     data = work / "bench_d.json"
     save_dataset(ds, data)
     t_torch, top = torch_forward(model, np.array(ds.sequences), args.threads)
@@ -159,6 +175,7 @@ def main() -> int:
     from exactmem.adapters.gpt2 import load_gpt2
 
     row = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "model": "stand-in (random, self-labelled)" if args.standin else "trained",
            "producer": args.producer, "shards": args.shards, "params": load_gpt2(model).params,
            "sequences": ds.N, "positions": positions, "float32_right": right,
            "certified": certified,
