@@ -57,7 +57,7 @@ def _exp_nonneg(u, f):
     return lo >> (p - f), -((-hi) >> (p - f))
 
 
-TABLE_P = 200  # bits of the tables of e**-(j/64) and e**-(j/4096)
+TABLE_P = 272  # bits of the tables of e**-(j/64) and e**-(j/4096)
 _TABLES: list[list[tuple[int, int]]] = []
 
 

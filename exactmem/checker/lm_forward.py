@@ -36,7 +36,7 @@ class Degenerate(Exception):
     """A LayerNorm whose variance plus eps may be 0: no finite bound exists."""
 
 
-def linear(w, b):
+def linear(w, b, f=F):
     """Prepare ``x W + b`` (``w = (rows [in][out] of numerators, E)``, ``b`` likewise or
     None): columns, bias times ``2**F`` on one scale ``2**-E``, the largest column 1-norm
     and the largest bias."""
@@ -49,7 +49,7 @@ def linear(w, b):
         if eb > e:
             cols = [[x << (eb - e) for x in c] for c in cols]
             e = eb
-        bias = [x << (e - eb + F) for x in bn[0]]
+        bias = [x << (e - eb + f) for x in bn[0]]
     return cols, bias, e, max(sum(map(abs, c)) for c in cols), max(map(abs, bias))
 
 
@@ -117,7 +117,7 @@ def apply_all(lin, ms, rs):
     return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
 
-def layernorm(params, m, r, eps):
+def layernorm(params, m, r, eps, f=F):
     """``(x - mean) / sqrt(var + eps) * g + b`` on the ball ``(m, r)``."""
     g, bias, e, gmax = params
     d = len(m)
@@ -128,21 +128,21 @@ def layernorm(params, m, r, eps):
     vhi = cdiv(sum((abs(x) + rc) ** 2 for x in c), d) + eps[1]
     if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
         raise Degenerate("LayerNorm: the variance plus eps may be 0")
-    slo, shi = lm_bounds.rsqrt(vlo, vhi, F)
+    slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
     sm = (slo + shi) >> 1
     sr = shi - sm
-    shift = F + e
+    shift = f + e
     out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(c, g, bias)]
     rad = (max(map(abs, c)) * sr + sm * rc + rc * sr) * gmax
     return out, cdiv(rad, 1 << shift) + 1
 
 
-def ln_params(g, b):
+def ln_params(g, b, f=F):
     """LayerNorm gain and bias on one scale; the bias times ``2**2F``."""
     (gn, eg), (bn, eb) = g, b
     e = max(eg, eb)
     gv = [x << (e - eg) for x in gn[0]]
-    return gv, [x << (e - eb + 2 * F) for x in bn[0]], e, max(map(abs, gv))
+    return gv, [x << (e - eb + 2 * f) for x in bn[0]], e, max(map(abs, gv))
 
 
 def _ball(lo, hi):
@@ -153,7 +153,7 @@ def _ball(lo, hi):
 SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
 
 
-def _at_radius(fn, z, zr, lip):
+def _at_radius(fn, z, zr, lip, f=F):
     """Bounds ``(lo, hi)`` at ``2**-F`` of the increasing ``fn`` (``tanh`` or ``erf``, with
     Lipschitz constant at most ``lip``) at ``z``, computed at the working precision the
     radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``F``.  With
@@ -161,14 +161,14 @@ def _at_radius(fn, z, zr, lip):
     ``fn(z) <= fn(z') + lip`` (units ``2**-(F-g)``); the error is below ``lip * 2**(g+1)``,
     at most ``lip * zr / 2**(SLACK-2)``, so the radius grows by at most 1/1024 of what it
     is anyway."""
-    g = min(zr.bit_length() - SLACK, F - 24)
+    g = min(zr.bit_length() - SLACK, f - 24)
     if g <= 0:
-        return fn(z, F)
-    lo, hi = fn(z >> g, F - g)
+        return fn(z, f)
+    lo, hi = fn(z >> g, f - g)
     return lo << g, (hi + lip) << g
 
 
-def gelu(kind, m, r, consts):
+def gelu(kind, m, r, consts, f=F):
     """GELU (``kind`` "gelu_tanh", "gelu_erf" or "relu") of every coordinate of the ball.
 
     Per coordinate: the inner argument's interval from the end points (it is increasing in
@@ -181,8 +181,8 @@ def gelu(kind, m, r, consts):
     tanh_form = kind == "gelu_tanh"
     clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
     fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2
-    an, den = GELU_A[0], GELU_A[1] << 2 * F
-    half = F + 1
+    an, den = GELU_A[0], GELU_A[1] << 2 * f
+    half, one = f + 1, 1 << f
     out, rad = [], 0
     for x in m:
         xlo, xhi = x - r, x + r
@@ -190,12 +190,12 @@ def gelu(kind, m, r, consts):
             wlo, whi = xlo + (an * xlo ** 3) // den, xhi - (-an * xhi ** 3) // den
         else:
             wlo, whi = xlo, xhi
-        zlo = (clo * wlo if wlo >= 0 else chi * wlo) >> F
-        zhi = -((-(chi * whi if whi >= 0 else clo * whi)) >> F)
+        zlo = (clo * wlo if wlo >= 0 else chi * wlo) >> f
+        zhi = -((-(chi * whi if whi >= 0 else clo * whi)) >> f)
         zm = (zlo + zhi) >> 1
         zr = (zhi - zm) * lip
-        tlo, thi = _at_radius(fn, zm, zr, lip)
-        p, q = ONE + max(tlo - zr, -ONE), ONE + min(thi + zr, ONE)
+        tlo, thi = _at_radius(fn, zm, zr, lip, f)
+        p, q = one + max(tlo - zr, -one), one + min(thi + zr, one)
         lo = (xlo * p if xlo >= 0 else xlo * q) >> half
         hi = -((-(xhi * q if xhi >= 0 else xhi * p)) >> half)
         mid = (lo + hi) >> 1
@@ -205,28 +205,30 @@ def gelu(kind, m, r, consts):
     return out, rad
 
 
-def softmax_weights(scores, r):
+def softmax_weights(scores, r, f=F):
     """Bounds ``(lo, hi)`` (``2**-F``) of the softmax weights of score balls
     ``(scores[j], r)``; None when the radius exceeds 1."""
-    if r > ONE:
+    one = 1 << f
+    if r > one:
         return None
     top = max(scores)
     los, his = [], []
     for s in scores:
-        lo, hi = _at_radius(lm_bounds.exp, s - top, r, 1)  # e**x is 1-Lipschitz for x <= 0
-        los.append((lo * (ONE - r)) >> F)
-        his.append(cdiv(hi * (ONE + 2 * r), ONE))
+        lo, hi = _at_radius(lm_bounds.exp, s - top, r, 1, f)  # e**x: 1-Lipschitz, x <= 0
+        los.append((lo * (one - r)) >> f)
+        his.append(cdiv(hi * (one + 2 * r), one))
     sl, sh = sum(los), sum(his)
-    return [(lo * ONE // (lo + sh - hi), cdiv(hi * ONE, hi + sl - lo))
+    return [(lo * one // (lo + sh - hi), cdiv(hi * one, hi + sl - lo))
             for lo, hi in zip(los, his)]
 
 
-def attention(qkv, rads, heads, scale):
+def attention(qkv, rads, heads, scale, f=F):
     """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position;
     returns the concatenated head outputs and their radii per position."""
     d = len(qkv[0]) // 3
     dh = d // heads
     n = len(qkv)
+    one = 1 << f
     cm, cr = scale
     outs = [[0] * d for _ in qkv]
     orads = [0] * len(qkv)
@@ -238,39 +240,39 @@ def attention(qkv, rads, heads, scale):
         vmax = [max(map(abs, x)) for x in v]
         # packed as in apply_all: the keys of all positions per coordinate, so one product
         # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
-        # so one product per j gives sum_j a_j v_j (weights a_j <= ONE)
+        # so one product per j gives sum_j a_j v_j (weights a_j <= 1)
         ksb, khalf = _slots(max(max(map(abs, x)) for x in q) * max(kn))
         kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
         klift = khalf * _ones(n, ksb)
-        vsb, vhalf = _slots(n * ONE * max(vmax))
+        vsb, vhalf = _slots(n * one * max(vmax))
         vrows = [_pack(row, vsb, vhalf) for row in v]
         vlift = vhalf * _ones(dh, vsb)
         for p in range(n):
             qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
             dots = _unpack(sum(map(mul, qp, kcols), klift), n, ksb, khalf)[:p + 1]
-            scores = [(dot * cm) >> 2 * F for dot in dots]
+            scores = [(dot * cm) >> 2 * f for dot in dots]
             srad = cdiv(max(abs(dot) * cr + (rp * kn[j] + rads[j] * qn + dh * rp * rads[j])
-                            * (cm + cr) for j, dot in enumerate(dots)), 1 << 2 * F) + 1
-            weights = softmax_weights(scores, srad)
+                            * (cm + cr) for j, dot in enumerate(dots)), 1 << 2 * f) + 1
+            weights = softmax_weights(scores, srad, f)
             if weights is None:
                 raise Degenerate("attention: a score radius exceeds 1")
             am, ar = zip(*(_ball(lo, hi) for lo, hi in weights))
             outs[p][h * dh:(h + 1) * dh] = [
-                y >> F for y in _unpack(sum(map(mul, am, vrows), vlift), dh, vsb, vhalf)]
+                y >> f for y in _unpack(sum(map(mul, am, vrows), vlift), dh, vsb, vhalf)]
             rad = sum(a * vm for a, vm in zip(ar, vmax)) + sum(
                 (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar)))
-            orads[p] = max(orads[p], cdiv(rad, ONE) + 1)
+            orads[p] = max(orads[p], cdiv(rad, one) + 1)
     return outs, orads
 
 
-def constants(d_head):
+def constants(d_head, f=F):
     """The irrational constants as balls / bounds at ``2**-F``."""
-    lo, hi = lm_bounds.sqrt_const(1, d_head, F)
-    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(F),
-            "s": lm_bounds.sqrt_const(1, 2, F)}
+    lo, hi = lm_bounds.sqrt_const(1, d_head, f)
+    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(f),
+            "s": lm_bounds.sqrt_const(1, 2, f)}
 
 
-def embed(wte, wpe, toks):
+def embed(wte, wpe, toks, f=F):
     """``wte[t] + wpe[p]`` as balls (radius 0 when exact at ``2**-F``, else 1)."""
     (tr, et), (pr, ep) = wte, wpe
     e = max(et, ep)
@@ -278,11 +280,11 @@ def embed(wte, wpe, toks):
     for p, t in enumerate(toks):
         num = [a << (e - et) for a in tr[t]]
         num = [a + (b << (e - ep)) for a, b in zip(num, pr[p])]
-        if e <= F:
-            out.append([a << (F - e) for a in num])
+        if e <= f:
+            out.append([a << (f - e) for a in num])
             rads.append(0)
         else:
-            out.append([a >> (e - F) for a in num])
+            out.append([a >> (e - f) for a in num])
             rads.append(1)
     return out, rads
 
@@ -294,37 +296,42 @@ def logits(model, toks, wanted):
     parameters made by :func:`linear` and :func:`ln_params`).  ``model["post_ln"]``: each
     layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final
     norm."""
-    xs, rs = embed(model["wte"], model["wpe"], toks)
+    f = model["f"]
+    xs, rs = embed(model["wte"], model["wpe"], toks, f)
     eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
     post = model["post_ln"]
+
+    def norm(ln, xs, rs):
+        return map(list, zip(*(layernorm(ln, x, r, eps, f) for x, r in zip(xs, rs))))
+
     for blk in model["blocks"]:
         if post:
             hs, hrs = xs, rs
         else:
-            hs, hrs = map(list, zip(*(layernorm(blk["ln1"], x, r, eps) for x, r in zip(xs, rs))))
+            hs, hrs = norm(blk["ln1"], xs, rs)
         qkv, qr = apply_all(blk["attn"], hs, hrs)
-        att, ar = attention(qkv, qr, heads, consts["scale"])
+        att, ar = attention(qkv, qr, heads, consts["scale"], f)
         ys, yrs = apply_all(blk["proj"], att, ar)
         xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
         rs = [r + yr for r, yr in zip(rs, yrs)]
         if post:
-            xs, rs = map(list, zip(*(layernorm(blk["ln1"], x, r, eps) for x, r in zip(xs, rs))))
+            xs, rs = norm(blk["ln1"], xs, rs)
             hs, hrs = xs, rs
         else:
-            hs, hrs = map(list, zip(*(layernorm(blk["ln2"], x, r, eps) for x, r in zip(xs, rs))))
+            hs, hrs = norm(blk["ln2"], xs, rs)
         hs, hrs = apply_all(blk["fc"], hs, hrs)
-        hs, hrs = map(list, zip(*(gelu(act, h, hr, consts) for h, hr in zip(hs, hrs))))
+        hs, hrs = map(list, zip(*(gelu(act, h, hr, consts, f) for h, hr in zip(hs, hrs))))
         ys, yrs = apply_all(blk["mlp_proj"], hs, hrs)
         xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
         rs = [r + yr for r, yr in zip(rs, yrs)]
         if post:
-            xs, rs = map(list, zip(*(layernorm(blk["ln2"], x, r, eps) for x, r in zip(xs, rs))))
+            xs, rs = norm(blk["ln2"], xs, rs)
     wanted = list(wanted)
     if not wanted:
         return {}
     if model["lnf"] is None:
         hs, hrs = [xs[p] for p in wanted], [rs[p] for p in wanted]
     else:
-        hs, hrs = map(list, zip(*(layernorm(model["lnf"], xs[p], rs[p], eps) for p in wanted)))
+        hs, hrs = norm(model["lnf"], [xs[p] for p in wanted], [rs[p] for p in wanted])
     mids, rads = apply_all(model["head"], hs, hrs)
     return dict(zip(wanted, zip(mids, rads)))
