@@ -279,7 +279,8 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             if bad:
                 failures.append(bad)
         for p in pos[i]:
-            bad = margin_failure(i, p, labels[i][p], *outs[p], f)
+            mids, rad = outs[p]
+            bad = margin_failure(i, p, labels[i][p], mids, rad, f)
             if bad:
                 failures.append(bad)
                 if unproved is not None:
