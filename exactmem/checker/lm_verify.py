@@ -147,15 +147,16 @@ def precision(net, toks, pos, coded):
     the first sequence with anything to prove, evaluated at ``lm_forward.F`` bits, shows how
     much the balls grow through the network (it depends on the weights, hardly on the
     tokens); when it exceeds ``2**-12``, ``F`` becomes the next multiple of 16 at least 28
-    bits above that radius (so about ``2**-28``).  The same sequence in every shard, so every
+    bits above that radius (so about ``2**-28``), and ``2 F`` when the balls grew past an
+    attention score radius of 1 on the way.  The same sequence in every shard, so every
     shard picks the same precision; any precision is sound."""
     i = next((k for k, row in enumerate(pos) if row or coded), None)
     if i is None:
         return lm_forward.F
     try:
         outs = lm_forward.logits(net, toks[i], pos[i] or [0])
-    except lm_forward.Degenerate:
-        return lm_forward.F
+    except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
+        return 2 * lm_forward.F
     bits = max(r for _, r in outs.values()).bit_length()
     if bits <= PROBE_LIMIT:
         return lm_forward.F
