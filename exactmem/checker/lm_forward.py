@@ -19,7 +19,11 @@ point of the input ball into the output ball:
   ``2/sqrt(pi) < 2``); the product by interval multiplication;
 - ReLU: 1-Lipschitz, so ``max(m, 0)`` with the same radius.
 
-Midpoint-radius form keeps each matrix-vector product to one integer dot product per output.
+Midpoint-radius form keeps each matrix-vector product to one integer dot product per output;
+:func:`apply_all` and :func:`attention` compute those of all positions together by
+Kronecker substitution (the same integers), and tanh / erf / exp run at the precision the
+radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every function takes
+``f`` (the certificate's, chosen by :func:`lm_verify.precision`).
 """
 
 from operator import mul

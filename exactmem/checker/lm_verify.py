@@ -5,7 +5,8 @@ integers over one power of two, the dataset (embedded or bound by SHA-256, a ``s
 token-id dataset: a label at every position), the claimed positions and the digest.  Each
 claimed position is re-proved with the rigorous forward pass of :mod:`lm_forward`: the lower
 bound of the label's logit must exceed the upper bound of every other logit.  Nothing the
-producer computed is trusted; the claim "K of M positions" is stated by the checker.
+producer computed is trusted; the claim "K of M positions" is stated by the checker, with
+the working precision it chose from the model (:func:`precision`).
 
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
