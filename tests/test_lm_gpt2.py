@@ -186,9 +186,9 @@ def test_positions_the_checker_cannot_reprove_are_left_out(
 
     real = lm_verify.margin_failure
 
-    def stricter(i, p, y, mids, rad):  # type: ignore[no-untyped-def]
+    def stricter(i, p, y, mids, rad, f):  # type: ignore[no-untyped-def]
         return "sequence 1, position 2: not re-proved" if (i, p) == (1, 2) else \
-            real(i, p, y, mids, rad)
+            real(i, p, y, mids, rad, f)
 
     monkeypatch.setattr(lm_verify, "margin_failure", stricter)
     assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "left.json",
