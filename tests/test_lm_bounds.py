@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from fractions import Fraction
 
 import mpmath
@@ -180,3 +182,57 @@ def test_producer_and_checker_agree_on_a_random_model(act: str) -> None:
     assert not unusable and claim is None
     proved_by_checker = {(i, p) for i in range(3) for p in range(8)} - set(unproved)
     assert proved_by_checker == {(i, p) for i, r in enumerate(pb.proved) for p in r}
+
+
+@contextlib.contextmanager
+def _prec(bits: int) -> Iterator[None]:
+    """arb's working precision for one block (the producer's tests set their own)."""
+    import flint
+
+    old = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = old
+
+
+def _arb_contains(bounds: tuple[int, int], value: object, f: int) -> bool:
+    """``lo <= 2**f value <= hi`` for every point of the arb ball ``value`` (exact endpoints
+    compared as rationals)."""
+    import flint
+
+    lo, hi = bounds
+    scaled = value * flint.arb(2) ** f  # type: ignore[operator]
+    return bool(scaled >= lo) and bool(scaled <= hi)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(8, B.TABLE_P - 16), st.integers(1, 1 << 60), st.integers(0, 70))
+def test_table_exp_contains_arb(f: int, x: int, shift: int) -> None:
+    """The table-driven e**-u (every f the forward pass uses) against arb at 600 bits."""
+    import flint
+
+    u = (x << f) >> (50 + shift)  # up to 2**10, well past 0.7 f for small f
+    if u == 0:
+        return
+    b = B.exp(-u, f)
+    with _prec(600):
+        assert _arb_contains(b, (-flint.arb(u) / flint.arb(2) ** f).exp(), f)
+    if 10 * u < 7 * f << f:
+        assert b[1] - b[0] <= 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(40 << 40), 40 << 40), st.integers(0, 1 << 100), st.booleans())
+def test_tanh_and_erf_at_the_radius_contain_arb(z: int, zr: int, erf: bool) -> None:
+    """tanh / erf at the working precision a radius calls for (lm_forward._at_radius)."""
+    import flint
+
+    z = (z << L.F) >> 40
+    fn, lip = (B.erf, 2) if erf else (B.tanh, 1)
+    b = L._at_radius(fn, z, zr, lip)
+    with _prec(3000):  # erf(40) = 1 - 2**-2300: resolved, so the ball is not across 1
+        x = flint.arb(z) / flint.arb(2) ** L.F
+        assert _arb_contains(b, x.erf() if erf else x.tanh(), L.F)
+    assert b[1] - b[0] <= max(8, lip * zr >> (L.SLACK - 3))

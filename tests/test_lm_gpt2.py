@@ -186,9 +186,9 @@ def test_positions_the_checker_cannot_reprove_are_left_out(
 
     real = lm_verify.margin_failure
 
-    def stricter(i, p, y, mids, rad):  # type: ignore[no-untyped-def]
+    def stricter(i, p, y, mids, rad, f):  # type: ignore[no-untyped-def]
         return "sequence 1, position 2: not re-proved" if (i, p) == (1, 2) else \
-            real(i, p, y, mids, rad)
+            real(i, p, y, mids, rad, f)
 
     monkeypatch.setattr(lm_verify, "margin_failure", stricter)
     assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "left.json",
@@ -216,3 +216,21 @@ def test_producers_certify_the_same_positions(gpt2: Path, small_cert: dict[str, 
         run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "x.json",
             "--producer", "float")
     assert exc.value.code == 2
+
+
+def test_no_self_check_writes_unchecked_and_says_so(gpt2: Path, small_cert: dict[str, Any],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--no-self-check`` writes the producer's positions without running the checker and
+    says so; ``check`` then decides, here with the count of the checked default."""
+    capsys.readouterr()
+    out = gpt2 / "small_unchecked.json"
+    assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", out, "--partial",
+               "--no-self-check", "-q") == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"not checked yet: run exactmem check {out}")
+    assert "certified" not in said
+    cert = json.loads(out.read_text())
+    assert "code_length_bits" not in cert["claims"]
+    assert cert["claims"]["positions"] == small_cert["claims"]["positions"]
+    assert run("check", out, "-q") == 0
+    assert capsys.readouterr().out.strip().endswith("s VERIFIED")

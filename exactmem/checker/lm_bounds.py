@@ -8,6 +8,11 @@ bound on its remainder.  Nothing here uses binary floating point.
 - ``exp``: range reduction ``e**u = (e**(u / 2**k)) ** (2**k)`` with ``u / 2**k < 2**-12``,
   the Taylor series of a non-negative argument (all terms positive: one floor chain and a
   bound on its rounding error), the remainder ``<= 2 t**N / N!``; ``e**-u = 1 / e**u``.
+  A negative argument at working precision ``f <= TABLE_P - 16`` (every call of the forward
+  pass) is split instead as ``u = j1/64 + j2/4096 + t``, ``0 <= t < 2**-12``:
+  ``e**-u = e**-(j1/64) e**-(j2/4096) / e**t``, the first two factors from tables of bounds
+  computed once at ``2**-TABLE_P`` by the series above, ``e**t`` by the same series with no
+  squaring; one directed product and one directed division.
 - ``tanh(z) = (1 - e**-2z) / (1 + e**-2z)`` for ``z >= 0``, odd.
 - ``erf(y) = 2/sqrt(pi) e**-y^2 sum_n 2^n y^(2n+1) / (1*3*...*(2n+1))`` (all terms positive for
   ``y >= 0``: one floor chain and a bound on its rounding error; the tail bounded by a
@@ -52,6 +57,55 @@ def _exp_nonneg(u, f):
     return lo >> (p - f), -((-hi) >> (p - f))
 
 
+TABLE_P = 272  # bits of the tables of e**-(j/64) and e**-(j/4096)
+_TABLES: list[list[tuple[int, int]]] = []
+
+
+def _tables():
+    """``(T1, T2)``: bounds at ``2**-TABLE_P`` of ``e**-(j/64)`` for ``j/64 < 0.7 TABLE_P``
+    and of ``e**-(j/4096)`` for ``j < 64``, each as ``1 / e**(...)`` with directed
+    division (computed on first use, about 0.1 s)."""
+    if not _TABLES:
+        one2 = 1 << (2 * TABLE_P)
+
+        def neg(u):
+            lo, hi = _exp_nonneg(u, TABLE_P)
+            return one2 // hi, cdiv(one2, lo)
+
+        _TABLES.append([neg(j << (TABLE_P - 6)) for j in range(7 * TABLE_P * 64 // 10 + 1)])
+        _TABLES.append([neg(j << (TABLE_P - 12)) for j in range(64)])
+    return _TABLES
+
+
+def _exp_neg_table(u, f):
+    """Bounds of ``e**-(u / 2**f) * 2**f`` for ``0 < u / 2**f < 0.7 f``, ``f <= TABLE_P - 16``.
+
+    At ``p = f + 16`` bits, ``v = u * 2**16`` is exact; ``j = floor(v / 2**(p-12))`` and
+    ``t = v - j 2**(p-12)`` (so ``t / 2**p < 2**-12``) give ``e**-u = e**-(j1/64)
+    e**-(j2/4096) e**-t`` with ``j = 64 j1 + j2``.  The table bounds are shifted to ``2**-p``
+    (floor / ceiling), multiplied with a floor / ceiling, and divided by the upper / lower
+    bound of ``e**t`` (:func:`_exp_nonneg`'s chain, no squaring as ``t < 2**-12``); every
+    step is monotone in its non-negative operands, so the bounds stay directed."""
+    t1, t2 = _tables()
+    p = f + 16
+    v = u << 16
+    j = v >> (p - 12)
+    t = v - (j << (p - 12))
+    sh = TABLE_P - p
+    (a_lo, a_hi), (b_lo, b_hi) = t1[j >> 6], t2[j & 63]
+    a_lo, a_hi = a_lo >> sh, -((-a_hi) >> sh)
+    b_lo, b_hi = b_lo >> sh, -((-b_hi) >> sh)
+    lo, hi = (a_lo * b_lo) >> p, -((-a_hi * b_hi) >> p)
+    if t:
+        n = p // 12 + 1  # t**n / n! < 2**(-12 n) < 2**-p / 2
+        s = term = 1 << p
+        for i in range(1, n):
+            term = ((term * t) >> p) // i
+            s += term
+        lo, hi = (lo << p) // (s + 3 * (n - 1) + 1), cdiv(hi << p, s)
+    return lo >> 16, -((-hi) >> 16)
+
+
 def exp(x, f):
     """Bounds of ``e**(x / 2**f) * 2**f``; ``f <= 700`` (below ``e**-512`` the lower bound
     is 0)."""
@@ -60,6 +114,8 @@ def exp(x, f):
     u = -x
     if 10 * u >= 7 * f << f:  # u / 2**f >= 0.7 f > f ln 2, so e**-u * 2**f < 1
         return 0, 1
+    if f <= TABLE_P - 16:
+        return _exp_neg_table(u, f)
     lo, hi = _exp_nonneg(u, f)
     one2 = 1 << (2 * f)
     return one2 // hi, cdiv(one2, lo)
@@ -67,12 +123,17 @@ def exp(x, f):
 
 def tanh(z, f):
     """Bounds of ``tanh(z / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
-    if z < 0:
-        lo, hi = tanh(-z, f)
-        return -hi, -lo
+    neg = z < 0  # tanh is odd
+    u = -2 * z if neg else 2 * z
     one = 1 << f
-    elo, ehi = exp(-2 * z, f)  # tanh is decreasing in e = e**-2z
-    return max(0, (one - ehi) * one // (one + ehi)), min(one, cdiv((one - elo) * one, one + elo))
+    if 0 < u and 10 * u < 7 * f << f and f <= TABLE_P - 16:
+        elo, ehi = _exp_neg_table(u, f)  # what exp(-u, f) returns, one call fewer
+    else:
+        elo, ehi = exp(-u, f)
+    # tanh is decreasing in e = e**-2|z|
+    lo = max(0, (one - ehi) * one // (one + ehi))
+    hi = min(one, cdiv((one - elo) * one, one + elo))
+    return (-hi, -lo) if neg else (lo, hi)
 
 
 def sqrt_const(num, den, f):

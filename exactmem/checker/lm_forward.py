@@ -19,7 +19,11 @@ point of the input ball into the output ball:
   ``2/sqrt(pi) < 2``); the product by interval multiplication;
 - ReLU: 1-Lipschitz, so ``max(m, 0)`` with the same radius.
 
-Midpoint-radius form keeps each matrix-vector product to one integer dot product per output.
+Midpoint-radius form keeps each matrix-vector product to one integer dot product per output;
+:func:`apply_all` and :func:`attention` compute those of all positions together by
+Kronecker substitution (the same integers), and tanh / erf / exp run at the precision the
+radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every function takes
+``f`` (the certificate's, chosen by :func:`lm_verify.precision`).
 """
 
 from operator import mul
@@ -36,10 +40,10 @@ class Degenerate(Exception):
     """A LayerNorm whose variance plus eps may be 0: no finite bound exists."""
 
 
-def linear(w, b):
+def linear(w, b, f=F):
     """Prepare ``x W + b`` (``w = (rows [in][out] of numerators, E)``, ``b`` likewise or
-    None): columns, bias times ``2**F`` on one scale ``2**-E``, and the largest column
-    1-norm."""
+    None): columns, bias times ``2**F`` on one scale ``2**-E``, the largest column 1-norm
+    and the largest bias."""
     rows, e = w
     cols = [list(c) for c in zip(*rows)]
     if b is None:
@@ -49,16 +53,75 @@ def linear(w, b):
         if eb > e:
             cols = [[x << (eb - e) for x in c] for c in cols]
             e = eb
-        bias = [x << (e - eb + F) for x in bn[0]]
-    return cols, bias, e, max(sum(map(abs, c)) for c in cols)
+        bias = [x << (e - eb + f) for x in bn[0]]
+    return cols, bias, e, max(sum(map(abs, c)) for c in cols), max(map(abs, bias))
 
 
 def apply(lin, m, r):
-    cols, bias, e, l1 = lin
+    """``x W + b`` on one ball: one exact integer dot product per output, floored."""
+    cols, bias, e, l1, _ = lin
     return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
 
 
-def layernorm(params, m, r, eps):
+def _slots(bound):
+    """``(bytes a slot, half)`` for slots holding integers of absolute value ``<= bound``
+    with ``half = 2**(8 bytes - 1) > bound``."""
+    sb = -(-(bound.bit_length() + 1) // 8)
+    return sb, 1 << (8 * sb - 1)
+
+
+def _ones(n, sb):
+    """``sum_{p < n} 2**(8 sb p)``."""
+    return int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
+
+
+def _pack(values, sb, half):
+    """``sum_p values[p] 2**(8 sb p)`` for ``|values[p]| < half``."""
+    lifted = int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in values),
+                            "little")
+    return lifted - half * _ones(len(values), sb)
+
+
+def _unpack(total, n, sb, half):
+    """The ``n`` slots of ``total = sum_p (y_p + half) 2**(8 sb p)`` with ``|y_p| < half``
+    (every slot then lies in ``[0, 2**(8 sb))``: the base-``2**(8 sb)`` digits)."""
+    raw = total.to_bytes(n * sb, "little")
+    return [int.from_bytes(raw[q:q + sb], "little") - half for q in range(0, n * sb, sb)]
+
+
+def apply_all(lin, ms, rs):
+    """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once, by Kronecker
+    substitution.
+
+    First the midpoints drop the bits the radii make meaningless: with ``g = bits(min r) -
+    SLACK > 0``, the ball ``(m, r)`` lies in ``(floor(m / 2**g) 2**g, r + 2**g)``, a radius
+    larger by at most ``r / 2**(SLACK-1)``.  Then input coordinate ``i`` of all positions
+    is packed into one integer ``X_i = sum_p m'[p][i] * 2**(s p)``, so that
+    ``sum_i W_ij X_i`` is ``sum_p (m'[p] . W_j) 2**(s p)``: one product of a weight by a
+    packed integer per (input, output) serves every position.  Each slot holds a dot product
+    of absolute value at most ``l1 * max|m'| < 2**(s-1)`` (``l1`` the largest column
+    1-norm), so after adding ``2**(s-1)`` to every slot the slots are the base-``2**s``
+    digits of the sum, read back exactly from its bytes; output ``j`` is then
+    ``floor((2**g dot + b_j) / 2**E)``, radius + 1.  With ``g <= 0`` these are the integers
+    of :func:`apply`."""
+    cols, bias, e, l1, _ = lin
+    n = len(ms)
+    g = min(r.bit_length() for r in rs) - SLACK
+    if g > 0:
+        ms = [[x >> g for x in m] for m in ms]
+        rs = [r + (1 << g) for r in rs]
+    else:
+        g = 0
+    xmax = max(max(map(abs, x)) for x in ms)
+    sb, half = _slots(max(l1 * xmax, xmax))
+    lift = half * _ones(n, sb)
+    packed = [_pack(col, sb, half) for col in zip(*ms)]
+    outs = [[((y << g) + b) >> e for y in _unpack(sum(map(mul, c, packed), lift), n, sb, half)]
+            for c, b in zip(cols, bias)]
+    return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
+
+
+def layernorm(params, m, r, eps, f=F):
     """``(x - mean) / sqrt(var + eps) * g + b`` on the ball ``(m, r)``."""
     g, bias, e, gmax = params
     d = len(m)
@@ -69,21 +132,21 @@ def layernorm(params, m, r, eps):
     vhi = cdiv(sum((abs(x) + rc) ** 2 for x in c), d) + eps[1]
     if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
         raise Degenerate("LayerNorm: the variance plus eps may be 0")
-    slo, shi = lm_bounds.rsqrt(vlo, vhi, F)
+    slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
     sm = (slo + shi) >> 1
     sr = shi - sm
-    shift = F + e
+    shift = f + e
     out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(c, g, bias)]
     rad = (max(map(abs, c)) * sr + sm * rc + rc * sr) * gmax
     return out, cdiv(rad, 1 << shift) + 1
 
 
-def ln_params(g, b):
+def ln_params(g, b, f=F):
     """LayerNorm gain and bias on one scale; the bias times ``2**2F``."""
     (gn, eg), (bn, eb) = g, b
     e = max(eg, eb)
     gv = [x << (e - eg) for x in gn[0]]
-    return gv, [x << (e - eb + 2 * F) for x in bn[0]], e, max(map(abs, gv))
+    return gv, [x << (e - eb + 2 * f) for x in bn[0]], e, max(map(abs, gv))
 
 
 def _ball(lo, hi):
@@ -91,59 +154,85 @@ def _ball(lo, hi):
     return m, hi - m
 
 
-def gelu(kind, m, r, consts):
-    """GELU (``kind`` "gelu_tanh" or "gelu_erf") of every coordinate of the ball."""
+SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
+
+
+def _at_radius(fn, z, zr, lip, f=F):
+    """Bounds ``(lo, hi)`` at ``2**-F`` of the increasing ``fn`` (``tanh`` or ``erf``, with
+    Lipschitz constant at most ``lip``) at ``z``, computed at the working precision the
+    radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``F``.  With
+    ``z' = floor(z / 2**g)``, ``z' <= z / 2**g < z' + 1``, so ``fn(z) >= fn(z')`` and
+    ``fn(z) <= fn(z') + lip`` (units ``2**-(F-g)``); the error is below ``lip * 2**(g+1)``,
+    at most ``lip * zr / 2**(SLACK-2)``, so the radius grows by at most 1/1024 of what it
+    is anyway."""
+    g = min(zr.bit_length() - SLACK, f - 24)
+    if g <= 0:
+        return fn(z, f)
+    lo, hi = fn(z >> g, f - g)
+    return lo << g, (hi + lip) << g
+
+
+def gelu(kind, m, r, consts, f=F):
+    """GELU (``kind`` "gelu_tanh", "gelu_erf" or "relu") of every coordinate of the ball.
+
+    Per coordinate: the inner argument's interval from the end points (it is increasing in
+    ``x``; the constant's bounds ``0 < clo <= chi`` multiply by the sign), ``tanh`` / ``erf``
+    at its midpoint widened by the Lipschitz constant times its radius, and ``x (1 + t) / 2``
+    over ``x`` in ``[xlo, xhi]``, ``1 + t`` in ``[p, q]``, ``0 <= p <= q``: the least product
+    is ``xlo p`` or ``xlo q`` by the sign of ``xlo``, the largest ``xhi q`` or ``xhi p``."""
     if kind == "relu":
         return [max(x, 0) for x in m], r
+    tanh_form = kind == "gelu_tanh"
+    clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
+    fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2
+    an, den = GELU_A[0], GELU_A[1] << 2 * f
+    half, one = f + 1, 1 << f
     out, rad = [], 0
     for x in m:
         xlo, xhi = x - r, x + r
-        if kind == "gelu_tanh":
-            clo, chi = consts["c"]
-            an, ad = GELU_A
-            wlo = xlo + (an * xlo ** 3) // (ad << 2 * F)
-            whi = xhi + cdiv(an * xhi ** 3, ad << 2 * F)
-            zlo = min(clo * wlo, chi * wlo) >> F
-            zhi = cdiv(max(clo * whi, chi * whi), ONE)
-            zm, zr = _ball(zlo, zhi)
-            tlo, thi = lm_bounds.tanh(zm, F)
+        if tanh_form:
+            wlo, whi = xlo + (an * xlo ** 3) // den, xhi - (-an * xhi ** 3) // den
         else:
-            clo, chi = consts["s"]  # 1 / sqrt 2
-            zlo = min(clo * xlo, chi * xlo) >> F
-            zhi = cdiv(max(clo * xhi, chi * xhi), ONE)
-            zm, zr = _ball(zlo, zhi)
-            zr *= 2  # |erf'| <= 2 / sqrt(pi) < 2
-            tlo, thi = lm_bounds.erf(zm, F)
-        p, q = ONE + max(tlo - zr, -ONE), ONE + min(thi + zr, ONE)
-        ends = (xlo * p, xlo * q, xhi * p, xhi * q)
-        lo, hi = min(ends) >> (F + 1), cdiv(max(ends), 2 * ONE)
-        mid, rr = _ball(lo, hi)
+            wlo, whi = xlo, xhi
+        zlo = (clo * wlo if wlo >= 0 else chi * wlo) >> f
+        zhi = -((-(chi * whi if whi >= 0 else clo * whi)) >> f)
+        zm = (zlo + zhi) >> 1
+        zr = (zhi - zm) * lip
+        tlo, thi = _at_radius(fn, zm, zr, lip, f)
+        p, q = one + max(tlo - zr, -one), one + min(thi + zr, one)
+        lo = (xlo * p if xlo >= 0 else xlo * q) >> half
+        hi = -((-(xhi * q if xhi >= 0 else xhi * p)) >> half)
+        mid = (lo + hi) >> 1
         out.append(mid)
-        rad = max(rad, rr)
+        if hi - mid > rad:
+            rad = hi - mid
     return out, rad
 
 
-def softmax_weights(scores, r):
+def softmax_weights(scores, r, f=F):
     """Bounds ``(lo, hi)`` (``2**-F``) of the softmax weights of score balls
     ``(scores[j], r)``; None when the radius exceeds 1."""
-    if r > ONE:
+    one = 1 << f
+    if r > one:
         return None
     top = max(scores)
     los, his = [], []
     for s in scores:
-        lo, hi = lm_bounds.exp(s - top, F)
-        los.append((lo * (ONE - r)) >> F)
-        his.append(cdiv(hi * (ONE + 2 * r), ONE))
+        lo, hi = _at_radius(lm_bounds.exp, s - top, r, 1, f)  # e**x: 1-Lipschitz, x <= 0
+        los.append((lo * (one - r)) >> f)
+        his.append(cdiv(hi * (one + 2 * r), one))
     sl, sh = sum(los), sum(his)
-    return [(lo * ONE // (lo + sh - hi), cdiv(hi * ONE, hi + sl - lo))
+    return [(lo * one // (lo + sh - hi), cdiv(hi * one, hi + sl - lo))
             for lo, hi in zip(los, his)]
 
 
-def attention(qkv, rads, heads, scale):
+def attention(qkv, rads, heads, scale, f=F):
     """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position;
     returns the concatenated head outputs and their radii per position."""
     d = len(qkv[0]) // 3
     dh = d // heads
+    n = len(qkv)
+    one = 1 << f
     cm, cr = scale
     outs = [[0] * d for _ in qkv]
     orads = [0] * len(qkv)
@@ -153,35 +242,41 @@ def attention(qkv, rads, heads, scale):
         v = [row[2 * d + h * dh:2 * d + (h + 1) * dh] for row in qkv]
         kn = [sum(map(abs, x)) for x in k]
         vmax = [max(map(abs, x)) for x in v]
-        vcols = list(zip(*v))
-        for p in range(len(qkv)):
+        # packed as in apply_all: the keys of all positions per coordinate, so one product
+        # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
+        # so one product per j gives sum_j a_j v_j (weights a_j <= 1)
+        ksb, khalf = _slots(max(max(map(abs, x)) for x in q) * max(kn))
+        kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
+        klift = khalf * _ones(n, ksb)
+        vsb, vhalf = _slots(n * one * max(vmax))
+        vrows = [_pack(row, vsb, vhalf) for row in v]
+        vlift = vhalf * _ones(dh, vsb)
+        for p in range(n):
             qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
-            scores, srad = [], 0
-            for j in range(p + 1):
-                dot = sum(map(mul, qp, k[j]))
-                drad = rp * kn[j] + rads[j] * qn + dh * rp * rads[j]  # 2**-2F
-                scores.append((dot * cm) >> 2 * F)
-                srad = max(srad, cdiv(abs(dot) * cr + drad * (cm + cr), 1 << 2 * F) + 1)
-            weights = softmax_weights(scores, srad)
+            dots = _unpack(sum(map(mul, qp, kcols), klift), n, ksb, khalf)[:p + 1]
+            scores = [(dot * cm) >> 2 * f for dot in dots]
+            srad = cdiv(max(abs(dot) * cr + (rp * kn[j] + rads[j] * qn + dh * rp * rads[j])
+                            * (cm + cr) for j, dot in enumerate(dots)), 1 << 2 * f) + 1
+            weights = softmax_weights(scores, srad, f)
             if weights is None:
                 raise Degenerate("attention: a score radius exceeds 1")
             am, ar = zip(*(_ball(lo, hi) for lo, hi in weights))
-            for c in range(dh):
-                outs[p][h * dh + c] = sum(map(mul, am, vcols[c][:p + 1])) >> F
+            outs[p][h * dh:(h + 1) * dh] = [
+                y >> f for y in _unpack(sum(map(mul, am, vrows), vlift), dh, vsb, vhalf)]
             rad = sum(a * vm for a, vm in zip(ar, vmax)) + sum(
                 (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar)))
-            orads[p] = max(orads[p], cdiv(rad, ONE) + 1)
+            orads[p] = max(orads[p], cdiv(rad, one) + 1)
     return outs, orads
 
 
-def constants(d_head):
+def constants(d_head, f=F):
     """The irrational constants as balls / bounds at ``2**-F``."""
-    lo, hi = lm_bounds.sqrt_const(1, d_head, F)
-    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(F),
-            "s": lm_bounds.sqrt_const(1, 2, F)}
+    lo, hi = lm_bounds.sqrt_const(1, d_head, f)
+    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(f),
+            "s": lm_bounds.sqrt_const(1, 2, f)}
 
 
-def embed(wte, wpe, toks):
+def embed(wte, wpe, toks, f=F):
     """``wte[t] + wpe[p]`` as balls (radius 0 when exact at ``2**-F``, else 1)."""
     (tr, et), (pr, ep) = wte, wpe
     e = max(et, ep)
@@ -189,11 +284,11 @@ def embed(wte, wpe, toks):
     for p, t in enumerate(toks):
         num = [a << (e - et) for a in tr[t]]
         num = [a + (b << (e - ep)) for a, b in zip(num, pr[p])]
-        if e <= F:
-            out.append([a << (F - e) for a in num])
+        if e <= f:
+            out.append([a << (f - e) for a in num])
             rads.append(0)
         else:
-            out.append([a >> (e - F) for a in num])
+            out.append([a >> (e - f) for a in num])
             rads.append(1)
     return out, rads
 
@@ -205,36 +300,42 @@ def logits(model, toks, wanted):
     parameters made by :func:`linear` and :func:`ln_params`).  ``model["post_ln"]``: each
     layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final
     norm."""
-    xs, rs = embed(model["wte"], model["wpe"], toks)
+    f = model["f"]
+    xs, rs = embed(model["wte"], model["wpe"], toks, f)
     eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
     post = model["post_ln"]
+
+    def norm(ln, xs, rs):
+        return map(list, zip(*(layernorm(ln, x, r, eps, f) for x, r in zip(xs, rs))))
+
     for blk in model["blocks"]:
-        qkv, qr = [], []
-        for x, r in zip(xs, rs):
-            h, hr = (x, r) if post else layernorm(blk["ln1"], x, r, eps)
-            y, yr = apply(blk["attn"], h, hr)
-            qkv.append(y)
-            qr.append(yr)
-        att, ar = attention(qkv, qr, heads, consts["scale"])
-        for p, (a, r) in enumerate(zip(att, ar)):
-            y, yr = apply(blk["proj"], a, r)
-            x = [u + w for u, w in zip(xs[p], y)]
-            xr = rs[p] + yr
-            if post:
-                x, xr = layernorm(blk["ln1"], x, xr, eps)
-            h, hr = (x, xr) if post else layernorm(blk["ln2"], x, xr, eps)
-            h, hr = apply(blk["fc"], h, hr)
-            h, hr = gelu(act, h, hr, consts)
-            y, yr = apply(blk["mlp_proj"], h, hr)
-            xs[p] = [u + w for u, w in zip(x, y)]
-            rs[p] = xr + yr
-            if post:
-                xs[p], rs[p] = layernorm(blk["ln2"], xs[p], rs[p], eps)
-    out = {}
-    for p in wanted:
-        if model["lnf"] is None:
-            h, hr = xs[p], rs[p]
+        if post:
+            hs, hrs = xs, rs
         else:
-            h, hr = layernorm(model["lnf"], xs[p], rs[p], eps)
-        out[p] = apply(model["head"], h, hr)
-    return out
+            hs, hrs = norm(blk["ln1"], xs, rs)
+        qkv, qr = apply_all(blk["attn"], hs, hrs)
+        att, ar = attention(qkv, qr, heads, consts["scale"], f)
+        ys, yrs = apply_all(blk["proj"], att, ar)
+        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
+        rs = [r + yr for r, yr in zip(rs, yrs)]
+        if post:
+            xs, rs = norm(blk["ln1"], xs, rs)
+            hs, hrs = xs, rs
+        else:
+            hs, hrs = norm(blk["ln2"], xs, rs)
+        hs, hrs = apply_all(blk["fc"], hs, hrs)
+        hs, hrs = map(list, zip(*(gelu(act, h, hr, consts, f) for h, hr in zip(hs, hrs))))
+        ys, yrs = apply_all(blk["mlp_proj"], hs, hrs)
+        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
+        rs = [r + yr for r, yr in zip(rs, yrs)]
+        if post:
+            xs, rs = norm(blk["ln2"], xs, rs)
+    wanted = list(wanted)
+    if not wanted:
+        return {}
+    if model["lnf"] is None:
+        hs, hrs = [xs[p] for p in wanted], [rs[p] for p in wanted]
+    else:
+        hs, hrs = norm(model["lnf"], [xs[p] for p in wanted], [rs[p] for p in wanted])
+    mids, rads = apply_all(model["head"], hs, hrs)
+    return dict(zip(wanted, zip(mids, rads)))

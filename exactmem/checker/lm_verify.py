@@ -5,7 +5,8 @@ integers over one power of two, the dataset (embedded or bound by SHA-256, a ``s
 token-id dataset: a label at every position), the claimed positions and the digest.  Each
 claimed position is re-proved with the rigorous forward pass of :mod:`lm_forward`: the lower
 bound of the label's logit must exceed the upper bound of every other logit.  Nothing the
-producer computed is trusted; the claim "K of M positions" is stated by the checker.
+producer computed is trusted; the claim "K of M positions" is stated by the checker, with
+the working precision it chose from the model (:func:`precision`).
 
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
@@ -84,9 +85,9 @@ def tensor(value, where, shape):
     return [nums[i:i + cols] for i in range(0, size, cols)], e
 
 
-def model(m):
+def model(m, f=lm_forward.F):
     """Read the model header and its tensors; returns the prepared model for
-    :func:`lm_forward.logits`."""
+    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
     obj(m, "model", SHAPE, ("final_norm",))
     arch = choice(m["architecture"], ARCHITECTURES, "model.architecture")
     final = True
@@ -108,25 +109,59 @@ def model(m):
     ts = obj(m["tensors"], "model.tensors", req, opt)
     shape = shapes(m)
     t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
-    two_f = 2 * lm_forward.F
-    zero = ([[0] * m["d_model"]], 0)
+    parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
+              "eps": (ep, eq), "heads": m["heads"], "activation": act, "d": m["d_model"],
+              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"]}
+    return at_precision(parsed, f)
+
+
+def at_precision(parsed, f):
+    """The model read by :func:`model`, prepared for :func:`lm_forward.logits` at ``f``
+    fractional bits (every precision is sound; it decides only how tight the balls are)."""
+    t, (ep, eq) = parsed["t"], parsed["eps"]
+    zero = ([[0] * parsed["d"]], 0)
 
     def ln(name):
-        return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero))
+        return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero), f)
 
     def lin(name):
-        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"))
+        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f)
 
     blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
                "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
-               "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(m["layers"])]
-    rows, e = t["wte" if tied else "head"]
+               "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(parsed["layers"])]
+    rows, e = t["wte" if parsed["tied"] else "head"]
     return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
-            "lnf": ln("lnf") if final else None, "post_ln": arch == "post-ln-decoder",
-            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None),
-            "eps": ((ep << two_f) // eq, -((-ep << two_f) // eq)), "heads": m["heads"],
-            "activation": act, "consts": lm_forward.constants(m["d_model"] // m["heads"]),
-            "vocab": m["vocab_size"], "context": m["context"]}
+            "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
+            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f),
+            "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
+            "activation": parsed["activation"], "f": f, "parsed": parsed,
+            "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
+            "vocab": parsed["vocab"], "context": parsed["context"]}
+
+
+PROBE_LIMIT = 116  # radius bits at 2**-128 (a radius of 2**-12) above which F is raised
+
+
+def precision(net, toks, pos, coded):
+    """The working precision for this certificate, chosen from the model: the logit radius of
+    the first sequence with anything to prove, evaluated at ``lm_forward.F`` bits, shows how
+    much the balls grow through the network (it depends on the weights, hardly on the
+    tokens); when it exceeds ``2**-12``, ``F`` becomes the next multiple of 16 at least 28
+    bits above that radius (so about ``2**-28``), and ``2 F`` when the balls grew past an
+    attention score radius of 1 on the way.  The same sequence in every shard, so every
+    shard picks the same precision; any precision is sound."""
+    i = next((k for k, row in enumerate(pos) if row or coded), None)
+    if i is None:
+        return lm_forward.F
+    try:
+        outs = lm_forward.logits(net, toks[i], pos[i] or [0])
+    except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
+        return 2 * lm_forward.F
+    bits = max(r for _, r in outs.values()).bit_length()
+    if bits <= PROBE_LIMIT:
+        return lm_forward.F
+    return -(-(bits + 28) // 16) * 16
 
 
 def code_lengths(value, toks, labels, size):
@@ -171,7 +206,7 @@ def claims(value, toks):
     return partial, pos
 
 
-def margin_failure(i, p, y, mids, rad):
+def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
     """None when the label's logit provably exceeds every other; else the failure text
     with the proved margin bound (``2**-F`` units shown as a decimal-free ratio)."""
     if len(mids) == 1:
@@ -182,7 +217,7 @@ def margin_failure(i, p, y, mids, rad):
         return None
     rival = next(k for k, m in enumerate(mids) if k != y and m == best)
     return (f"sequence {i}, position {p}: label {y} is not proved the unique argmax "
-            f"(class {rival}; margin lower bound {margin}/2^{lm_forward.F})")
+            f"(class {rival}; margin lower bound {margin}/2^{f})")
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
@@ -221,6 +256,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                                f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
     except Unusable as exc:
         return [*failures, str(exc)], True, None
+    f = precision(net, toks, pos, coded is not None)
+    if f != net["f"]:
+        net = at_precision(net["parsed"], f)
     k, count = shard
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
     proved = full = 0
@@ -239,11 +277,12 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             failures.append(f"sequence {i}: {exc}")
             continue
         if coded is not None:
-            bad = code_length_failure(i, coded[i], labels[i], outs, derived)
+            bad = code_length_failure(i, coded[i], labels[i], outs, derived, f)
             if bad:
                 failures.append(bad)
         for p in pos[i]:
-            bad = margin_failure(i, p, labels[i][p], *outs[p])
+            mids, rad = outs[p]
+            bad = margin_failure(i, p, labels[i][p], mids, rad, f)
             if bad:
                 failures.append(bad)
                 if unproved is not None:
@@ -255,7 +294,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     mem = None if coded is None else lm_codelength.memorized(
         coded[lo:hi], lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "memorized": mem}
+            "partial": partial, "n": n, "vocab": size, "memorized": mem, "f": f}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -278,8 +317,8 @@ def claim_text(t):
     claim = (f"{t['proved']} of {t['positions']} positions have the label as unique argmax "
              f"({t['full']} of {t['sequences']} sequences in full; "
              + ("partial" if t["partial"] else "all positions claimed")
-             + f"; rigorous bounds at 2^-{lm_forward.F} on the real-valued function of the "
-               "stored weights)")
+             + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
+               "function of the stored weights)")
     if t["memorized"] is not None:
         clipped, unclipped = t["memorized"]
         claim += "\nc claim: " + memorized_text(clipped, unclipped, t["sequences"], t["n"],
@@ -287,14 +326,14 @@ def claim_text(t):
     return claim
 
 
-def code_length_failure(i, claimed, labels, outs, derived=None):
+def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
     """None when the checker's own upper bound of sequence ``i``'s code length is at most the
     claimed ``p/q``; else the failure text."""
     p, q = claimed
     upper = 0
     for k, y in enumerate(labels):
         mids, rad = outs[k]
-        upper += lm_codelength.position_upper(mids, rad, y, lm_forward.F)
+        upper += lm_codelength.position_upper(mids, rad, y, f)
     if derived is not None:
         derived[i] = upper
     if upper * q <= p << lm_codelength.P:

@@ -9,7 +9,9 @@ spec's float64 forward pass must agree with the checkpoint's own torch forward p
 (else the import is wrong: exit 2); :func:`~exactmem.model.lm_bounds.prove_positions`
 decides the positions with ball arithmetic; the stdlib checker re-proves the certificate
 before it is written.  Without ``--partial`` every position must be proved (exit 1
-naming the failing positions with their margins, nothing written).
+naming the failing positions with their margins, nothing written).  ``--no-self-check``
+writes the producer's positions unchecked (and without code-length claims, whose value is
+the checker's own bound), saying so: "not checked yet: run exactmem check CERT".
 """
 
 from __future__ import annotations
@@ -84,17 +86,21 @@ class LMResult:
     failed: list[tuple[int, int, float]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     written: bool = False
+    checked: bool = True  # False: written without the in-process checker (--no-self-check)
     code_lengths: list[Any] = field(default_factory=list)  # rigorous upper bounds (Fraction)
     float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
 
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
-               progress: Any = None, producer: str = "fast") -> LMResult:
+               progress: Any = None, producer: str = "fast",
+               self_check: bool = True) -> LMResult:
     """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2",
     "nanogpt" or "torch-encoder") has the label as unique argmax; writes ``output`` when all
     (or, ``partial``, at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
-    (:func:`~exactmem.model.lm_bounds.prove_positions`)."""
+    (:func:`~exactmem.model.lm_bounds.prove_positions`).  ``self_check`` False writes the
+    producer's positions without running the checker (``result.checked`` False) and
+    without code-length claims."""
     from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.model.dataset import load_dataset
@@ -134,7 +140,7 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
                         f"the checkpoint's own forward pass by {gap:.3g}: not certifying")
     say(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
     clock = time.perf_counter()
-    coded = next_token_labelled(ds)
+    coded = self_check and next_token_labelled(ds)  # unchecked: no code-length claims
     code_lengths: list[Any] = []
 
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
@@ -156,6 +162,10 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     rel = os.path.relpath(Path(data).resolve(), out.resolve().parent) if bind_dataset else None
     positions = [list(r) for r in bounds.proved]
     cls = code_lengths if coded else None
+    if not self_check:
+        write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel), out)
+        result.written, result.checked, result.code_lengths = True, False, []
+        return result
     cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
     clock = time.perf_counter()
     unproved: list[tuple[int, int]] = []
@@ -221,7 +231,8 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
     try:
         r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
                        bind_dataset=args.bind_dataset, log=log, progress=tick,
-                       producer=getattr(args, "producer", "fast"))
+                       producer=getattr(args, "producer", "fast"),
+                       self_check=not getattr(args, "no_self_check", False))
     finally:
         close()
     times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
@@ -236,6 +247,11 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
               + ("" if args.partial else " (without --partial all must be)")
               + f"; {args.output} was not written")
         return 1
+    if not r.checked:
+        print(f"not checked yet: run exactmem check {args.output} ({r.proved} of "
+              f"{r.positions} positions proved by the producer, {r.sequences_full} sequences "
+              f"in full, written to {args.output} without the in-process checker)")
+        return 0
     print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
           f"full) of {args.data} for {args.model} -> {args.output}")
     if r.code_lengths:

@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="language models: the producer's arithmetic, float64 numpy norm "
                         "balls (fast), python-flint arb (the slower reference), or fast "
                         "then arb on the sequences fast leaves short (hybrid)")
+    p.add_argument("--no-self-check", action="store_true",
+                   help="language models: write the producer's proof without running the "
+                        "checker first (the output says 'not checked yet: run exactmem check "
+                        "CERT'; no code-length claims); the default checks before writing")
     p.set_defaults(func=run)
 
 
