@@ -1,11 +1,12 @@
 """Benchmark: a GPT-2 of about 1M parameters trained to memorize random sequences, certified
 position by position (issue 28's targets, docs/trained-models.md).
 
-The model: 4 layers, d = 128, 4 heads, vocab 2048, context 64 (1,058,944 parameters with the
+The model: 4 layers, d = 128, 4 heads, vocab 2048, context 64 (1,063,680 parameters with the
 tied head), trained on CPU on 1,000 random sequences of 65 tokens (numpy ``default_rng(2048)``,
-torch seed 0, AdamW lr 3e-3, betas (0.9, 0.98), batch 50) until 99% of the training positions
-have the right float32 argmax or 6,000 steps; trained here only when WORKDIR/gpt2_1m is
-absent.  The dataset: the next token at each of the 64 positions (scripts/lm_dataset.py).
+torch seed 0, AdamW lr 3e-3, betas (0.9, 0.98), batch 50) for 1,900 steps (train argmax
+accuracy about 0.95; the measured checkpoint stopped there), or earlier once 99% of the
+training positions have the right float32 argmax; trained here only when WORKDIR/gpt2_1m is
+absent (two torch threads: float sums may differ from run to run in the last bits).  The dataset: the next token at each of the 64 positions (scripts/lm_dataset.py).
 Then, each timed on this machine in one run:
 
 1. the checkpoint's own float32 forward pass (``GPT2LMHeadModel``) on the 1,000 x 64 tokens,
@@ -47,8 +48,9 @@ FIELDS = ("date", "model", "producer", "shards", "params", "sequences", "positio
           "cores", "load_avg_1_5_15")
 
 
-def train(out: Path, max_steps: int = 6000) -> None:
-    """The training recipe (CPU, two threads): stops at 99% train argmax accuracy."""
+def train(out: Path, max_steps: int = 1900) -> None:
+    """The training recipe (CPU, two threads): ``max_steps`` steps, or 99% train argmax
+    accuracy first."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -73,7 +75,7 @@ def train(out: Path, max_steps: int = 6000) -> None:
             loss.backward()
             opt.step()
             step += 1
-            if step % 200 == 0 or step >= max_steps:
+            if step % 100 == 0 or step >= max_steps:
                 model.eval()
                 with torch.no_grad():
                     acc = (model(x[:, :-1]).logits.argmax(-1) == x[:, 1:]).float().mean()
