@@ -6,7 +6,8 @@ tied head), trained on CPU on 1,000 random sequences of 65 tokens (numpy ``defau
 torch seed 0, AdamW lr 3e-3, betas (0.9, 0.98), batch 50) for 1,900 steps (train argmax
 accuracy about 0.95; the measured checkpoint stopped there), or earlier once 99% of the
 training positions have the right float32 argmax; trained here only when WORKDIR/gpt2_1m is
-absent (two torch threads: float sums may differ from run to run in the last bits).  The dataset: the next token at each of the 64 positions (scripts/lm_dataset.py).
+absent (two torch threads: float sums may differ from run to run in the last bits).  The
+dataset: the next token at each of the 64 positions (scripts/lm_dataset.py).
 Then, each timed on this machine in one run:
 
 1. the checkpoint's own float32 forward pass (``GPT2LMHeadModel``) on the 1,000 x 64 tokens,
