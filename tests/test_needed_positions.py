@@ -70,3 +70,22 @@ def test_skipping_positions_changes_no_output(cert: dict[str, Any],
     full = verify.run(net, layers, read, toks)
     assert fast == full
     assert all(type(x) is Fraction for row in fast for vec in row for x in vec)
+
+
+def test_float_mirror_values_are_the_exact_outputs(cert: dict[str, Any]) -> None:
+    """When the float32 claim holds the checker reads the outputs from the float mirror's
+    exact values: they equal its own exact pass (another order of the same function)."""
+    from exactmem.checker import floatexact
+    from exactmem.checker.dataset import initial
+
+    net, layers, readout = network(cert["network"])
+    toks = dataset(cert["dataset"], Path("."))[2]
+    read = readout["positions"]
+    needs = cforward.needed_positions(layers, read, net["n"])
+    final: list[Any] = []
+    assert floatexact.check(net, layers, initial(net, toks, layers), needs, ["float32"],
+                            final) == []
+    assert verify.outputs(final[0], read) == verify.run(net, layers, read, toks)
+    final.clear()  # a format that does not hold leaves no state
+    assert floatexact.check(net, layers, initial(net, toks, layers), needs, ["bfloat16"],
+                            final) and not final

@@ -327,10 +327,13 @@ def _feedforward(la, cols, den, fmt, where):
     return out, out_den
 
 
-def check(net, layers, state, needs, formats):
+def check(net, layers, state, needs, formats, final=None):
     """One failure line per claimed format the network is not float-exact in.  ``state``:
     the checker's initial ``(cols, den, index)``; ``needs[i]``: the positions layer ``i``
-    must produce (as in the exact pass)."""
+    must produce (as in the exact pass).  ``final`` (a list), if given, receives the last
+    state ``(cols, den, index)`` of a format that held: the mirror's values are exact
+    rationals of the same function as the exact pass, in another order of operations, so
+    they are the network's exact outputs."""
     beyond = extended(layers)
     if beyond:
         return [f"claims.float_exact: the float-exact rule does not cover {beyond}"
@@ -356,6 +359,8 @@ def check(net, layers, state, needs, formats):
                     cols, den = _feedforward(la, cols, den, fmt, where)
                 else:
                     cols, den, index = _attention(la, cols, den, index, needs[i], fmt, where)
+            if final is not None:
+                final[:] = [(cols, den, index)]
         except NotExact as exc:
             failures.append(f"claims.float_exact: not exact in {name}: {exc}")
     return failures
