@@ -335,7 +335,8 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
             outs, left = [], list(formats)
             needs = forward.needed_positions(layers, readout["positions"], net["n"])
             for c in range(0, hi - lo, CHUNK):  # one slice at a time: bounded memory
-                chunk, final = part[0][c:c + CHUNK], []
+                chunk = part[0][c:c + CHUNK]
+                final: list = []
                 for f in list(left):  # a format that failed is reported once
                     bad = floatexact.check(net, layers, initial(net, chunk, layers), needs, [f],
                                            final)
