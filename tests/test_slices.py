@@ -1,5 +1,5 @@
 """The exact passes hold a bounded number of sequences at a time (producer
-``evaluate.SLICE``, checker ``verify.CHUNK``): slicing changes no prediction, no failure
+``evaluate.SLICE``, checker ``passes.CHUNK``): slicing changes no prediction, no failure
 and no sequence number in a failure line."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from exactmem.certificate.build import digest_of
-from exactmem.checker import check_certificate, verify
+from exactmem.checker import check_certificate, passes
 from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
@@ -47,7 +47,7 @@ def test_checker_chunks_change_nothing(outcome: Any, monkeypatch: pytest.MonkeyP
     bad["claims"]["outputs"][43] = [str((int(bad["claims"]["outputs"][43][0]) + 1) % 8)]
     bad["digest"] = digest_of(bad)
     whole = check_certificate(bad)
-    monkeypatch.setattr(verify, "CHUNK", 5)
+    monkeypatch.setattr(passes, "CHUNK", 5)
     chunked = check_certificate(bad)
     assert not whole.verified and chunked.failures == whole.failures
     assert any("sequence 43" in f for f in chunked.failures)

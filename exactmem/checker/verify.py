@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import floatexact, forward
 from . import interval as softmax_interval
+from . import passes as exact
 from .dataset import canonical, dataset, initial
 from .parse import (
     BIASES,
@@ -26,6 +27,7 @@ from .parse import (
     read_json,
     show,
 )
+from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
 from .shards import shard_plan
 
 FORMAT = "exactmem.certificate/1"
@@ -79,53 +81,6 @@ def _no_floats(value, where):
             stack += [(x, f"{w}.{k}") for k, x in v.items()]
         elif type(v) is list:
             stack += [(x, f"{w}[{i}]") for i, x in enumerate(v)]
-
-
-def work_units(layers, sequences, passes=1):
-    """Units of progress: one per output row of a feed-forward map and pass (slice of
-    sequences), one per head and sequence of an attention layer."""
-    total = 0
-    for la in layers:
-        if la["type"] == "feedforward":
-            total += sum(len(w[0]) for w, _ in la["maps"]) * passes
-        elif la["type"] == "attention":
-            total += len(la["heads"]) * sequences
-    return total
-
-
-class Ticker:
-    """Counts units of work and forwards ``(stage, done, total)`` to a progress callback."""
-
-    def __init__(self, progress, stage, total):
-        self.progress, self.stage, self.total, self.done = progress, stage, total, 0
-
-    def __call__(self, k=1):
-        self.done += k
-        if self.progress is not None:
-            self.progress(self.stage, self.done, self.total)
-
-
-CHUNK = 8192  # sequences the exact pass holds at once (docs/checker.md)
-
-
-def outputs(state, read):
-    """``[sequence][read position] -> tuple of Fractions`` of a final state."""
-    cols, den, index = state
-    return [[tuple(Fraction(x, den) for x in cols[seq[p]]) for p in read] for seq in index]
-
-
-def run(net, layers, read, toks, tick=forward.no_tick):
-    """Exact outputs ``[sequence][read position] -> tuple of Fractions``."""
-    cols, den, index = initial(net, toks, layers)
-    start = 1 if net["kind"] == "token-ids" else 0
-    needs = forward.needed_positions(layers, read, net["n"])
-    for i in range(start, len(layers)):
-        la = layers[i]
-        if la["type"] == "feedforward":
-            cols, den = forward.feedforward(la, cols, den, tick)
-        else:
-            cols, den, index = forward.attention(la, cols, den, index, needs[i], tick=tick)
-    return outputs((cols, den, index), read)
 
 
 def sizes(net, layers):
@@ -314,8 +269,8 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         ids = chosen[lo:hi]
         part = ([toks[i] for i in ids], [labels[i] for i in ids], claims[lo:hi])
         soft_scores = softmax_interval.needed(layers)
-        passes = 1 if soft_scores else max(1, -(-(hi - lo) // CHUNK))
-        tick = Ticker(progress, "forward", work_units(layers, hi - lo, passes))
+        slices = 1 if soft_scores else max(1, -(-(hi - lo) // exact.CHUNK))
+        tick = Ticker(progress, "forward", work_units(layers, hi - lo, slices))
         if soft_scores:  # irrational softmax: rigorous interval check
             bad, bits, eps, exists = softmax_interval.check(
                 hints, net, layers, readout, task, part[1], part[2],
@@ -332,22 +287,8 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         else:
             if hints:
                 raise Unusable("hints.softmax: only for networks with softmax scores")
-            outs, left = [], list(formats)
-            needs = forward.needed_positions(layers, readout["positions"], net["n"])
-            for c in range(0, hi - lo, CHUNK):  # one slice at a time: bounded memory
-                chunk = part[0][c:c + CHUNK]
-                final: list = []
-                for f in list(left):  # a format that failed is reported once
-                    bad = floatexact.check(net, layers, initial(net, chunk, layers), needs, [f],
-                                           final)
-                    if bad:
-                        failures += bad
-                        left.remove(f)
-                if final:  # a claim held: its exact values are the outputs (floatexact.check)
-                    outs += outputs(final[0], readout["positions"])
-                    tick(work_units(layers, len(chunk)))
-                else:
-                    outs += run(net, layers, readout["positions"], chunk, tick)
+            outs = exact_outputs(net, layers, readout["positions"], part[0], formats, tick,
+                                 failures)
             _exact_readout(outs, part[2], part[1], task, readout, failures, ids)
             basis = (readout["kind"], True, None, None, None, tuple(formats), False, len(toks))
         recomputed = sizes(net, layers)
