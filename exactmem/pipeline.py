@@ -25,7 +25,7 @@ from exactmem.checker.verify import check_certificate_sharded
 from exactmem.errors import CertificateError, ConstructionError, ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
-from exactmem.model.interval import evaluate_certified
+from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.shards import Submit, evaluate_sharded
 
 

@@ -34,7 +34,7 @@ from exactmem.constructions import get
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import certify_interval
+from exactmem.model.interval_verdict import certify_interval
 
 SEEDS = (0, 1, 2)
 # Dana et al. (AISTATS 2025), experiment 1 (N = 50, d = d_h = 10): trained accuracy vs H

@@ -32,7 +32,7 @@ from exactmem.checker import check_certificate
 from exactmem.constructions.base import BuildResult
 from exactmem.constructions.dana2024_aot import lp_network
 from exactmem.model.dataset import Dataset
-from exactmem.model.interval import softmax_hint
+from exactmem.model.interval_verdict import softmax_hint
 
 N, D = 50, 10
 FIELDS = ("H", "capacity_H_dh_plus_d", "square_certified", "lp_subset", "lp_candidates",

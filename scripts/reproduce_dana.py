@@ -47,7 +47,7 @@ from exactmem.certificate.build import claim_subset
 from exactmem.checker import check_certificate
 from exactmem.constructions.base import BuildResult
 from exactmem.model.dataset import Dataset
-from exactmem.model.interval import certify_interval, softmax_hint
+from exactmem.model.interval_verdict import certify_interval, softmax_hint
 from exactmem.model.sizes import sizes
 
 N, D, D_H, SEQ = 50, 10, 10, 2

@@ -25,7 +25,8 @@ from exactmem.constructions import get
 from exactmem.model.dataset import Dataset, canonical_json, dataset_from_json
 from exactmem.model.generate import generate
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import certify_interval, evaluate_certified, has_softmax_scores
+from exactmem.model.interval import has_softmax_scores
+from exactmem.model.interval_verdict import certify_interval, evaluate_certified
 from exactmem.model.sizes import sizes
 
 Cert = dict[str, Any]

@@ -28,7 +28,7 @@ from exactmem.constructions.base import BuildResult
 from exactmem.model import Dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.model.forward import forward, outputs
-from exactmem.model.interval import certify_interval, softmax_hint
+from exactmem.model.interval_verdict import certify_interval, softmax_hint
 from exactmem.model.spec import (
     Attention,
     Embedding,

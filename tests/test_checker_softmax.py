@@ -19,7 +19,7 @@ from exactmem.checker import softmax as checker_softmax
 from exactmem.constructions import get
 from exactmem.model.dataset import Dataset
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import evaluate_certified
+from exactmem.model.interval_verdict import evaluate_certified
 
 
 def certificate_for(ds: Dataset, name: str, options: dict[str, Any]) -> dict[str, Any]:

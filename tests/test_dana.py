@@ -108,7 +108,7 @@ def test_lp_readout_beyond_capacity_claims_the_certified_subset() -> None:
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
     from exactmem.constructions.dana2024_aot import lp_network
-    from exactmem.model.interval import softmax_hint
+    from exactmem.model.interval_verdict import softmax_hint
 
     rng = random.Random(1)
     pairs = tuple((a, b) for a in range(8) for b in range(8))

@@ -21,7 +21,7 @@ from exactmem.checker.verify import check_file  # noqa: E402
 from exactmem.constructions.base import BuildResult  # noqa: E402
 from exactmem.errors import SpecError  # noqa: E402
 from exactmem.model.dataset import Dataset  # noqa: E402
-from exactmem.model.interval import certify_interval, softmax_hint  # noqa: E402
+from exactmem.model.interval_verdict import certify_interval, softmax_hint  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 V = 8

@@ -12,7 +12,7 @@ from exactmem.constructions.mahdavi2024_mha import capacity
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import certify_interval
+from exactmem.model.interval_verdict import certify_interval
 from exactmem.pipeline import certify
 
 CON = get("mahdavi2024-mha")

@@ -14,7 +14,7 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.constructions import get
 from exactmem.model.generate_attention import generate_for
-from exactmem.model.interval import evaluate_certified
+from exactmem.model.interval_verdict import evaluate_certified
 
 
 def _cert(N: int | None = None) -> dict[str, Any]:  # noqa: N803

@@ -194,7 +194,8 @@ def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.Monk
 def test_rigorous_softmax_evaluation_reports_each_pass() -> None:
     from exactmem.constructions import get
     from exactmem.model.generate_attention import generate_for
-    from exactmem.model.interval import certify_interval, interval_units
+    from exactmem.model.interval import interval_units
+    from exactmem.model.interval_verdict import certify_interval
 
     ds = generate_for("dana2024-aot", seed=0, heads=2, head_dim=2, dim=2)
     con = get("dana2024-aot")

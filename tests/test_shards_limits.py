@@ -18,7 +18,7 @@ from exactmem.checker.shards import MAX_SHARDS, shard_plan
 from exactmem.checker.verify import check_certificate_sharded, check_sharded
 from exactmem.cli import main
 from exactmem.model.dataset import load_dataset
-from exactmem.model.interval import evaluate_certified
+from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.shards import evaluate_sharded
 
 HUGE = (2 ** 64, 10 ** 6)

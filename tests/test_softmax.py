@@ -108,7 +108,8 @@ def test_interval_pass_and_checker_agree(seed: int, hardmax_after: bool) -> None
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
     from exactmem.model.dataset import Dataset
-    from exactmem.model.interval import IState, certify_interval, interval_forward
+    from exactmem.model.interval import IState, interval_forward
+    from exactmem.model.interval_verdict import certify_interval
 
     spec, ds = _random_softmax_net(seed, hardmax_after)
     try:
@@ -142,7 +143,8 @@ def test_exact_networks_go_through_the_exact_pass() -> None:
     from exactmem.constructions import get
     from exactmem.model.evaluate import evaluate
     from exactmem.model.generate import generate
-    from exactmem.model.interval import certify_interval, has_softmax_scores
+    from exactmem.model.interval import has_softmax_scores
+    from exactmem.model.interval_verdict import certify_interval
 
     ds = generate("next-token", N=20, n=3, vocab=5, classes=3, seed=1)
     spec = get("lookup").build(ds, {"seed": 0}).spec
@@ -156,7 +158,7 @@ def test_undecided_at_the_precision_limit_is_never_verified() -> None:
     import dataclasses
 
     from exactmem.arith import ScaledMatrix
-    from exactmem.model.interval import certify_interval
+    from exactmem.model.interval_verdict import certify_interval
     from exactmem.model.spec import Affine, Linear
 
     spec, ds = _random_softmax_net(5, False)

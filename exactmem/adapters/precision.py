@@ -42,7 +42,8 @@ from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.model.forward import Progress
-from exactmem.model.interval import certify_interval, has_softmax_scores
+from exactmem.model.interval import has_softmax_scores
+from exactmem.model.interval_verdict import certify_interval
 from exactmem.model.spec import (
     Affine,
     Attention,

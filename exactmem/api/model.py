@@ -101,7 +101,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
     from exactmem.model.evaluate import evaluate
-    from exactmem.model.interval import certify_interval, has_softmax_scores, softmax_hint
+    from exactmem.model.interval import has_softmax_scores
+    from exactmem.model.interval_verdict import certify_interval, softmax_hint
     from exactmem.model.sizes import sizes
 
     say = log or (lambda _msg: None)

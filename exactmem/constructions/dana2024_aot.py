@@ -42,7 +42,7 @@ from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError, MissingDependencyError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import find_conflicting_duplicate, find_inconsistency
-from exactmem.model.interval import IntervalOutcome, certify_interval, softmax_hint
+from exactmem.model.interval_verdict import IntervalOutcome, certify_interval, softmax_hint
 from exactmem.model.spec import Affine as AffineMap
 from exactmem.model.spec import Attention, Embedding, Head, Linear, NetworkSpec, Readout
 

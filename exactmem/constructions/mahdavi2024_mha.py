@@ -48,7 +48,7 @@ from exactmem.constructions._linalg import (
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.interval import certify_interval, softmax_hint
+from exactmem.model.interval_verdict import certify_interval, softmax_hint
 from exactmem.model.spec import Affine, Attention, Head, Linear, NetworkSpec, Readout
 
 PATTERN_PRECISIONS = (64, 128, 256, 512)

@@ -21,7 +21,7 @@ from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation, Failure
 from exactmem.model.forward import Progress
-from exactmem.model.interval import evaluate_certified
+from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.spec import NetworkSpec
 
 Submit = Callable[..., Any]
@@ -55,7 +55,7 @@ def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
 def evaluate_sharded(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | None,
                      shards: int, submit: Submit | None = None,
                      progress: Progress | None = None) -> Evaluation:
-    """:func:`~exactmem.model.interval.evaluate_certified` in ``shards`` slices, run by
+    """:func:`~exactmem.model.interval_verdict.evaluate_certified` in ``shards`` slices, run by
     ``submit`` (default: a local process pool); ``progress("shards", done, K)``."""
     if type(shards) is not int or shards < 1:
         raise ExactmemError(f"shards: expected a positive integer, found {shards!r}")
