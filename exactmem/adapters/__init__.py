@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
-from exactmem.errors import MissingDependencyError
+from exactmem.errors import MissingDependencyError, SpecError
 
 #: the optional packages, and the extra that installs each
 EXTRAS = {"torch": "export", "safetensors": "export", "onnx": "export",
@@ -48,3 +50,15 @@ def need(package: str, what: str) -> None:
         found = False
     if not found:
         raise missing(package.split(".")[0], what)
+
+
+def reads_as(path: Path, reader: Callable[[Path], object]) -> bool:
+    """Whether ``reader`` (a checkpoint reader that raises SpecError or
+    MissingDependencyError on what it cannot read) reads the file ``path``."""
+    if not path.is_file():
+        return False
+    try:
+        reader(path)
+    except (SpecError, MissingDependencyError):
+        return False
+    return True

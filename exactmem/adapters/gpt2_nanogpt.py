@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from exactmem.adapters import reads_as
 from exactmem.errors import MissingDependencyError, SpecError
 from exactmem.model.lm_spec import LMSpec
 
@@ -47,13 +48,7 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def is_nanogpt(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        read_checkpoint(path)
-    except (SpecError, MissingDependencyError):
-        return False
-    return True
+    return reads_as(path, read_checkpoint)
 
 
 def load_nanogpt(path: str | Path) -> LMSpec:

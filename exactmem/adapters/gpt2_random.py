@@ -10,11 +10,35 @@ sequences with the checkpoint's own float64 argmax at every position.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from exactmem.errors import MissingDependencyError
 from exactmem.model.dataset import Dataset
+
+
+def random_value(name: str, shape: tuple[int, ...], gen: Any, std: float, bias_std: float,
+                 norm: str) -> Any:
+    """One parameter from ``gen``: ``N(0, bias_std)`` for a bias, ``1 + N(0, bias_std)`` for a
+    norm gain (``norm`` in its name), ``N(0, std)`` otherwise."""
+    import torch
+
+    noise = torch.randn(shape, generator=gen)
+    if name.endswith("bias"):
+        return bias_std * noise
+    if norm in name:
+        return 1 + bias_std * noise
+    return std * noise
+
+
+def randomize(model: Any, gen: Any, std: float, bias_std: float, norm: str) -> None:
+    """Every parameter of the torch ``model`` by :func:`random_value`, in order."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(random_value(name, tuple(p.shape), gen, std, bias_std, norm))
 
 
 def random_gpt2(path: str | Path, seed: int = 0, layers: int = 2, d_model: int = 32,
@@ -35,15 +59,7 @@ def random_gpt2(path: str | Path, seed: int = 0, layers: int = 2, d_model: int =
     cfg = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=d_model, n_layer=layers,
                      n_head=heads, bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(cfg)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("bias"):
-                p.copy_(bias_std * noise)
-            elif ".ln_" in name:
-                p.copy_(1 + bias_std * noise)
-            else:
-                p.copy_(std * noise)
+    randomize(model, gen, std, bias_std, ".ln_")
     path = Path(path)
     model.save_pretrained(str(path))
     return path
@@ -71,13 +87,7 @@ def random_nanogpt(path: str | Path, seed: int = 0, layers: int = 2, d_model: in
                        if not k.startswith(("transformer.wte", "transformer.wpe"))})
     sd = {}
     for name, shape in shapes.items():
-        noise = torch.randn(shape, generator=gen)
-        if name.endswith("bias"):
-            sd[name] = bias_std * noise
-        elif ".ln_" in name:
-            sd[name] = 1 + bias_std * noise
-        else:
-            sd[name] = std * noise
+        sd[name] = random_value(name, shape, gen, std, bias_std, ".ln_")
     sd["lm_head.weight"] = sd["transformer.wte.weight"]
     args = {"n_layer": layers, "n_head": heads, "n_embd": d, "block_size": context,
             "bias": bias, "vocab_size": vocab, "dropout": 0.0}

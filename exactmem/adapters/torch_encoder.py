@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from exactmem.adapters import reads_as
+from exactmem.adapters.gpt2_random import randomize
 from exactmem.errors import MissingDependencyError, SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.lm_spec import LMSpec
@@ -98,13 +100,7 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def is_torch_encoder(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        read_checkpoint(path)
-    except (SpecError, MissingDependencyError):
-        return False
-    return True
+    return reads_as(path, read_checkpoint)
 
 
 def _names(cfg: dict[str, Any]) -> dict[str, str]:
@@ -172,15 +168,7 @@ def random_encoder(path: str | Path, seed: int = 0, norm_first: bool = True,
            "layer_norm_eps": 1e-5, "final_norm": final_norm}
     model = reference_module(cfg)
     gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("bias"):
-                p.copy_(bias_std * noise)
-            elif "norm" in name:
-                p.copy_(1 + bias_std * noise)
-            else:
-                p.copy_(std * noise)
+    randomize(model, gen, std, bias_std, "norm")
     path = Path(path)
     torch.save({"config": cfg, "state_dict": model.state_dict()}, str(path))
     return path
