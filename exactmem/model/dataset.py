@@ -8,6 +8,7 @@ unknown field is refused with the path of the offending field.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Hashable
@@ -99,6 +100,11 @@ class Dataset:
         if self.task == "next-token":
             return max(self.labels) + 1
         return max(max(y) for y in self.labels) + 1
+
+    def slice(self, lo: int, hi: int) -> Dataset:
+        """The sequences ``lo .. hi - 1`` with their labels (a dataset of its own)."""
+        return dataclasses.replace(self, sequences=self.sequences[lo:hi],
+                                   labels=self.labels[lo:hi])
 
     def position_labels(self, i: int) -> tuple[int, ...]:
         """Labels of sequence ``i`` at every read position (one for next-token)."""

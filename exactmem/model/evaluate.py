@@ -49,19 +49,25 @@ def evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -
     slice, and per slice (``"slices"``) when there are several."""
     if ds.N <= SLICE:
         return _evaluate(spec, ds, progress)
-    preds: list[tuple[Fraction | int | None, ...]] = []
-    fails: list[Failure] = []
+    parts: list[tuple[int, Evaluation]] = []
     total = -(-ds.N // SLICE)
     for k, lo in enumerate(range(0, ds.N, SLICE)):
         if progress is not None:
             progress("slices", k, total)
-        part = dataclasses.replace(ds, sequences=ds.sequences[lo:lo + SLICE],
-                                   labels=ds.labels[lo:lo + SLICE])
-        ev = _evaluate(spec, part, progress)
-        preds += ev.predictions
-        fails += [dataclasses.replace(f, sequence=f.sequence + lo) for f in ev.failures]
+        parts.append((lo, _evaluate(spec, ds.slice(lo, lo + SLICE), progress)))
     if progress is not None:
         progress("slices", total, total)
+    return join(parts)
+
+
+def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
+    """One evaluation from ``(offset, evaluation of the slice at offset)`` in order: the
+    predictions concatenated, failures renumbered to the whole dataset's sequences."""
+    preds: list[tuple[Fraction | int | None, ...]] = []
+    fails: list[Failure] = []
+    for lo, ev in parts:
+        preds += ev.predictions
+        fails += [dataclasses.replace(f, sequence=f.sequence + lo) for f in ev.failures]
     return Evaluation(tuple(preds), tuple(fails))
 
 

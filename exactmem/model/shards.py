@@ -11,7 +11,6 @@ are sequences, in at most one local process per CPU
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from exactmem.checker.shards import shard_plan
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
-from exactmem.model.evaluate import Evaluation, Failure
+from exactmem.model.evaluate import Evaluation, join
 from exactmem.model.forward import Progress
 from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.spec import NetworkSpec
@@ -33,23 +32,9 @@ def bounds(count: int, shards: int) -> list[tuple[int, int]]:
     return [(k * count // shards, (k + 1) * count // shards) for k in range(shards)]
 
 
-def _slice(ds: Dataset, lo: int, hi: int) -> Dataset:
-    return dataclasses.replace(ds, sequences=ds.sequences[lo:hi], labels=ds.labels[lo:hi])
-
-
 def _evaluate_slice(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | None,
                     ) -> Evaluation:
     return evaluate_certified(spec, ds, hints)
-
-
-def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
-    """One evaluation from ``(offset, evaluation of the slice at offset)`` in order."""
-    preds: list[Any] = []
-    fails: list[Failure] = []
-    for lo, ev in parts:
-        preds += ev.predictions
-        fails += [dataclasses.replace(f, sequence=f.sequence + lo) for f in ev.failures]
-    return Evaluation(tuple(preds), tuple(fails))
 
 
 def evaluate_sharded(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | None,
@@ -69,7 +54,7 @@ def evaluate_sharded(spec: NetworkSpec, ds: Dataset, hints: Mapping[str, Any] | 
         submit = pool.submit
     try:
         futures: list[Future[Evaluation]] = [
-            submit(_evaluate_slice, spec, _slice(ds, lo, hi), hints) for lo, hi in parts]
+            submit(_evaluate_slice, spec, ds.slice(lo, hi), hints) for lo, hi in parts]
         done = []
         for k, ((lo, _), fut) in enumerate(zip(parts, futures, strict=True)):
             done.append((lo, fut.result()))
