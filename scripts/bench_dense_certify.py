@@ -9,9 +9,9 @@ fresh process each and one after the other on this machine:
   the independent checker with its float32-exact pass, write; wall time and peak resident
   memory of the process and, with ``--shards``, of its largest worker process (each holds
   at most 8,192 sequences' state at a time);
-* the certified network exported to ONNX float32 (``exactmem.adapters.onnx_export``) and run
-  in onnxruntime on every sequence (batches of 4096, every core onnxruntime takes; best of 3
-  after a warm-up): the float32 forward pass, and how many labels it gets right.
+* the certified network exported to ONNX float32 and run in onnxruntime on every sequence
+  (scripts/bits_per_param.py's forward pass: batches of 4096, every core onnxruntime takes,
+  best of 3): the float32 forward pass, and how many labels it gets right.
 
     .venv/bin/python scripts/bench_dense_certify.py                 # N = 2^16
     .venv/bin/python scripts/bench_dense_certify.py --exps 12 14 16 --shards 2
@@ -37,11 +37,11 @@ FIELDS = ["N", "shards", "certify_s", "peak_rss_mb", "worker_peak_rss_mb", "forw
 
 
 def forward(cert: Path) -> tuple[float, int, int]:
-    """onnxruntime float32 seconds (best of 3), labels right, sequences."""
-    import numpy as np
-    import onnxruntime as ort
+    """onnxruntime float32 seconds (best of 3), labels right, sequences: the forward pass of
+    scripts/bits_per_param.py on the certified network."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bits_per_param import _forward
 
-    from exactmem.adapters.onnx_export import build_model, dataset_array
     from exactmem.certificate import (
         dataset_from_certificate,
         read_certificate,
@@ -50,24 +50,8 @@ def forward(cert: Path) -> tuple[float, int, int]:
 
     doc = read_certificate(cert)
     spec, ds = spec_from_certificate(doc), dataset_from_certificate(doc, cert.parent)
-    sess = ort.InferenceSession(build_model(spec, "float32").SerializeToString(),
-                                providers=["CPUExecutionProvider"])
-    x = dataset_array(ds, "float32")
-    name = sess.get_inputs()[0].name
-
-    def run() -> Any:
-        return np.concatenate([sess.run(["outputs"], {name: x[i:i + 4096]})[0]
-                               for i in range(0, len(x), 4096)])
-
-    outs, best = run(), float("inf")
-    for _ in range(3):
-        clock = time.perf_counter()
-        outs = run()
-        best = min(best, time.perf_counter() - clock)
-    pred = np.asarray(outs, dtype=np.float64)[:, ds.n - 1, :]
-    right = int((pred.argmax(axis=1) == np.array(ds.labels)).sum()) if pred.shape[1] > 1 else \
-        int((pred[:, 0] == np.array(ds.labels, dtype=np.float64)).sum())
-    return best, right, len(ds.labels)
+    best, right = _forward(spec, ds)
+    return best, right, ds.N
 
 
 def one(exp: int, shards: int, work: Path) -> dict[str, Any]:
