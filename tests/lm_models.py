@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import numpy as np
 
+from exactmem.checker.dataset import canonical
 from exactmem.model.lm_spec import LMSpec
+
+
+def redigest(cert: dict[str, Any]) -> dict[str, Any]:
+    """Re-digest an edited certificate the way the checker hashes it, so that only the edit
+    itself is judged."""
+    body = {k: v for k, v in cert.items() if k != "digest"}
+    cert["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+    return cert
 
 
 def random_spec(rng: np.random.Generator, act: str, tied: bool) -> LMSpec:

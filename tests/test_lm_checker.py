@@ -4,17 +4,15 @@ rejected, naming the field), never a crash; an untouched one is verified."""
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from lm_models import random_spec
+from lm_models import random_spec, redigest
 
 from exactmem.certificate.lm import build_lm_certificate
-from exactmem.checker.dataset import canonical
 from exactmem.checker.verify import check_certificate
 from exactmem.model.dataset import Dataset
 from exactmem.model.lm_float import logits64
@@ -31,12 +29,6 @@ def cert() -> Cert:
                  sequences=tuple(tuple(map(int, s)) for s in toks),
                  labels=tuple(tuple(map(int, r)) for r in labels))
     return build_lm_certificate(spec, ds, [list(range(5))] * 2, partial=False)
-
-
-def redigest(c: Cert) -> Cert:
-    body = {k: v for k, v in c.items() if k != "digest"}
-    c["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-    return c
 
 
 def test_the_untouched_certificate_is_verified(cert: Cert) -> None:

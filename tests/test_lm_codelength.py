@@ -5,7 +5,6 @@ bounds the checker re-derives, and a claim below the checker's bound is rejected
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 from fractions import Fraction
@@ -17,11 +16,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lm_models import random_spec
+from lm_models import random_spec, redigest
 
 from exactmem.certificate.lm import build_lm_certificate, lm_info
 from exactmem.checker import lm_codelength
-from exactmem.checker.dataset import canonical
 from exactmem.checker.verify import check_certificate
 from exactmem.model.lm_bounds import prove_positions
 from exactmem.model.lm_codelength import code_length_float, code_length_upper
@@ -94,12 +92,6 @@ def cert() -> Cert:
         assert f <= c <= f + 1e-6
     return build_lm_certificate(spec, ds, [list(p) for p in bounds.proved], True,
                                 code_lengths=lengths)
-
-
-def redigest(c: Cert) -> Cert:
-    body = {k: v for k, v in c.items() if k != "digest"}
-    c["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-    return c
 
 
 def test_the_checker_states_the_memorized_bits(cert: Cert) -> None:

@@ -15,6 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from lm_models import redigest  # noqa: E402
+
 from exactmem.adapters.torch_encoder import (  # noqa: E402
     encoder_logits,
     load_torch_encoder,
@@ -33,12 +35,6 @@ KINDS = {"pre_gelu": (True, "gelu", True), "post_relu": (False, "relu", False),
 
 def run(*args: object) -> int:
     return main([str(a) for a in args])
-
-
-def redigest(cert: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    cert["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-    return cert
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
+from lm_models import redigest  # noqa: E402
+
 from exactmem.adapters.gpt2_random import random_gpt2, self_labelled  # noqa: E402
 from exactmem.checker.dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
@@ -44,12 +46,6 @@ def small_cert(gpt2: Path) -> dict[str, Any]:
     assert run("certify-model", gpt2 / "m", gpt2 / "small.json", "-o", gpt2 / "small_c.json",
                "--partial", "-q") == 0
     return json.loads((gpt2 / "small_c.json").read_text())
-
-
-def redigest(cert: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    cert["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-    return cert
 
 
 def test_acceptance_200_sequences(gpt2: Path, capsys: pytest.CaptureFixture[str]) -> None:

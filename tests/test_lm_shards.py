@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import hashlib
 import json
 from concurrent.futures import Future
 from fractions import Fraction
@@ -15,11 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_models import random_spec
+from lm_models import random_spec, redigest
 
 from exactmem.certificate.lm import build_lm_certificate
 from exactmem.checker import lm_verify
-from exactmem.checker.dataset import canonical
 from exactmem.checker.verify import (
     _count,
     check_certificate,
@@ -52,12 +50,6 @@ def cert() -> Cert:
                                  code_length_upper(lo, hi, ds.labels[i])))
     return build_lm_certificate(spec, ds, [list(p) for p in bounds.proved], True,
                                 code_lengths=lengths)
-
-
-def redigest(c: Cert) -> Cert:
-    body = {k: v for k, v in c.items() if k != "digest"}
-    c["digest"] = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
-    return c
 
 
 def test_an_lm_certificate_is_planned_by_sequence(cert: Cert) -> None:
