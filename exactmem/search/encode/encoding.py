@@ -34,9 +34,10 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any, Literal
 
+from exactmem.checker.proofs.search_encode import Reads
+from exactmem.checker.proofs.search_encode import reads_of as trusted_reads
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
-from exactmem.model.dataset_checks import multiset_key
 from exactmem.search.encode.formula import (
     Formula,
     Poly,
@@ -80,35 +81,13 @@ class EncodeOptions:
             raise SpecError(f"bound must be positive, found {self.bound}")
 
 
-@dataclass(frozen=True, slots=True)
-class Reads:
-    """What the readout sees: for each distinct (multiset, last token), its label."""
-
-    multisets: tuple[tuple[tuple[Token, int], ...], ...]  # (token, count) groups
-    targets: tuple[tuple[int, Token, int], ...]  # (multiset index, token, label)
-
-
 def reads_of(ds: Dataset) -> Reads:
-    """Group a next-token dataset by multiset; exact duplicates (same label) collapse."""
+    """Group a next-token dataset by multiset, as the trusted CNF encoder does
+    (:func:`exactmem.checker.proofs.search_encode.reads_of`: first appearance order, exact
+    duplicates collapse, a conflicting label stays and makes the problem infeasible)."""
     if ds.task != "next-token":
         raise SpecError("search: only next-token datasets are supported")
-    index: dict[tuple[Any, ...], int] = {}
-    groups: list[tuple[tuple[Token, int], ...]] = []
-    targets: set[tuple[int, Token, int]] = set()
-    out: list[tuple[int, Token, int]] = []
-    for seq, y in zip(ds.sequences, ds.labels, strict=True):
-        key = multiset_key(seq)
-        if key not in index:
-            index[key] = len(groups)
-            counts: dict[Token, int] = {}
-            for t in key:
-                counts[t] = counts.get(t, 0) + 1
-            groups.append(tuple(counts.items()))
-        t = (index[key], seq[-1], y)
-        if t not in targets:  # a conflicting label stays: the problem is then infeasible
-            targets.add(t)
-            out.append(t)
-    return Reads(tuple(groups), tuple(out))
+    return trusted_reads(ds.sequences, ds.labels)
 
 
 def _subsets(k: int, ties: TieMode) -> list[tuple[int, ...]]:
