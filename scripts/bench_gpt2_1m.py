@@ -132,7 +132,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", default="/tmp/lm1m")
-    ap.add_argument("--producer", choices=("fast", "hybrid", "arb"), default="fast")
+    ap.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto")
     ap.add_argument("--shards", type=int, default=2, help="check --shards K")
     ap.add_argument("--N", type=int, default=N, help="the first N of the 1,000 sequences")
     ap.add_argument("--threads", type=int, default=1,

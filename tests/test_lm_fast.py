@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from lm_models import random_spec
 
-from exactmem.model import lm_bounds as A
+from exactmem.model import lm_arb as A
 from exactmem.model import lm_fast as F
 from exactmem.model import lm_interval as I
-from exactmem.model.lm_bounds import prove_positions
+from exactmem.model.lm_bounds import PositionBounds, prove_positions
 from exactmem.model.lm_float import logits64
 
 
@@ -111,7 +111,7 @@ def test_fast_proves_what_arb_proves(act: str) -> None:
     labels[2][5] = (labels[2][5] + 1) % spec.vocab_size
     seqs = [list(map(int, s)) for s in toks]
 
-    def pairs(pb: A.PositionBounds) -> set[tuple[int, int]]:
+    def pairs(pb: PositionBounds) -> set[tuple[int, int]]:
         return {(i, p) for i, r in enumerate(pb.proved) for p in r}
 
     arb = pairs(prove_positions(spec, seqs, labels, producer="arb", batch=5))

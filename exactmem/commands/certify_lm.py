@@ -93,11 +93,12 @@ class LMResult:
 
 def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, partial: bool,
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
-               progress: Any = None, producer: str = "fast",
+               progress: Any = None, producer: str = "auto",
                self_check: bool = True) -> LMResult:
     """Certify the positions of ``data`` where the checkpoint ``model`` (``kind`` "gpt2",
     "nanogpt" or "torch-encoder") has the label as unique argmax; writes ``output`` when all
-    (or, ``partial``, at least one) are proved.  ``producer``: ``"fast"``, ``"hybrid"`` or ``"arb"``
+    (or, ``partial``, at least one) are proved.  ``producer``: ``"auto"``, ``"fast"``,
+    ``"hybrid"`` or ``"arb"``
     (:func:`~exactmem.model.lm_bounds.prove_positions`).  ``self_check`` False writes the
     producer's positions without running the checker (``result.checked`` False) and
     without code-length claims."""
@@ -149,6 +150,11 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
                              on_logits=on_logits if coded else None, producer=producer)
     t["bounds"] = time.perf_counter() - clock
+    if bounds.switch is not None:
+        say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
+            f"{bounds.switch}" if bounds.switch else "producer: float64 norm balls throughout")
+    if bounds.rerun:
+        say(f"producer: {bounds.rerun} sequences proved again in arb")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t)
@@ -231,7 +237,7 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
     try:
         r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
                        bind_dataset=args.bind_dataset, log=log, progress=tick,
-                       producer=getattr(args, "producer", "fast"),
+                       producer=getattr(args, "producer", "auto"),
                        self_check=not getattr(args, "no_self_check", False))
     finally:
         close()

@@ -40,10 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "export layout, or auto (detected)")
     p.add_argument("--partial", action="store_true",
                    help="language models: certify exactly the positions proved (K of M)")
-    p.add_argument("--producer", choices=("fast", "hybrid", "arb"), default="fast",
-                   help="language models: the producer's arithmetic, float64 numpy norm "
-                        "balls (fast), python-flint arb (the slower reference), or fast "
-                        "then arb on the sequences fast leaves short (hybrid)")
+    p.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto",
+                   help="language models: the producer's arithmetic: python-flint arb for "
+                        "the first blocks and float64 norm balls from a block chosen on the "
+                        "first sequences (auto, the default); float64 norm balls throughout "
+                        "(fast); arb throughout (the slow reference); or fast then arb on the "
+                        "sequences fast leaves short (hybrid)")
     p.add_argument("--no-self-check", action="store_true",
                    help="language models: write the producer's proof without running the "
                         "checker first (the output says 'not checked yet: run exactmem check "

@@ -116,6 +116,31 @@ def add(a: NBall, b: NBall) -> NBall:
     return m, I.up(a[1] + b[1] + norm_up(2 * I.U * np.abs(m)), 3)
 
 
+def centred_spread(wm: np.ndarray, wr: np.ndarray, vm: np.ndarray,
+                   om: np.ndarray) -> np.ndarray:
+    """A float ``>= ||sum_j w_j vm_j - om_p||_2`` less the rounding of ``om``, for every real
+    weight row ``w`` with ``|w_j - wm_j| <= wr_j`` and ``sum_j w_j = 1`` (softmax weights):
+    ``sum_j w_j vm_j = sum_j wm_j vm_j + om_p (1 - sum_j wm_j) + sum_j (w_j - wm_j)(vm_j -
+    om_p)``, so the part beyond the rounding is at most ``||om_p|| |1 - sum_j wm_j| + sum_j
+    wr_j ||vm_j - om_p||``.  Centring on ``om_p`` pays for a weight's uncertainty with the
+    distance of its value from the output, not the value's length (small where attention is
+    peaked).  ``||vm_j - om_p||^2 = A_j + C_p - 2 G_pj`` from the float squared norms ``A``,
+    ``C`` and products ``G`` (dot products of ``k`` terms within ``gamma_k |a||b| <=
+    gamma_k (|a|^2 + |b|^2) / 2``), each within ``(4 dh + 40) u (A_j + C_p)`` in all.
+    Shapes: ``wm, wr [B, H, n, n]``, ``vm, om [B, H, n, dh]``; returns ``[B, H, n]``."""
+    dh = vm.shape[-1]
+    n = wm.shape[-1]
+    a = I.up((vm * vm).sum(-1), dh + 2)[..., None, :]  # [B, H, 1, n] (keys j)
+    c = I.up((om * om).sum(-1), dh + 2)[..., :, None]  # [B, H, n, 1] (queries p)
+    g = om @ vm.swapaxes(-1, -2)  # [B, H, n, n]
+    d2 = I.up(np.maximum(a + c - 2.0 * g, 0.0) + (4 * dh + 40) * I.U * (a + c), 2)
+    dist = I.up(np.sqrt(d2), 1)
+    total = I.up(wm.sum(-1), n + 2)  # >= sum_j wm_j; the lower end by down()
+    low = I.down(wm.sum(-1), n + 2)
+    defect = np.maximum(I.up(total - 1.0, 1), I.up(1.0 - low, 1))
+    return I.up(np.sqrt(c[..., 0]) * defect + (wr * dist).sum(-1), n + 4)
+
+
 def attention(w: NormWeights, h: NBall, name: str) -> NBall:
     """Causal multi-head softmax attention on the normalised input ``h [B, n, d]``."""
     spec = w.spec
@@ -137,42 +162,84 @@ def attention(w: NormWeights, h: NBall, name: str) -> NBall:
                 + rq[..., :, None] * rk[..., None, :], 6)
     s = I.mul((s[0], I.up(s[1] + move, 2)), kappa)
     future = np.triu(np.ones((n, n), dtype=bool), 1)
-    wt = softmax(s, future)
-    om, orad = I.matmul(wt, I.exact(vm))
-    spread = I.up((wt[0] + wt[1]) @ rv[..., None], n + 4)[..., 0]  # >= sum_j w_j rho_vj
-    rho_h = I.up(norm_up(orad) + spread, 3)  # [B, H, n]
+    wm, wr = softmax(s, future)
+    om, orad = I.matmul(I.exact(wm), I.exact(vm))  # orad: the rounding of om only
+    rho_h = I.up(norm_up(orad) + centred_spread(wm, wr, vm, om)
+                 + I.up((wm + wr) @ rv[..., None], n + 4)[..., 0], 4)  # [B, H, n]
     rho_o = I.up(np.sqrt(I.up((rho_h * rho_h).sum(1), 2 * heads + 2)), 1)
     return om.transpose(0, 2, 1, 3).reshape(bsz, n, d), rho_o
 
 
-def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Midpoints and radii ``[B, n, vocab]`` of the exact logits of ``tokens [B, n]``."""
+def layer(w: NormWeights, x: NBall, i: int) -> NBall:
+    """Block ``i`` on norm balls ``x [B, n, d]`` (pre-LN, or post-LN when ``norm_first`` is
+    False: ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``)."""
     spec = w.spec
-    n = tokens.shape[1]
-    m = w.t["wte"][tokens] + w.t["wpe"][:n][None]
-    x: NBall = (m, norm_up(2 * I.U * np.abs(m)))
-    post = not spec.norm_first  # x = LN1(x + Attn(x)); x = LN2(x + MLP(x))
-    for i in range(spec.layers):
-        p = f"h{i}."
-        a_in = x if post else w.ln(x, p + "ln1")
-        x = add(x, w.linear(attention(w, a_in, p + "attn"), p + "attn.proj"))
-        if post:
-            x = w.ln(x, p + "ln1")
-        h2 = x if post else w.ln(x, p + "ln2")
-        hm, hr = w.affine(h2, p + "mlp.fc")
-        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
-        g: NBall
-        if spec.activation == "relu":  # exact at the float midpoint, 1-Lipschitz
-            g = (np.maximum(hm, 0.0), rho)
-        else:
-            gm, gr = gelu(I.exact(hm), spec.activation)
-            g = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
-        x = add(x, w.linear(g, p + "mlp.proj"))
-        if post:
-            x = w.ln(x, p + "ln2")
-    h = w.ln(x, "lnf") if spec.final_norm else x
+    post = not spec.norm_first
+    p = f"h{i}."
+    a_in = x if post else w.ln(x, p + "ln1")
+    x = add(x, w.linear(attention(w, a_in, p + "attn"), p + "attn.proj"))
+    if post:
+        x = w.ln(x, p + "ln1")
+    h2 = x if post else w.ln(x, p + "ln2")
+    hm, hr = w.affine(h2, p + "mlp.fc")
+    rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
+    g: NBall
+    if spec.activation == "relu":  # exact at the float midpoint, 1-Lipschitz
+        g = (np.maximum(hm, 0.0), rho)
+    else:
+        gm, gr = gelu(I.exact(hm), spec.activation)
+        g = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
+    x = add(x, w.linear(g, p + "mlp.proj"))
+    if post:
+        x = w.ln(x, p + "ln2")
+    return x
+
+
+def embed(w: NormWeights, tokens: np.ndarray) -> NBall:
+    """``wte[t_p] + wpe[p]`` of ``tokens [B, n]`` as norm balls."""
+    m = w.t["wte"][tokens] + w.t["wpe"][:tokens.shape[1]][None]
+    return m, norm_up(2 * I.U * np.abs(m))
+
+
+def head_bounds(w: NormWeights, x: NBall) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoints and radii ``[B, n, vocab]`` of the logits: the final norm (when there is
+    one) and the head."""
+    h = w.ln(x, "lnf") if w.spec.final_norm else x
     zm, zr = I.matmul_exact(I.exact(h[0]), w.t["head.T"], w.abs["head.T"])
     return zm, I.up(zr + h[1][..., None] * w.head_rows, 3)
+
+
+def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoints and radii ``[B, n, vocab]`` of the exact logits of ``tokens [B, n]``."""
+    x = embed(w, tokens)
+    for i in range(w.spec.layers):
+        x = layer(w, x, i)
+    return head_bounds(w, x)
+
+
+def decide(mid: np.ndarray, rad: np.ndarray, ys: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From logit balls ``[B, n, vocab]`` and labels ``[B, n]``: ``(proved, margin, lo,
+    hi)``, proved where the label's lower end is above every other logit's upper end;
+    ``margin``: the label's midpoint minus the best other midpoint."""
+    lo, hi = I.lohi((mid, rad))
+    ix = np.indices(ys.shape)
+    lab_lo = lo[ix[0], ix[1], ys]
+    others = hi.copy()
+    others[ix[0], ix[1], ys] = -np.inf
+    ok = lab_lo > others.max(-1)
+    mids = mid.copy()
+    lab_mid = mids[ix[0], ix[1], ys]
+    mids[ix[0], ix[1], ys] = -np.inf
+    return ok, lab_mid - mids.max(-1), lo, hi
+
+
+def record(ok: np.ndarray, margin: np.ndarray, proved: list[tuple[int, ...]],
+           failed: list[tuple[tuple[int, float], ...]]) -> None:
+    """Append each sequence's proved positions and (position, margin) failures."""
+    for j in range(len(ok)):
+        proved.append(tuple(int(p) for p in np.flatnonzero(ok[j])))
+        failed.append(tuple((int(p), float(margin[j, p])) for p in np.flatnonzero(~ok[j])))
 
 
 def prove_fast(spec: LMSpec, sequences: Sequence[Sequence[int]],
@@ -191,21 +258,10 @@ def prove_fast(spec: LMSpec, sequences: Sequence[Sequence[int]],
             toks = np.asarray(sequences[b0:b0 + batch], dtype=np.int64)
             ys = np.asarray(labels[b0:b0 + batch], dtype=np.int64)
             mid, rad = logit_bounds(w, toks)
-            lo, hi = I.lohi((mid, rad))
-            ix = np.indices(ys.shape)
-            lab_lo = lo[ix[0], ix[1], ys]
-            others = hi.copy()
-            others[ix[0], ix[1], ys] = -np.inf
-            ok = lab_lo > others.max(-1)
-            mids = mid.copy()
-            lab_mid = mids[ix[0], ix[1], ys]
-            mids[ix[0], ix[1], ys] = -np.inf
-            margin = lab_mid - mids.max(-1)
-            for j in range(len(toks)):
-                proved.append(tuple(int(p) for p in np.flatnonzero(ok[j])))
-                failed.append(tuple((int(p), float(margin[j, p]))
-                                    for p in np.flatnonzero(~ok[j])))
-                if on_logits is not None:
+            ok, margin, lo, hi = decide(mid, rad, ys)
+            record(ok, margin, proved, failed)
+            if on_logits is not None:
+                for j in range(len(toks)):
                     on_logits(b0 + j, lo[j], hi[j])
             if progress is not None:
                 progress("bounds", min(b0 + batch, len(sequences)), len(sequences))

@@ -1,0 +1,153 @@
+"""The language-model function on python-flint ``arb`` balls (the reference producer,
+:func:`~exactmem.model.lm_bounds.prove_positions` with ``producer="arb"``), one layer at a
+time so that :mod:`exactmem.model.lm_split` can hand over to float64 norm balls part way.
+
+Every stored weight enters exactly (a binary float is an ``arb`` of radius 0).  Matrix products
+run as ``arb_mat`` products over all positions of all sequences at once; LayerNorm, GELU and
+softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``, ``erf`` and ``exp``.  A *state*
+is a list of rows (one per position, sequences of ``n`` positions one after another), each
+row ``d_model`` arb balls that contain the exact residual-stream vector.  Call with
+``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import flint
+
+from exactmem.model.lm_spec import LMSpec
+
+PREC = 128  # bits of the ball midpoints (as the checker carries)
+Rows = list[list[flint.arb]]
+
+
+def float64(x: flint.arb, down: bool) -> float:
+    """The exact point ``x`` (an arb of radius 0) rounded to float64 downward or upward."""
+    man, exp = x.man_exp()
+    exact = Fraction(int(man)) * Fraction(2) ** int(exp)
+    f = float(exact)  # nearest
+    if down and Fraction(f) > exact:
+        f = math.nextafter(f, -math.inf)
+    if not down and Fraction(f) < exact:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _mat(rows: list[list[float]]) -> flint.arb_mat:
+    return flint.arb_mat(rows)
+
+
+def _layernorm(rows: Rows, g: list[float], b: list[float], eps: flint.arb) -> Rows:
+    out = []
+    d = len(g)
+    for x in rows:
+        mu = sum(x) / d
+        c = [v - mu for v in x]
+        s = (sum(v * v for v in c) / d + eps).rsqrt()
+        out.append([v * s * gi + bi for v, gi, bi in zip(c, g, b, strict=True)])
+    return out
+
+
+def _affine(rows: Rows, w: flint.arb_mat, b: list[float]) -> Rows:
+    prod = (flint.arb_mat(rows) * w).tolist()
+    return [[v + bi for v, bi in zip(r, b, strict=True)] for r in prod]
+
+
+def _relu(x: flint.arb) -> flint.arb:
+    if x >= 0:
+        return x
+    if x <= 0:
+        return flint.arb(0)
+    h = (x.upper() / 2).mid()  # [0, upper] as the ball h +- h (radius rounded up)
+    return flint.arb(h, h)
+
+
+def _gelu(rows: Rows, kind: str) -> Rows:
+    if kind == "relu":
+        return [[_relu(x) for x in r] for r in rows]
+    half = flint.arb(1) / 2
+    if kind == "gelu_tanh":
+        c = (2 / flint.arb.pi()).sqrt()
+        a = flint.arb(flint.fmpq(44715, 10 ** 6))
+        return [[half * x * (1 + (c * (x + a * x * x * x)).tanh()) for x in r] for r in rows]
+    s = flint.arb(2).sqrt()
+    return [[half * x * (1 + (x / s).erf()) for x in r] for r in rows]
+
+
+def _attention(rows: Rows, heads: int, n: int) -> Rows:
+    """Causal softmax attention on the q|k|v rows of consecutive sequences of length n."""
+    d = len(rows[0]) // 3
+    dh = d // heads
+    scale = 1 / flint.arb(dh).sqrt()
+    out: Rows = [[] for _ in rows]
+    for s0 in range(0, len(rows), n):
+        seq = rows[s0:s0 + n]
+        for h in range(heads):
+            q = flint.arb_mat([r[h * dh:(h + 1) * dh] for r in seq])
+            k = flint.arb_mat([r[d + h * dh:d + (h + 1) * dh] for r in seq])
+            v = flint.arb_mat([r[2 * d + h * dh:2 * d + (h + 1) * dh] for r in seq])
+            scores = (q * k.transpose()).tolist()
+            att = []
+            for p, srow in enumerate(scores):
+                s = [x * scale for x in srow[:p + 1]]
+                top = max(x.mid() for x in s)
+                e = [(x - top).exp() for x in s]
+                total = sum(e)
+                att.append([x / total for x in e] + [flint.arb(0)] * (n - p - 1))
+            o = (flint.arb_mat(att) * v).tolist()
+            for p in range(n):
+                out[s0 + p].extend(o[p])
+    return out
+
+
+def _add(x: Rows, o: Rows) -> Rows:
+    return [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
+
+
+class ArbNet:
+    """The spec's weights as ``arb_mat`` / float lists, read once; the function's steps."""
+
+    def __init__(self, spec: LMSpec) -> None:
+        self.spec = spec
+        self.eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
+        shapes = spec.shapes()
+        self.w = {name: _mat(spec.get(name).tolist()) for name in shapes
+                  if len(shapes[name]) == 2 and name not in ("wte", "wpe", "head")}
+        self.vec = {name: spec.get(name).tolist() for name in shapes if len(shapes[name]) == 1}
+        self.head = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
+        self.wte, self.wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
+
+    def ln(self, x: Rows, name: str) -> Rows:
+        return _layernorm(x, self.vec[name + ".weight"], self.vec[name + ".bias"], self.eps)
+
+    def embed(self, chunk: Sequence[Sequence[int]]) -> Rows:
+        """``wte[t_p] + wpe[p]`` for every position of every sequence of ``chunk``."""
+        return [[flint.arb(a) + flint.arb(p) for a, p in zip(self.wte[t], self.wpe[k],
+                                                             strict=True)]
+                for seq in chunk for k, t in enumerate(seq)]
+
+    def layer(self, x: Rows, i: int, n: int) -> Rows:
+        """Block ``i`` (pre-LN, or post-LN when ``norm_first`` is False) on sequences of
+        ``n`` positions."""
+        spec, w, vec, p = self.spec, self.w, self.vec, f"h{i}."
+        post = not spec.norm_first
+        h = x if post else self.ln(x, p + "ln1")
+        o = _attention(_affine(h, w[p + "attn.weight"], vec[p + "attn.bias"]), spec.heads, n)
+        x = _add(x, _affine(o, w[p + "attn.proj.weight"], vec[p + "attn.proj.bias"]))
+        if post:
+            x = self.ln(x, p + "ln1")
+        h = x if post else self.ln(x, p + "ln2")
+        h = _gelu(_affine(h, w[p + "mlp.fc.weight"], vec[p + "mlp.fc.bias"]), spec.activation)
+        x = _add(x, _affine(h, w[p + "mlp.proj.weight"], vec[p + "mlp.proj.bias"]))
+        if post:
+            x = self.ln(x, p + "ln2")
+        return x
+
+    def logits(self, x: Rows) -> Rows:
+        """The final norm (when there is one) and the head: one row of logit balls a
+        position."""
+        h = self.ln(x, "lnf") if self.spec.final_norm else x
+        return (flint.arb_mat(h) * self.head).tolist()
