@@ -77,24 +77,11 @@ def test_logit_bounds_enclose_arb_logits(act: str) -> None:
     prove_positions(spec, [list(map(int, s)) for s in toks], toks.tolist(),
                     on_logits=lambda i, lo, hi: got.__setitem__(i, (lo, hi)), producer="fast")
     flint.ctx.prec = A.PREC
-    eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
-    w = {n: A._mat(spec.get(n).tolist()) for n, s in spec.shapes().items() if len(s) == 2}
-    vec = {n: spec.get(n).tolist() for n, s in spec.shapes().items() if len(s) == 1}
-    wte, wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
-    x = [[flint.arb(a) + flint.arb(p) for a, p in zip(wte[t], wpe[k], strict=True)]
-         for s in toks for k, t in enumerate(s)]
+    net = A.ArbNet(spec)
+    x = net.embed(toks.tolist())
     for i in range(spec.layers):
-        p = f"h{i}."
-        h = A._layernorm(x, vec[p + "ln1.weight"], vec[p + "ln1.bias"], eps)
-        o = A._attention(A._affine(h, w[p + "attn.weight"], vec[p + "attn.bias"]), 2, 8)
-        o = A._affine(o, w[p + "attn.proj.weight"], vec[p + "attn.proj.bias"])
-        x = [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
-        h = A._layernorm(x, vec[p + "ln2.weight"], vec[p + "ln2.bias"], eps)
-        h = A._gelu(A._affine(h, w[p + "mlp.fc.weight"], vec[p + "mlp.fc.bias"]), act)
-        o = A._affine(h, w[p + "mlp.proj.weight"], vec[p + "mlp.proj.bias"])
-        x = [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
-    h = A._layernorm(x, vec["lnf.weight"], vec["lnf.bias"], eps)
-    logits = (flint.arb_mat(h) * w["head"].transpose()).tolist()
+        x = net.layer(x, i, 8)
+    logits = net.logits(x)
     assert sorted(got) == [0, 1] and got[0][0].shape == (8, spec.vocab_size)
     for s in range(2):
         lo, hi = got[s]

@@ -154,7 +154,9 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
         say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
             f"{bounds.switch}" if bounds.switch else "producer: float64 norm balls throughout")
     if bounds.rerun:
-        say(f"producer: {bounds.rerun} sequences proved again in arb")
+        say(f"producer: {bounds.rerun} further arb block steps for sequences left short"
+            if bounds.switch is not None else
+            f"producer: {bounds.rerun} sequences proved again in arb")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t)

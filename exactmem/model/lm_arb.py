@@ -51,9 +51,15 @@ def _layernorm(rows: Rows, g: list[float], b: list[float], eps: flint.arb) -> Ro
     return out
 
 
-def _affine(rows: Rows, w: flint.arb_mat, b: list[float]) -> Rows:
-    prod = (flint.arb_mat(rows) * w).tolist()
-    return [[v + bi for v, bi in zip(r, b, strict=True)] for r in prod]
+def _affine(rows: Rows, wb: flint.arb_mat) -> Rows:
+    """``x W + b`` as one product: ``[x, 1] [W; b]`` (``wb``: :func:`_augmented`)."""
+    one = flint.arb(1)
+    return (flint.arb_mat([r + [one] for r in rows]) * wb).tolist()
+
+
+def _augmented(w: list[list[float]], b: list[float]) -> flint.arb_mat:
+    """``[W; b]``: the weight rows, then the bias (exact floats)."""
+    return _mat(w + [b])
 
 
 def _relu(x: flint.arb) -> flint.arb:
@@ -114,8 +120,9 @@ class ArbNet:
         self.spec = spec
         self.eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
         shapes = spec.shapes()
-        self.w = {name: _mat(spec.get(name).tolist()) for name in shapes
-                  if len(shapes[name]) == 2 and name not in ("wte", "wpe", "head")}
+        self.w = {name[:-len(".weight")]: _augmented(spec.get(name).tolist(),
+                                                     spec.get(name[:-6] + "bias").tolist())
+                  for name in shapes if len(shapes[name]) == 2 and name.endswith(".weight")}
         self.vec = {name: spec.get(name).tolist() for name in shapes if len(shapes[name]) == 1}
         self.head = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
         self.wte, self.wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
@@ -132,16 +139,16 @@ class ArbNet:
     def layer(self, x: Rows, i: int, n: int) -> Rows:
         """Block ``i`` (pre-LN, or post-LN when ``norm_first`` is False) on sequences of
         ``n`` positions."""
-        spec, w, vec, p = self.spec, self.w, self.vec, f"h{i}."
+        spec, w, p = self.spec, self.w, f"h{i}."
         post = not spec.norm_first
         h = x if post else self.ln(x, p + "ln1")
-        o = _attention(_affine(h, w[p + "attn.weight"], vec[p + "attn.bias"]), spec.heads, n)
-        x = _add(x, _affine(o, w[p + "attn.proj.weight"], vec[p + "attn.proj.bias"]))
+        o = _attention(_affine(h, w[p + "attn"]), spec.heads, n)
+        x = _add(x, _affine(o, w[p + "attn.proj"]))
         if post:
             x = self.ln(x, p + "ln1")
         h = x if post else self.ln(x, p + "ln2")
-        h = _gelu(_affine(h, w[p + "mlp.fc.weight"], vec[p + "mlp.fc.bias"]), spec.activation)
-        x = _add(x, _affine(h, w[p + "mlp.proj.weight"], vec[p + "mlp.proj.bias"]))
+        h = _gelu(_affine(h, w[p + "mlp.fc"]), spec.activation)
+        x = _add(x, _affine(h, w[p + "mlp.proj"]))
         if post:
             x = self.ln(x, p + "ln2")
         return x
@@ -151,3 +158,18 @@ class ArbNet:
         position."""
         h = self.ln(x, "lnf") if self.spec.final_norm else x
         return (flint.arb_mat(h) * self.head).tolist()
+
+
+def decide_rows(logits: Rows, labels: Sequence[int]) -> tuple[list[int], list[tuple[int, float]]]:
+    """One sequence's logit ball rows: the positions whose label's ball lies strictly above
+    every other, and the others with their float margins (label midpoint minus the best
+    other midpoint)."""
+    ok, bad = [], []
+    for k, (row, y) in enumerate(zip(logits, labels, strict=True)):
+        lo = row[y].lower()
+        if all(lo > v.upper() for c, v in enumerate(row) if c != y):
+            ok.append(k)
+        else:
+            mids = [float(v.mid()) for v in row]
+            bad.append((k, mids[y] - max(m for c, m in enumerate(mids) if c != y)))
+    return ok, bad

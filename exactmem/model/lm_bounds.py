@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import flint
 import numpy as np
 
-from exactmem.model.lm_arb import PREC, ArbNet, float64
+from exactmem.model.lm_arb import PREC, ArbNet, decide_rows, float64
 from exactmem.model.lm_spec import LMSpec
 
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
@@ -66,16 +66,7 @@ def prove_arb(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     lo64 = np.array([[float64(v.lower(), True) for v in r] for r in rows])
                     hi64 = np.array([[float64(v.upper(), False) for v in r] for r in rows])
                     on_logits(b0 + j, lo64, hi64)
-                ok, bad = [], []
-                for k in range(n):
-                    row, y = logits[j * n + k], labels[b0 + j][k]
-                    lo = row[y].lower()
-                    if all(lo > v.upper() for c, v in enumerate(row) if c != y):
-                        ok.append(k)
-                    else:
-                        mids = [float(v.mid()) for v in row]
-                        best = max(m for c, m in enumerate(mids) if c != y)
-                        bad.append((k, mids[y] - best))
+                ok, bad = decide_rows(logits[j * n:(j + 1) * n], labels[b0 + j])
                 proved.append(tuple(ok))
                 failed.append(tuple(bad))
             if progress is not None:
@@ -93,8 +84,8 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
 
     ``producer``: ``"auto"`` (arb for the first blocks, float64 norm balls from the block
-    :func:`~exactmem.model.lm_split.choose_switch` picks, or ``switch``; then arb again on
-    the sequences with a position left unproved although the float argmax is right),
+    :func:`~exactmem.model.lm_split.choose_switch` picks, or ``switch``; a sequence with a
+    position left unproved although the float argmax is right goes on in arb block by block),
     ``"fast"`` (float64 norm balls throughout), ``"hybrid"`` (fast, then that arb rerun) or
     ``"arb"`` (python-flint at 128 bits throughout: the slow reference).  Where two passes
     ran, the proved positions are the union of both proofs.  ``on_logits(i, lo, hi)``,
@@ -107,21 +98,21 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     if producer == "arb":
         got, miss = prove_arb(spec, sequences, labels, progress, batch, on_logits)
         return PositionBounds(tuple(got), tuple(miss))
-    k: int | None = None
     if producer == "auto":
         from exactmem.model.lm_split import prove_split
 
-        got, miss, k = prove_split(spec, sequences, labels, progress, batch, on_logits, switch)
-    else:
-        from exactmem.model.lm_norm import prove_fast
+        got, miss, k, climbs = prove_split(spec, sequences, labels, progress, batch, on_logits,
+                                           switch)
+        return PositionBounds(tuple(got), tuple(miss), k, climbs)
+    from exactmem.model.lm_norm import prove_fast
 
-        got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
+    got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
     again = [i for i, row in enumerate(miss) if any(m > 0 for _, m in row)]
     if producer == "fast" or not again:
-        return PositionBounds(tuple(got), tuple(miss), k)
+        return PositionBounds(tuple(got), tuple(miss))
     ref, _ = prove_arb(spec, [sequences[i] for i in again], [labels[i] for i in again],
                        progress, batch)
     for j, i in enumerate(again):  # both are proofs: the union is proved
         got[i] = tuple(sorted(set(got[i]) | set(ref[j])))
         miss[i] = tuple((p, m) for p, m in miss[i] if p not in got[i])
-    return PositionBounds(tuple(got), tuple(miss), k, len(again))
+    return PositionBounds(tuple(got), tuple(miss), None, len(again))

@@ -12,10 +12,11 @@ pass is rigorous from any enclosure.
 
 Which ``k`` (:func:`choose_switch`): on the first sequences, the norm-ball pass is run from
 every block ``k`` on float64 midpoints (an emulation: cheap, and only a choice, never a
-proof), and ``k`` is the one with the least estimated cost, ``k`` arb blocks a sequence plus
-``L + 1`` for each sequence the pass from ``k`` would leave to a full arb rerun beyond the
-ones the pass from ``L`` leaves.  Positions the pass leaves unproved although their float
-argmax is right are proved again in full arb by the caller (the union of two proofs).
+proof), and ``k`` is the one with the least estimated cost in arb blocks: ``k`` a sequence,
+:data:`FLOAT_BLOCK` for each norm-ball block, and one for each sequence the pass from ``j >=
+k`` leaves short (a position unproved although the float64 forward pass's argmax is right):
+such a sequence *climbs*, its arb state goes one block further and the norm balls start
+there, up to arb logits; the proved positions are the union of all its passes.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import numpy as np
 
 from exactmem.model import lm_interval as I
 from exactmem.model import lm_norm as N
-from exactmem.model.lm_arb import PREC, ArbNet, Rows
+from exactmem.model.lm_arb import PREC, ArbNet, Rows, decide_rows
+from exactmem.model.lm_float import logits64
 from exactmem.model.lm_spec import LMSpec
 
 PROBE = 32  # sequences the switch is chosen on
+FLOAT_BLOCK = 0.1  # a norm-ball block's time in arb blocks (about that on the benchmark)
 
 
 def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
@@ -47,9 +50,21 @@ def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
     return m.reshape(bsz, n, d), N.norm_up(e.reshape(bsz, n, d))
 
 
-def _fallbacks(ok: np.ndarray, margin: np.ndarray) -> set[int]:
+def float_margin(spec: LMSpec, toks: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """``[B, n]``: the label's logit minus the best other logit in the float64 forward pass
+    (:func:`~exactmem.model.lm_float.logits64`; > 0 where the float argmax is right).  Only
+    a choice of where to spend work, never a proof."""
+    with np.errstate(all="ignore"):  # an overflow gives NaN margins: no climbing there
+        z = logits64(spec, toks)
+    ix = np.indices(ys.shape)
+    lab = z[ix[0], ix[1], ys].copy()
+    z[ix[0], ix[1], ys] = -np.inf
+    return lab - z.max(-1)
+
+
+def _short(ok: np.ndarray, margin: np.ndarray) -> np.ndarray:
     """Sequences with a position unproved although its float argmax is right."""
-    return {int(j) for j in np.flatnonzero((~ok & (margin > 0)).any(-1))}
+    return np.flatnonzero((~ok & (margin > 0)).any(-1))
 
 
 def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
@@ -59,60 +74,94 @@ def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
     layers = w.spec.layers
     toks = np.asarray(sequences[:PROBE], dtype=np.int64)
     ys = np.asarray(labels[:PROBE], dtype=np.int64)
+    right = float_margin(w.spec, toks, ys)
     with np.errstate(all="ignore"):
         mids = [N.embed(w, toks)[0]]
         for i in range(layers):  # float64 midpoints with no radius: an emulation only
             mids.append(N.layer(w, (mids[-1], np.zeros(mids[-1].shape[:-1])), i)[0])
-        left = []
+        climb = []
         for k in range(layers + 1):
             x: N.NBall = (mids[k], N.norm_up(2 * I.U * np.abs(mids[k])))
             for i in range(k, layers):
                 x = N.layer(w, x, i)
-            ok, margin, _, _ = N.decide(*N.head_bounds(w, x), ys)
-            left.append(_fallbacks(ok, margin))
-    cost = [k * len(toks) + (layers + 1) * len(left[k] - left[layers])
+            climb.append(len(_short(N.decide(*N.head_bounds(w, x), ys)[0], right)))
+    cost = [k * len(toks) + sum(climb[k:]) + FLOAT_BLOCK * (layers - k) * len(toks)
             for k in range(layers + 1)]
     return int(np.argmin(cost))
+
+
+def _from(w: N.NormWeights, x: N.NBall, start: int, ys: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Norm balls from block ``start`` to the logits: :func:`~exactmem.model.lm_norm.decide`'s
+    ``(proved, margin, lo, hi)``."""
+    with np.errstate(all="ignore"):  # an overflow is an infinite radius: never proved
+        for i in range(start, w.spec.layers):
+            x = N.layer(w, x, i)
+        return N.decide(*N.head_bounds(w, x), ys)
 
 
 def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 labels: Sequence[Sequence[int]],
                 progress: Callable[[str, int, int], None] | None = None, batch: int = 64,
                 on_logits: N.OnLogits | None = None, switch: int | None = None
-                ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int]:
-    """``(proved, failed, k)`` per sequence as :func:`~exactmem.model.lm_norm.prove_fast`
-    returns them, arb for blocks ``0 .. k-1`` (``k = switch``, or :func:`choose_switch`)."""
+                ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int, int]:
+    """``(proved, failed, k, climbs)`` per sequence as
+    :func:`~exactmem.model.lm_norm.prove_fast` returns them: arb for blocks ``0 .. k-1``
+    (``k = switch``, or :func:`choose_switch`), then norm balls.  A sequence with a position
+    left unproved although its float argmax is right climbs: its arb state goes one block
+    further and the norm balls start there, up to arb logits (the union of the proofs is
+    kept); ``climbs`` counts these steps."""
     w = N.NormWeights(spec)
     k = choose_switch(w, sequences, labels) if switch is None else switch
     if not 0 <= k <= spec.layers:
         raise ValueError(f"switch: expected a block from 0 to {spec.layers}, found {k}")
-    if k == 0:
-        got, miss = N.prove_fast(spec, sequences, labels, progress, batch, on_logits)
-        return got, miss, 0
     net = ArbNet(spec)
     proved: list[tuple[int, ...]] = []
     failed: list[tuple[tuple[int, float], ...]] = []
-    for b0 in range(0, len(sequences), batch):
-        chunk = sequences[b0:b0 + batch]
-        n = len(chunk[0])
-        old = flint.ctx.prec
-        flint.ctx.prec = PREC
-        try:
-            rows = net.embed(chunk)
-            for i in range(k):
-                rows = net.layer(rows, i, n)
-            x = to_nball(rows, len(chunk), n)
-        finally:
-            flint.ctx.prec = old
-        with np.errstate(all="ignore"):  # an overflow is an infinite radius: never proved
-            for i in range(k, spec.layers):
-                x = N.layer(w, x, i)
-            ok, margin, lo, hi = N.decide(*N.head_bounds(w, x),
-                                          np.asarray(labels[b0:b0 + batch], dtype=np.int64))
-        N.record(ok, margin, proved, failed)
-        if on_logits is not None:
-            for j in range(len(chunk)):
-                on_logits(b0 + j, lo[j], hi[j])
-        if progress is not None:
-            progress("bounds", min(b0 + batch, len(sequences)), len(sequences))
-    return proved, failed, k
+    climbs = 0
+    old = flint.ctx.prec
+    flint.ctx.prec = PREC
+    try:
+        for b0 in range(0, len(sequences), batch):
+            chunk = sequences[b0:b0 + batch]
+            ys = np.asarray(labels[b0:b0 + batch], dtype=np.int64)
+            n = len(chunk[0])
+            if k:
+                rows = net.embed(chunk)
+                for i in range(k):
+                    rows = net.layer(rows, i, n)
+                x = to_nball(rows, len(chunk), n)
+            else:
+                rows = []
+                x = N.embed(w, np.asarray(chunk, dtype=np.int64))
+            ok, _, lo, hi = _from(w, x, k, ys)
+            margin = float_margin(spec, np.asarray(chunk, dtype=np.int64), ys)
+            if on_logits is not None:
+                for j in range(len(chunk)):
+                    on_logits(b0 + j, lo[j], hi[j])
+            level, seqs = k, np.arange(len(chunk))
+            while True:
+                keep = [t for t, j in enumerate(seqs) if (~ok[j] & (margin[j] > 0)).any()]
+                if not keep:
+                    break
+                climbs += len(keep)
+                if level == 0:
+                    rows = net.embed(chunk)
+                rows = [r for t in keep for r in rows[t * n:(t + 1) * n]]
+                seqs = seqs[keep]
+                if level < spec.layers:
+                    rows = net.layer(rows, level, n)
+                    level += 1
+                    got = _from(w, to_nball(rows, len(seqs), n), level, ys[seqs])[0]
+                    ok[seqs] |= got
+                    continue
+                logits = net.logits(rows)  # arb to the end: nothing further to climb
+                for t, s in enumerate(seqs.tolist()):
+                    ok[s, decide_rows(logits[t * n:(t + 1) * n], labels[b0 + s])[0]] = True
+                break
+            N.record(ok, margin, proved, failed)
+            if progress is not None:
+                progress("bounds", min(b0 + batch, len(sequences)), len(sequences))
+    finally:
+        flint.ctx.prec = old
+    return proved, failed, k, climbs

@@ -1,0 +1,127 @@
+"""The split producer (``producer="auto"``): arb for the first blocks, float64 norm balls
+from a chosen block, climbing where a position is left short.  It proves exactly what arb
+proves, from every switch block; the norm-ball steps it adds are sound (exact rationals as
+the reference)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+import pytest
+from lm_models import random_spec
+
+from exactmem.model import lm_norm as N
+from exactmem.model.lm_bounds import prove_positions
+from exactmem.model.lm_float import logits64
+from exactmem.model.lm_spec import LMSpec
+from exactmem.model.lm_split import choose_switch, to_nball
+
+FIELDS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff", "activation",
+          "layer_norm_eps", "tied_head")
+
+
+def sharp(scale: float) -> LMSpec:
+    """A random decoder with attention and first MLP weights ``scale`` times larger: sharp
+    attention stretches rounding errors, so float64 norm balls from the embedding fall
+    short (scale 256: they prove nothing) while arb proves every position."""
+    base = random_spec(np.random.default_rng(3), "gelu_tanh", tied=True)
+    t = {k: v * scale if k.endswith(("attn.weight", "mlp.fc.weight")) else v
+         for k, v in base.tensors.items()}
+    return LMSpec(**{f: getattr(base, f) for f in FIELDS}, tensors=t)
+
+
+def data(spec: LMSpec) -> tuple[list[list[int]], list[list[int]]]:
+    toks = np.random.default_rng(4).integers(0, spec.vocab_size, size=(12, 8))
+    labels = [list(map(int, r)) for r in logits64(spec, toks).argmax(-1)]
+    labels[2][5] = (labels[2][5] + 1) % spec.vocab_size  # a wrong label: never proved
+    return [list(map(int, s)) for s in toks], labels
+
+
+def pairs(proved: tuple[tuple[int, ...], ...]) -> set[tuple[int, int]]:
+    return {(i, p) for i, row in enumerate(proved) for p in row}
+
+
+@pytest.mark.parametrize("scale", [1.0, 64.0, 256.0])
+def test_auto_proves_what_arb_proves_from_every_switch(scale: float) -> None:
+    spec = sharp(scale)
+    seqs, labels = data(spec)
+    arb = pairs(prove_positions(spec, seqs, labels, producer="arb", batch=5).proved)
+    fast = prove_positions(spec, seqs, labels, producer="fast", batch=5)
+    assert (2, 5) not in arb and len(arb) == 95
+    for switch in (None, 0, 1, 2):
+        got = prove_positions(spec, seqs, labels, batch=5, switch=switch)
+        assert pairs(got.proved) == arb, (scale, switch)
+        assert got.switch is not None and (switch is None or got.switch == switch)
+        assert all(m <= 0 for _, m in got.failed[2])  # only the wrong label is left
+    if scale == 256.0:
+        assert fast.count == 0  # so the proofs above came from arb blocks and climbing
+        assert prove_positions(spec, seqs, labels, batch=5, switch=0).rerun > 0
+
+
+def test_choose_switch_follows_the_float64_shortfall() -> None:
+    """Float64 from the embedding when it proves what arb does; later when it proves
+    nothing."""
+    for scale, want in ((1.0, 0), (256.0, 1)):
+        spec = sharp(scale)
+        seqs, labels = data(spec)
+        assert choose_switch(N.NormWeights(spec), seqs, labels) >= want
+    spec = sharp(1.0)
+    assert choose_switch(N.NormWeights(spec), *data(spec)) == 0
+    with pytest.raises(ValueError, match="switch"):
+        prove_positions(spec, *data(spec), switch=3)
+
+
+def exact(x: flint.arb) -> Fraction:
+    man, exp = x.man_exp()
+    return Fraction(int(man)) * Fraction(2) ** int(exp)
+
+
+def test_to_nball_encloses_the_arb_balls() -> None:
+    rng = np.random.default_rng(7)
+    old = flint.ctx.prec
+    flint.ctx.prec = 128
+    try:
+        rows = [[flint.arb(float(v)) / 3 + flint.arb(0, float(r))  # 128-bit midpoints
+                 for v, r in zip(rng.normal(0, 5, 6), np.abs(rng.normal(0, 1e-3 * (i % 2), 6)),
+                                 strict=True)] for i in range(4)]  # rows 1, 3: wide balls
+        m, rho = to_nball(rows, 2, 2)
+        for i, row in enumerate(rows):
+            for corner in range(8):  # points at the ball ends, exactly
+                pt = [exact(x.mid())
+                      + (1 if (corner >> (j % 3)) & 1 else -1)
+                      * Fraction(float(x.rad())) for j, x in enumerate(row)]
+                dist2 = sum((p - Fraction(float(mm))) ** 2
+                            for p, mm in zip(pt, m.reshape(4, 6)[i], strict=True))
+                assert dist2 <= Fraction(float(rho.reshape(4)[i])) ** 2
+    finally:
+        flint.ctx.prec = old
+
+
+def test_centred_spread_bounds_the_weighted_sum() -> None:
+    """``||sum_j w_j vm_j - om_p|| <= rounding of om + centred_spread`` for exact weight rows
+    summing to 1 inside the weight balls (exact rationals as the reference)."""
+    from exactmem.model import lm_interval as I
+
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        n, dh = 5, 4
+        scores = rng.normal(0, 4 if trial % 2 else 0.3, (1, 1, n, n))
+        w = np.exp(scores - scores.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+        wr = np.abs(rng.normal(0, 1e-3, w.shape))
+        wm = np.clip(w + wr * rng.uniform(-1, 1, w.shape), 0.0, None)
+        wr = wr + np.abs(wm - w)  # so |w - wm| <= wr
+        vm = rng.normal(0, 3, (1, 1, n, dh)) if trial % 4 < 2 else \
+            10 + rng.normal(0, 1e-4, (1, 1, n, dh))  # close values: the weight-sum defect counts
+        om, orad = I.matmul(I.exact(wm), I.exact(vm))
+        bound = N.norm_up(orad) + N.centred_spread(wm, wr, vm, om)
+        for p in range(n):
+            ws = [Fraction(float(x)) for x in w[0, 0, p]]
+            ws[-1] = 1 - sum(ws[:-1])  # an exact weight row summing to 1, inside the balls
+            assert abs(ws[-1] - Fraction(float(wm[0, 0, p, -1]))) <= Fraction(
+                float(wr[0, 0, p, -1]))
+            out = [sum(ws[j] * Fraction(float(vm[0, 0, j, c])) for j in range(n))
+                   - Fraction(float(om[0, 0, p, c])) for c in range(dh)]
+            assert sum(x * x for x in out) <= Fraction(float(bound[0, 0, p])) ** 2
