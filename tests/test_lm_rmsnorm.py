@@ -29,6 +29,7 @@ from exactmem.adapters.torch_encoder import (
     save_encoder,
     self_labelled_encoder,
 )
+from exactmem.certificate.lm import lm_info
 from exactmem.checker import lm_forward as L
 from exactmem.checker.dataset import canonical
 from exactmem.checker.verify import check_certificate
@@ -234,6 +235,7 @@ def test_an_rmsnorm_stack_is_certified_and_checked_with_the_same_count(
     assert f"c claim: {made[1]} of {total} positions" in capsys.readouterr().out
     model = json.loads(cert.read_text())["model"]
     assert model["norm"] == "rmsnorm" and model["layer_norm_eps"] == "1/8388608"
+    assert lm_info(json.loads(cert.read_text()))["norm"] == "rmsnorm"
     assert not any(k.endswith(("ln1.bias", "ln2.bias", "lnf.bias")) for k in model["tensors"])
 
 

@@ -69,7 +69,7 @@ def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
 def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
     """What an LM certificate claims (``exactmem check`` decides whether it holds): the
     position counts ``certified_positions`` of ``positions``, the sequences claimed in full,
-    and the model's shape and parameter count.  The dataset must be embedded.
+    and the model's shape, norm kind and parameter count.  The dataset must be embedded.
 
     With code lengths: ``certified_memorized_bits`` (the lower bound the checker states from
     the claimed code lengths: sum of ``max(0, n log2 V - C_i)``, Morris et al.'s sum, and
@@ -88,7 +88,7 @@ def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
             "certified_positions": sum(map(len, claimed)),
             "sequences_in_full": sum(len(p) == ds.n for p in claimed),
             "partial": cert["claims"]["partial"],
-            "params": params,
+            "params": params, "norm": m.get("norm", "layernorm"),
             **{k: m[k] for k in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff",
                                  "activation", "tied_head")}}
 

@@ -51,7 +51,7 @@ def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
     lower bound ``[..., 1]`` of ``mean(x^2)`` over the ball.
 
     No centring, so ``|x_i|`` lies in ``[(|m_i| - r_i)_+, |m_i| + r_i]`` directly.  Upper end:
-    ``|m_i| + r_i``, its square, the ``d``-term sum and the division by ``d`` are ``d + 2``
+    ``|m_i| + r_i``, its square, the ``d``-term sum and the division by ``d`` are ``d + 3``
     rounded operations on non-negative floats, so :func:`~exactmem.model.lm_interval.up`
     ``(., d + 6)`` is above the exact mean of the squares.  Lower end: ``fl(|m_i| - r_i)`` is at
     most ``(|m_i| - r_i)(1 + u) + eta`` when positive and not positive otherwise, so
