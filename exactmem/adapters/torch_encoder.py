@@ -5,7 +5,14 @@ stacks").
 The checkpoint is ``torch.save({"config": {...}, "state_dict": model.state_dict()}, path)``
 of :func:`reference_module` (copy it): token embedding ``tok``, learned positions ``pos``,
 ``layers.{i}`` encoder layers (``batch_first=True``, ``dropout=0``) run with a causal mask, an
-optional final ``norm`` (LayerNorm) and a bias-free linear ``head``.  The encoder layer packs
+optional final ``norm`` and a bias-free linear ``head``.  The norms (``norm1``, ``norm2`` of
+every layer and the final one) are all ``nn.LayerNorm`` or, with ``config["norm"] ==
+"rmsnorm"``, all ``nn.RMSNorm`` (:func:`save_encoder` writes the checkpoint of a live module
+and names a norm of the other kind).  An RMSNorm built with ``eps=None`` uses
+``torch.finfo`` of its computation type at run time (``2**-23`` for float32, float16 and
+bfloat16 inputs, ``2**-52`` for float64); the importer stores the eps of the checkpoint's own
+dtype (that of ``tok.weight``: the dtype the stack runs in), and the cross-check runs the
+float64 module with that eps made explicit (:func:`norm_eps`).  The encoder layer packs
 q | k | v in ``self_attn.in_proj_weight`` ``[3d, d]``; ``norm_first=True`` is pre-LN,
 ``False`` post-LN (``x = norm1(x + attn(x)); x = norm2(x + ff(x))``); the activation is
 ``"relu"`` or ``"gelu"`` (torch's erf form).  ``nn.Linear`` weights ``[out, in]`` are
@@ -28,6 +35,7 @@ from exactmem.model.lm_spec import LMSpec
 
 INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
 CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")
+NORMS = ("layernorm", "rmsnorm")  # config["norm"]; absent: layernorm
 ACTIVATION = {"relu": "relu", "gelu": "gelu_erf"}
 LAYER = {"norm1": "ln1", "norm2": "ln2", "self_attn.out_proj": "attn.proj",
          "linear1": "mlp.fc", "linear2": "mlp.proj"}
@@ -52,21 +60,34 @@ def reference_module(config: dict[str, Any]) -> Any:
         def __init__(self, c: dict[str, Any]) -> None:
             super().__init__()
             d, eps = c["d_model"], c["layer_norm_eps"]
+            self.rms = c.get("norm", "layernorm") == "rmsnorm"
             self.tok = nn.Embedding(c["vocab_size"], d)
             self.pos = nn.Embedding(c["context"], d)
             self.layers = nn.ModuleList(nn.TransformerEncoderLayer(
                 d, c["heads"], c["d_ff"], dropout=0.0, activation=c["activation"],
                 layer_norm_eps=eps, batch_first=True, norm_first=c["norm_first"])
                 for _ in range(c["layers"]))
-            self.norm = nn.LayerNorm(d, eps=eps) if c["final_norm"] else None
+            norm = (lambda: nn.RMSNorm(d, eps=eps)) if self.rms else (
+                lambda: nn.LayerNorm(d, eps=eps))
+            if self.rms:
+                for layer in self.layers:
+                    layer.norm1, layer.norm2 = norm(), norm()
+            self.norm = norm() if c["final_norm"] else None
             self.head = nn.Linear(d, c["vocab_size"], bias=False)
 
         def forward(self, idx: Any) -> Any:
             n = idx.shape[1]
             x = self.tok(idx) + self.pos(torch.arange(n))
             mask = nn.Transformer.generate_square_subsequent_mask(n, dtype=x.dtype)
-            for layer in self.layers:
-                x = layer(x, src_mask=mask, is_causal=True)
+            # torch's inference fast path of the encoder layer (eval, no grad) computes a
+            # LayerNorm from norm1.weight and norm1.bias whatever norm1 is: off for RMSNorm
+            fast = torch.backends.mha.get_fastpath_enabled()
+            torch.backends.mha.set_fastpath_enabled(fast and not self.rms)
+            try:
+                for layer in self.layers:
+                    x = layer(x, src_mask=mask, is_causal=True)
+            finally:
+                torch.backends.mha.set_fastpath_enabled(fast)
             return self.head(x if self.norm is None else self.norm(x))
 
     return EncoderLM(config)
@@ -83,8 +104,13 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise SpecError(f"{path}: expected a torch encoder checkpoint (a dict with exactly "
                         "'config' and 'state_dict')")
     cfg, state = ckpt["config"], ckpt["state_dict"]
-    if not isinstance(cfg, dict) or set(cfg) != set(CONFIG):
-        raise SpecError(f"{path}: config must have exactly the keys {', '.join(CONFIG)}")
+    if not isinstance(cfg, dict) or set(cfg) - {"norm"} != set(CONFIG):
+        raise SpecError(f"{path}: config must have exactly the keys {', '.join(CONFIG)} "
+                        "(and optionally norm)")
+    if cfg.get("norm", "layernorm") not in NORMS:
+        raise SpecError(f"{path}: config.norm: expected 'layernorm' or 'rmsnorm', found "
+                        f"{cfg['norm']!r}")
+    rms = cfg.get("norm") == "rmsnorm"
     if any(type(cfg[k]) is not int or cfg[k] < 1 for k in INTS):
         raise SpecError(f"{path}: config: {', '.join(INTS)} must be positive integers")
     if type(cfg["norm_first"]) is not bool or type(cfg["final_norm"]) is not bool:
@@ -92,8 +118,13 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if cfg["activation"] not in ACTIVATION:
         raise SpecError(f"{path}: config.activation: expected 'relu' or 'gelu' (erf form), "
                         f"found {cfg['activation']!r}")
-    if type(cfg["layer_norm_eps"]) is not float:
-        raise SpecError(f"{path}: config.layer_norm_eps: expected a float")
+    if type(cfg["layer_norm_eps"]) is not float and not (rms and cfg["layer_norm_eps"] is None):
+        raise SpecError(f"{path}: config.layer_norm_eps: expected a float (or None for "
+                        "RMSNorm: torch's default)")
+    if rms and cfg["layer_norm_eps"] == 0.0:
+        raise SpecError(f"{path}: config.layer_norm_eps is 0: an RMSNorm input of all zeros "
+                        "would divide by 0, so the function is not defined everywhere; not "
+                        "certifying")
     if not isinstance(state, dict):
         raise SpecError(f"{path}: state_dict: expected a dict of tensors")
     return cfg, state
@@ -112,7 +143,24 @@ def _names(cfg: dict[str, Any]) -> dict[str, str]:
             names[f"layers.{i}.self_attn.in_proj_{kind}"] = f"h{i}.attn.{kind}"
             for theirs, ours in LAYER.items():
                 names[f"layers.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
+    if cfg.get("norm") == "rmsnorm":  # nn.RMSNorm has no bias
+        names = {k: v for k, v in names.items() if not _norm_bias(k)}
     return names
+
+
+def _norm_bias(key: str) -> bool:
+    return key == "norm.bias" or key.endswith((".norm1.bias", ".norm2.bias"))
+
+
+def norm_eps(cfg: dict[str, Any], state: dict[str, Any]) -> float:
+    """The eps the stack's norms use: the stored number, or for ``nn.RMSNorm(eps=None)``
+    ``torch.finfo`` of the computation type of the checkpoint's dtype (float32 for float32,
+    float16 and bfloat16; float64 for float64), as ``F.rms_norm`` picks it at run time."""
+    if cfg["layer_norm_eps"] is not None:
+        return float(cfg["layer_norm_eps"])
+    torch = _torch()
+    dtype = getattr(state.get("tok.weight"), "dtype", torch.float32)
+    return float(torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps)
 
 
 def load_torch_encoder(path: str | Path) -> LMSpec:
@@ -122,6 +170,10 @@ def load_torch_encoder(path: str | Path) -> LMSpec:
     names = _names(cfg)
     tensors: dict[str, np.ndarray] = {}
     for key, value in state.items():
+        if key not in names and _norm_bias(key):
+            raise SpecError(f"{path}: {key.removesuffix('.bias')} has a bias, so it is not an "
+                            "nn.RMSNorm, but config.norm is rmsnorm (every norm of the stack "
+                            "is of one kind)")
         if key not in names:
             raise SpecError(f"{path}: tensor {key} is not part of the torch encoder layout "
                             "(unsupported layer)")
@@ -135,16 +187,18 @@ def load_torch_encoder(path: str | Path) -> LMSpec:
     return LMSpec(vocab_size=cfg["vocab_size"], context=cfg["context"], d_model=cfg["d_model"],
                   heads=cfg["heads"], layers=cfg["layers"], d_ff=cfg["d_ff"],
                   activation=ACTIVATION[cfg["activation"]],  # type: ignore[arg-type]
-                  layer_norm_eps=cfg["layer_norm_eps"], tied_head=False, tensors=tensors,
-                  norm_first=cfg["norm_first"], final_norm=cfg["final_norm"])
+                  layer_norm_eps=norm_eps(cfg, state), tied_head=False, tensors=tensors,
+                  norm_first=cfg["norm_first"], final_norm=cfg["final_norm"],
+                  norm=cfg.get("norm", "layernorm"))
 
 
 def encoder_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
     """The reference module's own forward pass (float64, causal mask) with the checkpoint's
-    state dict: logits ``[N, n, vocab]``."""
+    state dict: logits ``[N, n, vocab]``.  The norms' eps is :func:`norm_eps` (for
+    ``nn.RMSNorm(eps=None)`` the one the checkpoint's dtype runs with, not float64's)."""
     torch = _torch()
     cfg, state = read_checkpoint(path)
-    model = reference_module(cfg).double().eval()
+    model = reference_module({**cfg, "layer_norm_eps": norm_eps(cfg, state)}).double().eval()
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
@@ -159,18 +213,58 @@ def encoder_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
 def random_encoder(path: str | Path, seed: int = 0, norm_first: bool = True,
                    activation: str = "gelu", final_norm: bool = True, layers: int = 2,
                    d_model: int = 32, heads: int = 2, vocab: int = 64, context: int = 16,
-                   d_ff: int = 64, std: float = 0.3, bias_std: float = 0.1) -> Path:
+                   d_ff: int = 64, std: float = 0.3, bias_std: float = 0.1,
+                   norm: str = "layernorm", eps: float | None = 1e-5) -> Path:
     """Write a random reference module (every parameter from ``seed``: weights ``N(0,
-    std)``, biases ``N(0, bias_std)``, LayerNorm gains ``1 + N(0, bias_std)``) to ``path``."""
+    std)``, biases ``N(0, bias_std)``, norm gains ``1 + N(0, bias_std)``) to ``path``;
+    ``norm`` "layernorm" or "rmsnorm" (``eps`` None: torch's default, RMSNorm only)."""
     torch = _torch()
     cfg = {"vocab_size": vocab, "context": context, "d_model": d_model, "heads": heads,
            "layers": layers, "d_ff": d_ff, "norm_first": norm_first, "activation": activation,
-           "layer_norm_eps": 1e-5, "final_norm": final_norm}
+           "layer_norm_eps": eps, "final_norm": final_norm, "norm": norm}
     model = reference_module(cfg)
     gen = torch.Generator().manual_seed(seed)
     randomize(model, gen, std, bias_std, "norm")
     path = Path(path)
     torch.save({"config": cfg, "state_dict": model.state_dict()}, str(path))
+    return path
+
+
+def encoder_norm_kind(model: Any) -> tuple[str, float | None]:
+    """``(norm kind, eps)`` of a live reference-layout module: every ``layers.{i}.norm1`` /
+    ``norm2`` and the final ``norm`` must be ``nn.LayerNorm`` or every one ``nn.RMSNorm``,
+    all with one eps; otherwise a :class:`SpecError` naming the first module that differs."""
+    nn = _torch().nn
+    kinds = {nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm"}
+    found: list[tuple[str, str, Any]] = []
+    for name, mod in model.named_modules():
+        if name == "norm" or name.endswith((".norm1", ".norm2")):
+            if type(mod) not in kinds:
+                raise SpecError(f"module {name} is a {type(mod).__name__}: expected "
+                                "nn.LayerNorm or nn.RMSNorm")
+            found.append((name, kinds[type(mod)], mod.eps))
+    if not found:
+        raise SpecError("the module has no norms in the torch encoder layout")
+    first, kind, eps = found[0]
+    for name, k, e in found[1:]:
+        if k != kind:
+            raise SpecError(f"module {name} is {type(model.get_submodule(name)).__name__} "
+                            f"but {first} is {type(model.get_submodule(first)).__name__}: "
+                            "every norm of the stack must be of one kind")
+        if e != eps:
+            raise SpecError(f"module {name} has eps {e!r} but {first} has {eps!r}: every norm "
+                            "of the stack must have one eps")
+    return kind, eps
+
+
+def save_encoder(model: Any, config: dict[str, Any], path: str | Path) -> Path:
+    """Save a live module of the reference layout (:func:`reference_module`, its norms
+    possibly replaced by ``nn.RMSNorm``) as a checkpoint: ``config`` with ``norm`` and
+    ``layer_norm_eps`` read from the modules (:func:`encoder_norm_kind`)."""
+    kind, eps = encoder_norm_kind(model)
+    cfg = {**config, "norm": kind, "layer_norm_eps": eps}
+    path = Path(path)
+    _torch().save({"config": cfg, "state_dict": model.state_dict()}, str(path))
     return path
 
 

@@ -1,5 +1,6 @@
 """Emitting language-model certificates ``exactmem.lm-certificate/1``
-(docs/trained-models.md, "Certificate"): the model's shape, every tensor exactly (integer
+(docs/trained-models.md, "Certificate"): the model's shape and norm kind (``"norm"``:
+``"layernorm"`` or ``"rmsnorm"``, always written), every tensor exactly (integer
 numerators over one power of two per tensor), the dataset, the claimed positions, optionally
 per-sequence code-length upper bounds (docs/memorized-bits.md), a digest.
 Canonical JSON, so the same inputs give byte-identical files.
@@ -32,7 +33,7 @@ def model_json(spec: LMSpec) -> dict[str, Any]:
         "vocab_size": spec.vocab_size, "context": spec.context, "d_model": spec.d_model,
         "heads": spec.heads, "layers": spec.layers, "d_ff": spec.d_ff,
         "activation": spec.activation, "layer_norm_eps": format_rational(spec.eps_fraction()),
-        "tied_head": spec.tied_head, "tensors": tensors}
+        "norm": spec.norm, "tied_head": spec.tied_head, "tensors": tensors}
     if not spec.final_norm:
         out["final_norm"] = False
     return out
@@ -68,7 +69,7 @@ def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
 def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
     """What an LM certificate claims (``exactmem check`` decides whether it holds): the
     position counts ``certified_positions`` of ``positions``, the sequences claimed in full,
-    and the model's shape and parameter count.  The dataset must be embedded.
+    and the model's shape, norm kind and parameter count.  The dataset must be embedded.
 
     With code lengths: ``certified_memorized_bits`` (the lower bound the checker states from
     the claimed code lengths: sum of ``max(0, n log2 V - C_i)``, Morris et al.'s sum, and
@@ -87,7 +88,7 @@ def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
             "certified_positions": sum(map(len, claimed)),
             "sequences_in_full": sum(len(p) == ds.n for p in claimed),
             "partial": cert["claims"]["partial"],
-            "params": params,
+            "params": params, "norm": m.get("norm", "layernorm"),
             **{k: m[k] for k in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff",
                                  "activation", "tied_head")}}
 
@@ -110,7 +111,8 @@ def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
                   layer_norm_eps=float(Fraction(m["layer_norm_eps"])),
                   tied_head=m["tied_head"], tensors=tensors,
                   norm_first=m["architecture"] == "pre-ln-decoder",
-                  final_norm=m.get("final_norm", True))
+                  final_norm=m.get("final_norm", True),
+                  norm=m.get("norm", "layernorm"))
 
 
 def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, Any]:

@@ -10,6 +10,8 @@ point of the input ball into the output ball:
   output, floored (radius + 1); radius ``r * max_j sum_i |W_ij|`` (outward);
 - LayerNorm (population variance, ``eps`` exact): centred values, variance bounds from the
   centred balls, ``1 / sqrt(var + eps)`` by :func:`lm_bounds.rsqrt`;
+- RMSNorm (``model["norm"]`` "rmsnorm"): the same without centring, mean-square bounds from
+  the balls themselves (:func:`rmsnorm`);
 - causal softmax attention with the ``1 / sqrt(d_head)`` scale: score balls, ``e**(s - M)``
   bounds at each midpoint widened by ``e**+-r`` (``e**r <= 1 + 2r``, ``e**-r >= 1 - r`` for
   ``r <= 1``), each weight bounded by ``lo_j / (lo_j + sum_{k != j} hi_k)`` and its mirror;
@@ -37,7 +39,8 @@ GELU_A = (44715, 10 ** 6)  # 0.044715, the decimal constant of the tanh form
 
 
 class Degenerate(Exception):
-    """A LayerNorm whose variance plus eps may be 0: no finite bound exists."""
+    """A LayerNorm whose variance plus eps (an RMSNorm whose mean square plus eps) may be 0,
+    or a score radius beyond 1: no finite bound exists."""
 
 
 def linear(w, b, f=F):
@@ -139,6 +142,32 @@ def layernorm(params, m, r, eps, f=F):
     out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(c, g, bias)]
     rad = (max(map(abs, c)) * sr + sm * rc + rc * sr) * gmax
     return out, cdiv(rad, 1 << shift) + 1
+
+
+def rmsnorm(params, m, r, eps, f=F):
+    """``x / sqrt(mean(x**2) + eps) * g + b`` on the ball ``(m, r)`` (RMSNorm: no centring).
+
+    ``|x_i|`` lies in ``[(|m_i| - r)_+, |m_i| + r]``, so the mean square (``2**-2F``) lies in
+    ``[floor(sum (|m_i| - r)_+**2 / d), ceil(sum (|m_i| + r)**2 / d)]``, plus ``eps``'s
+    bounds; ``s = 1 / sqrt(.)`` in ``[slo, shi]`` by :func:`lm_bounds.rsqrt`.  With ``sm`` the
+    midpoint of ``s`` and ``sr = shi - sm``, ``|x_i s - m_i sm| <= r (sm + sr) + |m_i| sr``;
+    times ``|g_i| <= gmax``; the floored midpoint adds 1."""
+    g, bias, e, gmax = params
+    d = len(m)
+    vlo = sum(max(abs(x) - r, 0) ** 2 for x in m) // d + eps[0]
+    vhi = cdiv(sum((abs(x) + r) ** 2 for x in m), d) + eps[1]
+    if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
+        raise Degenerate("RMSNorm: the mean square plus eps may be 0")
+    slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
+    sm = (slo + shi) >> 1
+    sr = shi - sm
+    shift = f + e
+    out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(m, g, bias)]
+    rad = (max(map(abs, m)) * sr + sm * r + r * sr) * gmax
+    return out, cdiv(rad, 1 << shift) + 1
+
+
+NORMS = {"layernorm": layernorm, "rmsnorm": rmsnorm}
 
 
 def ln_params(g, b, f=F):
@@ -297,16 +326,17 @@ def logits(model, toks, wanted):
     """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence.
 
     ``model`` is the prepared model of :mod:`lm_verify` (linear maps and LayerNorm
-    parameters made by :func:`linear` and :func:`ln_params`).  ``model["post_ln"]``: each
+    parameters made by :func:`linear` and :func:`ln_params`; ``model["norm"]`` names the
+    norm kind, a key of :data:`NORMS`).  ``model["post_ln"]``: each
     layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final
     norm."""
     f = model["f"]
     xs, rs = embed(model["wte"], model["wpe"], toks, f)
     eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
-    post = model["post_ln"]
+    post, kind = model["post_ln"], NORMS[model["norm"]]
 
     def norm(ln, xs, rs):
-        return map(list, zip(*(layernorm(ln, x, r, eps, f) for x, r in zip(xs, rs))))
+        return map(list, zip(*(kind(ln, x, r, eps, f) for x, r in zip(xs, rs))))
 
     for blk in model["blocks"]:
         if post:

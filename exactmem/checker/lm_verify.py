@@ -1,12 +1,14 @@
 """Checking a language-model certificate ``exactmem.lm-certificate/1`` (standard library only).
 
-Read strictly (docs/trained-models.md, "Certificate"): the model's shape and every tensor as
-integers over one power of two, the dataset (embedded or bound by SHA-256, a ``seq2seq``
-token-id dataset: a label at every position), the claimed positions and the digest.  Each
-claimed position is re-proved with the rigorous forward pass of :mod:`lm_forward`: the lower
-bound of the label's logit must exceed the upper bound of every other logit.  Nothing the
-producer computed is trusted; the claim "K of M positions" is stated by the checker, with
-the working precision it chose from the model (:func:`precision`).
+Read strictly (docs/trained-models.md, "Certificate"): the model's shape, its norm kind
+(``model.norm``: ``"layernorm"`` or ``"rmsnorm"``; absent in older certificates: LayerNorm),
+every tensor as integers over one power of two, the dataset (embedded or bound by SHA-256, a
+``seq2seq`` token-id dataset: a label at every position), the claimed positions and the
+digest.  Each claimed position is re-proved with the rigorous forward pass of
+:mod:`lm_forward`: the lower bound of the label's logit must exceed the upper bound of every
+other logit.  Nothing the producer computed is trusted; the claim "K of M positions" is
+stated by the checker, with the working precision it chose from the model
+(:func:`precision`).
 
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
@@ -30,6 +32,7 @@ MAX_SCALE = 1100  # float64 subnormals need 1074 bits
 
 
 ARCHITECTURES = ("pre-ln-decoder", "post-ln-decoder")
+NORMS = ("layernorm", "rmsnorm")  # model.norm; absent (older certificates): layernorm
 
 
 def tensor_names(layers, tied, final_norm=True):
@@ -88,7 +91,7 @@ def tensor(value, where, shape):
 def model(m, f=lm_forward.F):
     """Read the model header and its tensors; returns the prepared model for
     :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
-    obj(m, "model", SHAPE, ("final_norm",))
+    obj(m, "model", SHAPE, ("final_norm", "norm"))
     arch = choice(m["architecture"], ARCHITECTURES, "model.architecture")
     final = True
     if "final_norm" in m:  # written only as false (no final LayerNorm)
@@ -99,6 +102,7 @@ def model(m, f=lm_forward.F):
     for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
         integer(m[key], f"model.{key}", 1, MAX_DIM)
     act = choice(m["activation"], ("gelu_tanh", "gelu_erf", "relu"), "model.activation")
+    norm = choice(m["norm"], NORMS, "model.norm") if "norm" in m else "layernorm"
     if m["d_model"] % m["heads"]:
         raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
     ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
@@ -110,7 +114,8 @@ def model(m, f=lm_forward.F):
     shape = shapes(m)
     t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
     parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
-              "eps": (ep, eq), "heads": m["heads"], "activation": act, "d": m["d_model"],
+              "eps": (ep, eq), "heads": m["heads"], "activation": act, "norm": norm,
+              "d": m["d_model"],
               "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"]}
     return at_precision(parsed, f)
 
@@ -135,7 +140,8 @@ def at_precision(parsed, f):
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
             "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f),
             "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
-            "activation": parsed["activation"], "f": f, "parsed": parsed,
+            "activation": parsed["activation"], "norm": parsed["norm"], "f": f,
+            "parsed": parsed,
             "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
             "vocab": parsed["vocab"], "context": parsed["context"]}
 

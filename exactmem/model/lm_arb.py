@@ -3,11 +3,11 @@
 time so that :mod:`exactmem.model.lm_split` can hand over to float64 norm balls part way.
 
 Every stored weight enters exactly (a binary float is an ``arb`` of radius 0).  Matrix products
-run as ``arb_mat`` products over all positions of all sequences at once; LayerNorm, GELU and
-softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``, ``erf`` and ``exp``.  A *state*
-is a list of rows (one per position, sequences of ``n`` positions one after another), each
-row ``d_model`` arb balls that contain the exact residual-stream vector.  Call with
-``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
+run as ``arb_mat`` products over all positions of all sequences at once; LayerNorm (or
+RMSNorm), GELU and softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``, ``erf`` and
+``exp``.  A *state* is a list of rows (one per position, sequences of ``n`` positions one after
+another), each row ``d_model`` arb balls that contain the exact residual-stream vector.  Call
+with ``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
 """
 
 from __future__ import annotations
@@ -48,6 +48,16 @@ def _layernorm(rows: Rows, g: list[float], b: list[float], eps: flint.arb) -> Ro
         c = [v - mu for v in x]
         s = (sum(v * v for v in c) / d + eps).rsqrt()
         out.append([v * s * gi + bi for v, gi, bi in zip(c, g, b, strict=True)])
+    return out
+
+
+def _rmsnorm(rows: Rows, g: list[float], b: list[float], eps: flint.arb) -> Rows:
+    """``x / sqrt(mean(x^2) + eps) * g + b`` per row (no centring)."""
+    out = []
+    d = len(g)
+    for x in rows:
+        s = (sum(v * v for v in x) / d + eps).rsqrt()
+        out.append([v * s * gi + bi for v, gi, bi in zip(x, g, b, strict=True)])
     return out
 
 
@@ -132,7 +142,9 @@ class ArbNet:
         self.wte, self.wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
 
     def ln(self, x: Rows, name: str) -> Rows:
-        return _layernorm(x, self.vec[name + ".weight"], self.vec[name + ".bias"], self.eps)
+        """The norm ``name`` (LayerNorm, or RMSNorm when ``spec.norm`` says so)."""
+        norm = _rmsnorm if self.spec.norm == "rmsnorm" else _layernorm
+        return norm(x, self.vec[name + ".weight"], self.vec[name + ".bias"], self.eps)
 
     def embed(self, chunk: Sequence[Sequence[int]]) -> Rows:
         """``wte[t_p] + wpe[p]`` for every position of every sequence of ``chunk``."""

@@ -1,6 +1,6 @@
 """The non-linear steps of the language-model function on entry-wise float64 balls
 (:mod:`exactmem.model.lm_interval`), whole arrays at a time: LayerNorm with the population
-variance, causal softmax, GELU in its tanh or erf form.  Same semantics as
+variance, RMSNorm, causal softmax, GELU in its tanh or erf form.  Same semantics as
 :mod:`exactmem.model.lm_bounds` (the python-flint ``arb`` reference) and the checker;
 :mod:`exactmem.model.lm_norm` evaluates them at the midpoints of its norm balls.
 """
@@ -42,6 +42,34 @@ def layernorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
     s_hi = I.up(1.0 / np.sqrt(I.down(vlo + eps, 1)), 4)
     s_lo = I.down(1.0 / np.sqrt(I.up(vhi + eps, 1)), 4)
     y = I.mul((cm, cr), I.from_interval(s_lo, s_hi))
+    return I.add_exact(I.scale(y, g), b), vlo
+
+
+def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
+                eps: float) -> tuple[Ball, np.ndarray]:
+    """RMSNorm ``x / sqrt(mean(x^2) + eps) * g + b`` over the last axis (``d`` entries), and a
+    lower bound ``[..., 1]`` of ``mean(x^2)`` over the ball.
+
+    No centring, so ``|x_i|`` lies in ``[(|m_i| - r_i)_+, |m_i| + r_i]`` directly.  Upper end:
+    ``|m_i| + r_i``, its square, the ``d``-term sum and the division by ``d`` are ``d + 3``
+    rounded operations on non-negative floats, so :func:`~exactmem.model.lm_interval.up`
+    ``(., d + 6)`` is above the exact mean of the squares.  Lower end: ``fl(|m_i| - r_i)`` is at
+    most ``(|m_i| - r_i)(1 + u) + eta`` when positive and not positive otherwise, so
+    :func:`~exactmem.model.lm_interval.down` ``(., 1)`` is at most ``(|m_i| - r_i)_+``; its
+    square, sum and mean are the mirror image (``down(., d + 6)``).  Then ``eps`` is added
+    (one rounding each way), ``1/sqrt`` is decreasing and ``sqrt`` and ``/`` are correctly
+    rounded (4 roundings), exactly as in :func:`layernorm_var`; ``x s g + b`` by ball
+    products."""
+    d = x[0].shape[-1]
+    m, r = x
+    am = np.abs(m)
+    big = am + r
+    small = I.down(am - r, 1)
+    vhi = I.up((big * big).mean(-1, keepdims=True), d + 6)
+    vlo = I.down((small * small).mean(-1, keepdims=True), d + 6)
+    s_hi = I.up(1.0 / np.sqrt(I.down(vlo + eps, 1)), 4)
+    s_lo = I.down(1.0 / np.sqrt(I.up(vhi + eps, 1)), 4)
+    y = I.mul((m, r), I.from_interval(s_lo, s_hi))
     return I.add_exact(I.scale(y, g), b), vlo
 
 

@@ -15,6 +15,10 @@ from exactmem.model.lm_spec import LMSpec
 
 
 def _ln(spec: LMSpec, x: np.ndarray, name: str) -> np.ndarray:
+    if spec.norm == "rmsnorm":
+        ms = (x * x).mean(-1, keepdims=True)
+        return x / np.sqrt(ms + spec.layer_norm_eps) * spec.get(name + ".weight") \
+            + spec.get(name + ".bias")
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
     return (x - mu) / np.sqrt(var + spec.layer_norm_eps) * spec.get(name + ".weight") \

@@ -102,10 +102,25 @@ class NormWeights:
         return m, I.up(self.norm[name] * x[1] + norm_up(r), 3)
 
     def ln(self, x: NBall, name: str) -> NBall:
+        """The norm ``name`` on a norm ball: its value at the midpoint ``m`` (entry-wise
+        rounding radius), plus ``max|g| / sigma_min`` times ``rho``.
+
+        LayerNorm: ``z -> P z / sigma``, ``sigma = sqrt(|P z|^2/d + eps)`` (``P`` the
+        centring projection); RMSNorm: ``P = I``.  The Jacobian is ``(I - y y^T / (d
+        sigma^2)) P / sigma`` with ``y = P z``; ``|y|^2 / (d sigma^2) <= 1``, so its eigenvalues
+        lie in ``[0, 1/sigma]`` and its norm is at most ``1/sigma`` (times ``max|g|`` for the
+        gain).  On the ball ``|P z| >= |P m| - rho``, so ``sigma >= sqrt((|P m| - rho)_+^2 / d
+        + eps)``; ``|P m|`` from below by the variance (LayerNorm) or mean-square (RMSNorm)
+        lower bound of :func:`~exactmem.model.lm_fast.layernorm_var` /
+        :func:`~exactmem.model.lm_fast.rmsnorm_var` at the midpoint.  Mean value theorem on
+        the segment from ``m`` to ``x``."""
+        from exactmem.model.lm_fast import rmsnorm_var  # kept local: one norm step here
+
         g, eps = self.t[name + ".weight"], self.spec.layer_norm_eps
-        (m, r), vlo = layernorm_var(I.exact(x[0]), g, self.t[name + ".bias"], eps)
+        var = rmsnorm_var if self.spec.norm == "rmsnorm" else layernorm_var
+        (m, r), vlo = var(I.exact(x[0]), g, self.t[name + ".bias"], eps)
         d = x[0].shape[-1]
-        centred = I.down(np.sqrt(I.down(vlo[..., 0] * d, 1)), 2)  # <= |P m|
+        centred = I.down(np.sqrt(I.down(vlo[..., 0] * d, 1)), 2)  # <= |P m| (|m|: RMSNorm)
         t = I.down(centred - x[1], 1)
         sigma = I.down(np.sqrt(I.down(t * t / d + eps, 3)), 1)
         return m, I.up(float(np.abs(g).max()) * x[1] / sigma + norm_up(r), 4)

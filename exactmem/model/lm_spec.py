@@ -6,7 +6,9 @@ The function (docs/trained-models.md, "Semantics"): for tokens ``t_0 .. t_{n-1}`
 logits are ``LNf(x_p) head^T`` (``head = wte`` when tied).  With ``norm_first=False``
 (post-LN, torch's default encoder layer) a layer is ``x = LN1(x + Attn(x))`` then ``x =
 LN2(x + MLP(x))``; with ``final_norm=False`` the logits are ``x_p head^T``.  ``LN(x) = (x - mean) /
-sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored number; ``Attn``
+sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored number, or, with
+``norm="rmsnorm"``, ``RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g + b`` (no centring; ``b`` zero
+unless stored); ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
 form (``nn.GELU()``), or ReLU.  Linear maps are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
@@ -26,13 +28,17 @@ from exactmem.errors import SpecError
 
 Activation = Literal["gelu_tanh", "gelu_erf", "relu"]
 ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
+Norm = Literal["layernorm", "rmsnorm"]
+NORMS = ("layernorm", "rmsnorm")
 BLOCK = ("ln1", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj")
 
 
 @dataclass(frozen=True, slots=True)
 class LMSpec:
     """A pre-LN decoder: its shape and its tensors (float64 arrays holding the stored floats
-    exactly; names and shapes in :meth:`shapes`).  Bias tensors may be absent (zero)."""
+    exactly; names and shapes in :meth:`shapes`).  Bias tensors may be absent (zero).
+    ``norm``: every norm of the model (``ln1``, ``ln2``, ``lnf``) is a LayerNorm or every one
+    an RMSNorm; ``layer_norm_eps`` is the eps of all of them."""
 
     vocab_size: int
     context: int
@@ -46,6 +52,7 @@ class LMSpec:
     tensors: dict[str, np.ndarray] = field(repr=False)
     norm_first: bool = True
     final_norm: bool = True
+    norm: Norm = "layernorm"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
@@ -57,6 +64,8 @@ class LMSpec:
         if self.activation not in ACTIVATIONS:
             raise SpecError(f"activation: expected one of {', '.join(ACTIVATIONS)}, found "
                             f"{self.activation!r}")
+        if self.norm not in NORMS:
+            raise SpecError(f"norm: expected one of {', '.join(NORMS)}, found {self.norm!r}")
         for name in ("norm_first", "final_norm"):
             if type(getattr(self, name)) is not bool:
                 raise SpecError(f"{name}: expected a bool, found {getattr(self, name)!r}")
