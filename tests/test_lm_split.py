@@ -125,3 +125,61 @@ def test_centred_spread_bounds_the_weighted_sum() -> None:
             out = [sum(ws[j] * Fraction(float(vm[0, 0, j, c])) for j in range(n))
                    - Fraction(float(om[0, 0, p, c])) for c in range(dh)]
             assert sum(x * x for x in out) <= Fraction(float(bound[0, 0, p])) ** 2
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_norm_balls_of_real_radius_enclose_points(norm_first: bool) -> None:
+    """A norm ball of radius 2e-4 entering block 1: arb's logits of points drawn in it (at
+    distance 2e-4 or less) lie in the norm-ball pass's logit bounds.  Exercises every
+    Lipschitz step (the gained norm products, the centred attention, GELU's 1.14)."""
+    base = random_spec(np.random.default_rng(11), "gelu_tanh", tied=True)
+    spec = LMSpec(**{**{f: getattr(base, f) for f in FIELDS}, "norm_first": norm_first},
+                  tensors=base.tensors)
+    rng = np.random.default_rng(12)
+    n, d, rho = 8, spec.d_model, 2e-4
+    mid = rng.normal(0, 1.5, (2, n, d))
+    w = N.NormWeights(spec)
+    x: N.NBall = (mid, np.full((2, n), rho))
+    x = N.layer(w, x, 1)
+    lo, hi = N.decide(*N.head_bounds(w, x), np.zeros((2, n), dtype=np.int64))[2:]
+    from exactmem.model.lm_arb import ArbNet
+
+    net = ArbNet(spec)
+    old = flint.ctx.prec
+    flint.ctx.prec = 128
+    try:
+        widest = 0.0
+        for _ in range(3):
+            step = rng.normal(0, 1, (2, n, d))
+            step *= rho * rng.uniform(0.9, 0.999) / np.linalg.norm(step, axis=-1, keepdims=True)
+            pt = mid + step  # within rho: 0.999 leaves room for the float rounding of step
+            rows = net.layer([[flint.arb(v) for v in r] for r in pt.reshape(-1, d).tolist()],
+                             1, n)
+            logits = net.logits(rows)
+            for k, row in enumerate(logits):
+                s, p = divmod(k, n)
+                for c, v in enumerate(row):
+                    assert flint.arb(lo[s, p, c]) <= v.lower() and v.upper() <= hi[s, p, c]
+                    widest = max(widest, float(hi[s, p, c] - lo[s, p, c]))
+        assert widest < 10  # a real bound, not an infinite one
+    finally:
+        flint.ctx.prec = old
+
+
+def test_gained_norms() -> None:
+    """``diag(g) W`` is used only when exact (float32 factors), and its bound lies above the
+    true 2-norm (SVD as the float reference) and below ``max|g| ||W||``."""
+    rng = np.random.default_rng(13)
+    g32 = (1 + rng.normal(0, 0.3, 16)).astype(np.float32).astype(np.float64)
+    w32 = rng.normal(0, 0.5, (16, 24)).astype(np.float32).astype(np.float64)
+    p = N.gain_times(g32, w32)
+    assert p is not None and np.array_equal(p, g32[:, None] * w32)
+    assert N.gain_times(rng.normal(size=16), rng.normal(size=(16, 24))) is None
+    assert N.gain_times(np.full(4, 2.0 ** -600), np.full((4, 2), 2.0 ** -500)) is None
+    base = random_spec(np.random.default_rng(14), "gelu_tanh", tied=True)
+    w = N.NormWeights(base)
+    g, wf = base.get("h0.ln2.weight"), base.get("h0.mlp.fc.weight")
+    true = float(np.linalg.norm(g[:, None] * wf, 2))
+    assert true <= float(w.gained["h0.mlp.fc"]) <= float(np.abs(g).max()) * w.norm["h0.mlp.fc"]
+    rows = np.linalg.norm(base.get("lnf.weight")[None, :] * base.get("wte"), axis=1)
+    assert (rows <= w.gained["head"]).all()

@@ -114,8 +114,9 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
     clock = time.perf_counter()
     spec, own_forward, own_name = load_lm(model, kind)
     if spec.layer_norm_eps == 0:
-        raise SpecError("layer_norm_eps is 0: a LayerNorm input of zero variance would divide "
-                        "by 0, so the function is not defined everywhere; not certifying")
+        raise SpecError("layer_norm_eps is 0: a norm input of zero variance (RMSNorm: a zero "
+                        "input) would divide by 0, so the function is not defined everywhere; "
+                        "not certifying")
     ds = load_dataset(data)
     if (ds.task, ds.inputs) != ("seq2seq", "token-ids"):
         raise SpecError(f"{data}: a language model is certified on a seq2seq token-id dataset "

@@ -14,7 +14,7 @@ segment from ``m`` to ``x``):
 - LayerNorm: ``max|g| / sigma_min``, since the Jacobian of ``z -> P z / sqrt(|P z|^2/d +
   eps)`` (``P`` the centring projection) is ``(I - z z^T / (d sigma^2)) P / sigma``, of norm at
   most ``1/sigma``, and ``sigma >= sqrt((|P m| - rho)_+^2 / d + eps)`` on the ball;
-- GELU: ``max |GELU'|`` (1.75 tanh form, 1.25 erf form; :func:`~exactmem.model.lm_fast.gelu`);
+- GELU: ``max |GELU'| <= 1.14`` (:data:`~exactmem.model.lm_fast.GELU_LIP`, either form);
   ReLU: 1, and exact at the float midpoint;
 - attention: scores ``q.k`` move by at most ``|q| rho_k + rho_q |k| + rho_q rho_k`` (per head,
   ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
@@ -32,12 +32,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from exactmem.model import lm_interval as I
-from exactmem.model.lm_fast import gelu, layernorm_var, softmax
+from exactmem.model.lm_fast import GELU_LIP, gelu, layernorm_var, rmsnorm_var, softmax
 from exactmem.model.lm_spec import LMSpec
 
 NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
-GELU_LIP = {"gelu_tanh": 1.75, "gelu_erf": 1.25}
 
 
 def norm_up(e: np.ndarray) -> np.ndarray:
@@ -71,8 +70,32 @@ def spectral_up(w: np.ndarray, squarings: int = 5) -> float:
     return float(I.up(np.ldexp(x, s), 1))
 
 
+def _bits(x: np.ndarray) -> np.ndarray:
+    """Significant bits of each float (0 for 0): the odd part of its 53-bit mantissa."""
+    m = (np.frexp(np.abs(x))[0] * 2.0 ** 53).astype(np.int64)
+    low = m & -m  # the lowest set bit
+    return np.where(m == 0, 0, 53 - np.log2(np.maximum(low, 1)).astype(np.int64))
+
+
+def gain_times(g: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """``diag(g) w`` (``g`` scaling the rows of ``w``) when every product is exact in float64:
+    the two significands fit in 53 bits together (two float32 numbers always do) and no
+    product is subnormal or infinite; otherwise None."""
+    p = g[:, None] * w
+    small = (np.abs(p) < 2.0 ** -1000) & (g[:, None] != 0) & (w != 0)  # subnormal, or 0
+    if (_bits(g)[:, None] + _bits(w) > 53).any() or not np.isfinite(p).all() or small.any():
+        return None
+    return p
+
+
 class NormWeights:
-    """The spec's tensors, their absolute values and the norms the steps need, read once."""
+    """The spec's tensors, their absolute values and the norms the steps need, read once.
+
+    ``gained[name]``: for a norm whose output feeds only the linear map ``name`` (pre-LN
+    ``ln1`` -> ``attn``, ``ln2`` -> ``mlp.fc``; ``lnf`` -> the head rows), a bound of
+    ``||diag(g) W||_2`` (per head block for ``attn``; per row ``||g o H_c||`` for the head):
+    the norm's radius before its gain ``g`` goes through the gained map, which stretches less
+    than ``max|g| ||W||_2`` (:meth:`ln_parts`)."""
 
     def __init__(self, spec: LMSpec) -> None:
         self.spec = spec
@@ -91,6 +114,25 @@ class NormWeights:
             wa = self.t[p + "attn.weight"]
             self.blocks[p + "attn"] = np.array(
                 [spectral_up(wa[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
+        self.gained: dict[str, np.ndarray] = {}
+        for i in range(spec.layers if spec.norm_first else 0):
+            p = f"h{i}."
+            for ln, name in (("ln1", "attn"), ("ln2", "mlp.fc")):
+                g = self.t[p + ln + ".weight"]
+                gw = gain_times(g, self.t[p + name + ".weight"])
+                plain = self.blocks[p + name] if name == "attn" else np.array(self.norm[p + name])
+                if gw is None:
+                    self.gained[p + name] = I.up(float(np.abs(g).max()) * plain, 1)
+                elif name == "attn":
+                    self.gained[p + name] = np.array(
+                        [spectral_up(gw[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
+                else:
+                    self.gained[p + name] = np.array(spectral_up(gw))
+        if spec.final_norm:
+            g = self.t["lnf.weight"]
+            gh = gain_times(g, head.T)
+            self.gained["head"] = I.up(float(np.abs(g).max()) * self.head_rows, 1) \
+                if gh is None else norm_up(gh.T)
 
     def affine(self, x: NBall, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Midpoints of ``x W + b`` and their entry-wise rounding radius."""
@@ -114,8 +156,15 @@ class NormWeights:
         lower bound of :func:`~exactmem.model.lm_fast.layernorm_var` /
         :func:`~exactmem.model.lm_fast.rmsnorm_var` at the midpoint.  Mean value theorem on
         the segment from ``m`` to ``x``."""
-        from exactmem.model.lm_fast import rmsnorm_var  # kept local: one norm step here
+        (m, r), rho_z = self.ln_parts(x, name)
+        g = self.t[name + ".weight"]
+        return m, I.up(float(np.abs(g).max()) * rho_z + r, 2)
 
+    def ln_parts(self, x: NBall, name: str) -> tuple[NBall, np.ndarray]:
+        """:meth:`ln` in two parts: ``((m, |e|_2), rho / sigma_min)``, the midpoint with its
+        rounding radius, and the radius of the normalised vector before the gain ``g``: the
+        exact output lies within ``|e|_2`` of ``m`` plus ``g`` times a vector of norm at most
+        ``rho / sigma_min``."""
         g, eps = self.t[name + ".weight"], self.spec.layer_norm_eps
         var = rmsnorm_var if self.spec.norm == "rmsnorm" else layernorm_var
         (m, r), vlo = var(I.exact(x[0]), g, self.t[name + ".bias"], eps)
@@ -123,7 +172,7 @@ class NormWeights:
         centred = I.down(np.sqrt(I.down(vlo[..., 0] * d, 1)), 2)  # <= |P m| (|m|: RMSNorm)
         t = I.down(centred - x[1], 1)
         sigma = I.down(np.sqrt(I.down(t * t / d + eps, 3)), 1)
-        return m, I.up(float(np.abs(g).max()) * x[1] / sigma + norm_up(r), 4)
+        return (m, norm_up(r)), I.up(x[1] / sigma, 1)
 
 
 def add(a: NBall, b: NBall) -> NBall:
@@ -156,14 +205,17 @@ def centred_spread(wm: np.ndarray, wr: np.ndarray, vm: np.ndarray,
     return I.up(np.sqrt(c[..., 0]) * defect + (wr * dist).sum(-1), n + 4)
 
 
-def attention(w: NormWeights, h: NBall, name: str) -> NBall:
-    """Causal multi-head softmax attention on the normalised input ``h [B, n, d]``."""
+def attention(w: NormWeights, h: NBall, name: str, rho_z: np.ndarray | None = None) -> NBall:
+    """Causal multi-head softmax attention on the normalised input ``h [B, n, d]``; with
+    ``rho_z``, ``h`` is a norm's output in :meth:`NormWeights.ln_parts`' two parts."""
     spec = w.spec
     bsz, n, d = h[0].shape
     heads, dh = spec.heads, spec.d_head
     m, r = w.affine(h, name)
     rho = I.up(w.blocks[name][None, None, :] * h[1][..., None]
                + norm_up(r.reshape(bsz, n, 3 * heads, dh)), 3)  # [B, n, 3H]
+    if rho_z is not None:
+        rho = I.up(rho + w.gained[name][None, None, :] * rho_z[..., None], 2)
 
     def part(j: int) -> tuple[np.ndarray, np.ndarray]:
         mm = m[..., j * d:(j + 1) * d].reshape(bsz, n, heads, dh).transpose(0, 2, 1, 3)
@@ -191,19 +243,27 @@ def layer(w: NormWeights, x: NBall, i: int) -> NBall:
     spec = w.spec
     post = not spec.norm_first
     p = f"h{i}."
-    a_in = x if post else w.ln(x, p + "ln1")
-    x = add(x, w.linear(attention(w, a_in, p + "attn"), p + "attn.proj"))
+    if post:
+        a = attention(w, x, p + "attn")
+    else:
+        a_in, z1 = w.ln_parts(x, p + "ln1")
+        a = attention(w, a_in, p + "attn", z1)
+    x = add(x, w.linear(a, p + "attn.proj"))
     if post:
         x = w.ln(x, p + "ln1")
-    h2 = x if post else w.ln(x, p + "ln2")
-    hm, hr = w.affine(h2, p + "mlp.fc")
-    rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
+        h2 = x
+        hm, hr = w.affine(h2, p + "mlp.fc")
+        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
+    else:
+        h2, z2 = w.ln_parts(x, p + "ln2")
+        hm, hr = w.affine(h2, p + "mlp.fc")
+        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + w.gained[p + "mlp.fc"] * z2 + norm_up(hr), 4)
     g: NBall
     if spec.activation == "relu":  # exact at the float midpoint, 1-Lipschitz
         g = (np.maximum(hm, 0.0), rho)
     else:
         gm, gr = gelu(I.exact(hm), spec.activation)
-        g = (gm, I.up(GELU_LIP[spec.activation] * rho + norm_up(gr), 3))
+        g = (gm, I.up(GELU_LIP * rho + norm_up(gr), 3))
     x = add(x, w.linear(g, p + "mlp.proj"))
     if post:
         x = w.ln(x, p + "ln2")
@@ -219,9 +279,13 @@ def embed(w: NormWeights, tokens: np.ndarray) -> NBall:
 def head_bounds(w: NormWeights, x: NBall) -> tuple[np.ndarray, np.ndarray]:
     """Midpoints and radii ``[B, n, vocab]`` of the logits: the final norm (when there is
     one) and the head."""
-    h = w.ln(x, "lnf") if w.spec.final_norm else x
+    if not w.spec.final_norm:
+        h, extra = x, 0.0
+    else:
+        h, z = w.ln_parts(x, "lnf")
+        extra = z[..., None] * w.gained["head"]
     zm, zr = I.matmul_exact(I.exact(h[0]), w.t["head.T"], w.abs["head.T"])
-    return zm, I.up(zr + h[1][..., None] * w.head_rows, 3)
+    return zm, I.up(zr + h[1][..., None] * w.head_rows + extra, 4)
 
 
 def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
