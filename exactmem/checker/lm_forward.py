@@ -126,44 +126,38 @@ def apply_all(lin, ms, rs):
 
 def layernorm(params, m, r, eps, f=F):
     """``(x - mean) / sqrt(var + eps) * g + b`` on the ball ``(m, r)``."""
-    g, bias, e, gmax = params
     d = len(m)
     mu = sum(m) // d  # true mean within [mu, mu + 1) + r
-    c = [x - mu for x in m]
-    rc = 2 * r + 1
+    return _normalised(params, [x - mu for x in m], 2 * r + 1, eps, f, "LayerNorm: the "
+                       "variance plus eps may be 0")
+
+
+def rmsnorm(params, m, r, eps, f=F):
+    """``x / sqrt(mean(x**2) + eps) * g + b`` on the ball ``(m, r)`` (RMSNorm: no centring)."""
+    return _normalised(params, m, r, eps, f, "RMSNorm: the mean square plus eps may be 0")
+
+
+def _normalised(params, c, rc, eps, f, degenerate):
+    """``c / sqrt(mean(c**2) + eps) * g + b`` for the ball ``(c, rc)`` (``c`` centred for
+    LayerNorm, the input itself for RMSNorm).
+
+    ``|c_i|`` lies in ``[(|c_i| - rc)_+, |c_i| + rc]``, so the mean square (``2**-2F``) lies in
+    ``[floor(sum (|c_i| - rc)_+**2 / d), ceil(sum (|c_i| + rc)**2 / d)]``, plus ``eps``'s
+    bounds; ``s = 1 / sqrt(.)`` in ``[slo, shi]`` by :func:`lm_bounds.rsqrt`.  With ``sm`` the
+    midpoint of ``s`` and ``sr = shi - sm``, ``|x_i s - c_i sm| <= rc (sm + sr) + |c_i| sr``;
+    times ``|g_i| <= gmax``; the floored midpoint adds 1."""
+    g, bias, e, gmax = params
+    d = len(c)
     vlo = sum(max(abs(x) - rc, 0) ** 2 for x in c) // d + eps[0]
     vhi = cdiv(sum((abs(x) + rc) ** 2 for x in c), d) + eps[1]
     if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
-        raise Degenerate("LayerNorm: the variance plus eps may be 0")
+        raise Degenerate(degenerate)
     slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
     sm = (slo + shi) >> 1
     sr = shi - sm
     shift = f + e
     out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(c, g, bias)]
     rad = (max(map(abs, c)) * sr + sm * rc + rc * sr) * gmax
-    return out, cdiv(rad, 1 << shift) + 1
-
-
-def rmsnorm(params, m, r, eps, f=F):
-    """``x / sqrt(mean(x**2) + eps) * g + b`` on the ball ``(m, r)`` (RMSNorm: no centring).
-
-    ``|x_i|`` lies in ``[(|m_i| - r)_+, |m_i| + r]``, so the mean square (``2**-2F``) lies in
-    ``[floor(sum (|m_i| - r)_+**2 / d), ceil(sum (|m_i| + r)**2 / d)]``, plus ``eps``'s
-    bounds; ``s = 1 / sqrt(.)`` in ``[slo, shi]`` by :func:`lm_bounds.rsqrt`.  With ``sm`` the
-    midpoint of ``s`` and ``sr = shi - sm``, ``|x_i s - m_i sm| <= r (sm + sr) + |m_i| sr``;
-    times ``|g_i| <= gmax``; the floored midpoint adds 1."""
-    g, bias, e, gmax = params
-    d = len(m)
-    vlo = sum(max(abs(x) - r, 0) ** 2 for x in m) // d + eps[0]
-    vhi = cdiv(sum((abs(x) + r) ** 2 for x in m), d) + eps[1]
-    if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
-        raise Degenerate("RMSNorm: the mean square plus eps may be 0")
-    slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
-    sm = (slo + shi) >> 1
-    sr = shi - sm
-    shift = f + e
-    out = [(x * sm * gi + bi) >> shift for x, gi, bi in zip(m, g, bias)]
-    rad = (max(map(abs, m)) * sr + sm * r + r * sr) * gmax
     return out, cdiv(rad, 1 << shift) + 1
 
 

@@ -35,14 +35,7 @@ def layernorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
     acm = np.abs(cm)
     cr = I.up(r + r.mean(-1, keepdims=True) + (2 * d + 4) * I.U * np.abs(m).mean(-1, keepdims=True)
               + 2 * I.U * acm, d + 10)
-    big = acm + cr
-    small = I.down(acm - cr, 1)
-    vhi = I.up((big * big).mean(-1, keepdims=True), d + 6)
-    vlo = I.down((small * small).mean(-1, keepdims=True), d + 6)
-    s_hi = I.up(1.0 / np.sqrt(I.down(vlo + eps, 1)), 4)
-    s_lo = I.down(1.0 / np.sqrt(I.up(vhi + eps, 1)), 4)
-    y = I.mul((cm, cr), I.from_interval(s_lo, s_hi))
-    return I.add_exact(I.scale(y, g), b), vlo
+    return _normalised((cm, cr), g, b, eps)
 
 
 def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
@@ -60,16 +53,22 @@ def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
     (one rounding each way), ``1/sqrt`` is decreasing and ``sqrt`` and ``/`` are correctly
     rounded (4 roundings), exactly as in :func:`layernorm_var`; ``x s g + b`` by ball
     products."""
-    d = x[0].shape[-1]
-    m, r = x
-    am = np.abs(m)
-    big = am + r
-    small = I.down(am - r, 1)
+    return _normalised(x, g, b, eps)
+
+
+def _normalised(c: Ball, g: np.ndarray, b: np.ndarray, eps: float) -> tuple[Ball, np.ndarray]:
+    """``c / sqrt(mean(c^2) + eps) * g + b`` for the ball ``c`` over the last axis, and the
+    lower bound of ``mean(c^2)``: ``|c_i|`` lies in ``[(|m_i| - r_i)_+, |m_i| + r_i]``; the
+    rounding of both ends is counted in :func:`rmsnorm_var`."""
+    d = c[0].shape[-1]
+    am = np.abs(c[0])
+    big = am + c[1]
+    small = I.down(am - c[1], 1)
     vhi = I.up((big * big).mean(-1, keepdims=True), d + 6)
     vlo = I.down((small * small).mean(-1, keepdims=True), d + 6)
     s_hi = I.up(1.0 / np.sqrt(I.down(vlo + eps, 1)), 4)
     s_lo = I.down(1.0 / np.sqrt(I.up(vhi + eps, 1)), 4)
-    y = I.mul((m, r), I.from_interval(s_lo, s_hi))
+    y = I.mul(c, I.from_interval(s_lo, s_hi))
     return I.add_exact(I.scale(y, g), b), vlo
 
 
