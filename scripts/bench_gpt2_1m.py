@@ -13,7 +13,7 @@ Then, each timed on this machine in one run:
 1. the checkpoint's own float32 forward pass (``GPT2LMHeadModel``) on the 1,000 x 64 tokens,
    the best of 3 after a warm-up, and the positions whose float32 argmax is the label;
 2. ``exactmem certify-model MODEL DATA -o CERT --partial --no-self-check`` (the producer's
-   proof, written unchecked; --producer picks fast, hybrid or arb);
+   proof, written unchecked; --producer picks auto, the default, or fast, hybrid or arb);
 3. ``exactmem check CERT --shards K``.
 
 It writes docs/results/gpt2_1m.csv (one row per run: figures, ratios, machine).
@@ -22,7 +22,7 @@ It writes docs/results/gpt2_1m.csv (one row per run: figures, ratios, machine).
 float64 argmax (``self_labelled``), so every position's float64 argmax is right by
 construction.
 
-    python scripts/bench_gpt2_1m.py --workdir /tmp/lm1m --producer fast --shards 2
+    python scripts/bench_gpt2_1m.py --workdir /tmp/lm1m --shards 2
     python scripts/bench_gpt2_1m.py --workdir /tmp/standin --standin
 """
 
