@@ -1,6 +1,7 @@
 """``exactmem export CERT --format torch|safetensors|onnx -o OUT``: the certified network
 in the float formats users load, or with int8 / bfloat16 weight matrices for a certificate
-that claims them (``--dtype int8|bfloat16``)."""
+that claims them (``--dtype int8|bfloat16``); a language model's certificate through
+:mod:`exactmem.adapters.lm_export`."""
 
 from __future__ import annotations
 
@@ -32,19 +33,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "bfloat16-weights/float32 writes bfloat16 weight matrices with float32 "
                     "biases and tables (onnx: bfloat16 initializers cast to float32), no "
                     "sidecar; without the claim: one-line error, exit 2, nothing written. "
+                    "A language-model certificate (exactmem.lm-certificate/1, from "
+                    "certify-model) is written with its stored weights in --dtype float64 "
+                    "or float32 and its config: safetensors (config in the metadata), torch "
+                    "({config, state_dict}) or onnx (input 'tokens', outputs 'logits' and "
+                    "'labels'); the file is run in its runtime on the certificate's dataset "
+                    "and must keep the label as the unique argmax at every certified "
+                    "position (docs/trained-models.md). "
                     "CERT may be gzip-compressed. Exit 0 written, 1 the certificate is "
                     "rejected or the file would not memorize, 2 unusable input.",
         epilog="example: exactmem certify d.json -c kajitsuka2025-next-token --max-bits 24 "
                "-o c.json && exactmem export c.json --format onnx --dtype float32 -o net.onnx; "
                "exactmem certify d.json -c dense-int8 --float-exact int8 -o c8.json && "
-               "exactmem export c8.json --format onnx --dtype int8 -o net8.onnx",
+               "exactmem export c8.json --format onnx --dtype int8 -o net8.onnx; "
+               "exactmem certify-model gpt2/ d.json --partial -o lm.json && "
+               "exactmem export lm.json --format onnx --dtype float32 -o lm.onnx",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("certificate", help="certificate file")
     p.add_argument("--format", "-f", required=True, choices=FORMATS, help="file format")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write")
     p.add_argument("--dtype", default="float64",
                    choices=("float64", "float32", "bfloat16", "float16", "int8"),
-                   help="type of the weights and of the run (onnx: float64/float32; "
+                   help="type of the weights and of the run (a language model: float64/float32; "
+                        "onnx: float64/float32; "
                         "safetensors: float64/float32/float16; int8, and bfloat16 weight "
                         "matrices, in every format for a certificate claiming int8 / "
                         "bfloat16-weights/float32; torch bfloat16 without that claim: every "
@@ -64,6 +75,7 @@ NEEDS = {"torch": ("torch", "export --format torch"),
          "safetensors": ("safetensors", "export --format safetensors"),
          "onnx": ("onnx", "export --format onnx")}
 RUNS_IN = {"torch": "torch", "safetensors": "torch", "onnx": "onnxruntime"}
+LM_FORMAT = "exactmem.lm-certificate/1"
 FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq", "lookup")
 
 
@@ -74,19 +86,21 @@ class _Lossy(Exception):
 def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
     from exactmem.adapters.runtimes import DTYPES, NARROW
-    from exactmem.certificate import dataset_from_certificate, read_certificate
+    from exactmem.certificate import dataset_from_certificate
     from exactmem.errors import SpecError
     from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
     need(RUNS_IN[args.format], f"checking the written file (export --format {args.format})")
+    cert = _read(args.certificate)
+    if cert.get("format") == LM_FORMAT:
+        return _run_lm(args, cert)
     if args.dtype not in DTYPES[args.format] + tuple(NARROW):
         raise SpecError(f"{args.format} export supports {', '.join(DTYPES[args.format])}, "
                         f"found {args.dtype}")
     check_writable(args.output)
     if args.format == "safetensors" and args.sidecar:
         check_writable(args.sidecar)
-    cert = read_certificate(args.certificate)
     args.narrow = _narrow_claim(args, cert)
     if not args.no_check:
         from exactmem.checker import check_certificate
@@ -104,6 +118,76 @@ def run(args: argparse.Namespace) -> int:
         print(f"not exported: {exc}")
         return 1
     print(line)
+    return 0
+
+
+def _read(path: str) -> dict[str, Any]:
+    """The certificate, read strictly once: an ``exactmem.certificate/1`` (its network
+    parsed, as :func:`~exactmem.certificate.read_certificate` does) or a language model's."""
+    from exactmem.certificate.build import CERTIFICATE_FORMAT
+    from exactmem.checker.parse import Unusable, network, read_json
+    from exactmem.errors import CertificateError
+
+    try:
+        obj = read_json(Path(path))
+        if isinstance(obj, dict) and obj.get("format") == LM_FORMAT:
+            return obj
+        if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
+            raise Unusable(f"{path}: not an {CERTIFICATE_FORMAT} or {LM_FORMAT} certificate")
+        network(obj.get("network"))
+    except Unusable as exc:
+        raise CertificateError(str(exc)) from None
+    return obj
+
+
+def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
+    """A language-model certificate (docs/trained-models.md, "Exporting a certified
+    language model"): check it, write the file, run it in its runtime, count the certified
+    positions where it keeps the label as the unique argmax."""
+    from exactmem.adapters import lm_export as lm
+    from exactmem.certificate import dataset_from_certificate
+    from exactmem.errors import SpecError
+    from exactmem.model.atomic import atomic_path, check_writable
+
+    if args.dtype not in lm.DTYPES:
+        raise SpecError(f"a language model exports in {' or '.join(lm.DTYPES)}, found "
+                        f"--dtype {args.dtype}")
+    if args.sidecar:
+        raise SpecError("--sidecar: a language-model export has no exact sidecar (the "
+                        "certificate holds the exact weights)")
+    out = check_writable(args.output)
+    base = Path(args.certificate).parent
+    if not args.no_check:
+        from exactmem.checker import check_certificate
+
+        report = check_certificate(cert, base)
+        if not report.verified:
+            for line in report.failures[:20]:
+                print(f"  {line}", file=sys.stderr)
+            why = "cannot read" if report.unusable else "rejects"
+            print(f"not exported: the checker {why} {args.certificate}")
+            return int(report.exit_code)
+    spec = lm.spec_of(cert)
+    tokens, labels = lm.tokens_of(spec, dataset_from_certificate(cert, base))
+    claimed = cert.get("claims", {}).get("positions")
+    if (not isinstance(claimed, list) or len(claimed) != len(tokens)
+            or not all(isinstance(r, list) and all(type(p) is int and 0 <= p < tokens.shape[1]
+                                                   for p in r) for r in claimed)):
+        raise SpecError("claims.positions: expected one list of positions per sequence")
+    try:
+        with atomic_path(out) as tmp:  # removed unless the block ends without an error
+            lm.write(args.format, spec, tmp, args.dtype,
+                     {"exactmem.certificate_digest": str(cert.get("digest", ""))})
+            logits = lm.file_logits(args.format, tmp, spec, tokens)
+            complete, line = lm.summary(lm.proved(logits, labels), claimed,
+                                        RUNS_IN[args.format], args.dtype)
+            if not complete and not args.allow_lossy:
+                raise _Lossy(f"{line} (--allow-lossy writes it anyway)")
+    except _Lossy as exc:
+        print(f"not exported: {exc}")
+        return 1
+    lossy = "" if complete else " (lossy: written because of --allow-lossy)"
+    print(f"wrote {out} ({args.format}, {args.dtype}); {line}{lossy}")
     return 0
 
 
