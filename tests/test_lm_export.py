@@ -145,15 +145,29 @@ def test_onnx_graphs_name_the_forms_of_their_layers(certs: dict[str, Path],
     assert {0.044715, np.sqrt(2 / np.pi), 1e-5, np.sqrt(16.0)} <= scalars
 
 
-def test_float32_files_keep_the_labels(certs: dict[str, Path], tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    cert = _cert(certs["gpt2"])
-    assert run("export", certs["gpt2"], "-f", "onnx", "--dtype", "float32", "-o",
+@pytest.mark.parametrize("name", MODELS)
+def test_float32_graphs_keep_the_certified_labels(certs: dict[str, Path], tmp_path: Path,
+                                                  name: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cert = _cert(certs[name])
+    claimed = sum(map(len, cert["claims"]["positions"]))
+    assert run("export", certs[name], "-f", "onnx", "--dtype", "float32", "-o",
                tmp_path / "m.onnx") == 0
-    assert "float32 in onnxruntime: the label is the unique argmax at" in capsys.readouterr().out
+    assert (f"float32 in onnxruntime: the label is the unique argmax at {claimed} of "
+            f"{claimed} certified positions") in capsys.readouterr().out
     got = _reload("onnx", tmp_path / "m.onnx", _tokens(cert))
     want = logits64(spec_from_lm_certificate(cert), _tokens(cert))
     assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+
+
+def test_a_dataset_bound_by_path_is_read(certs: dict[str, Path], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    cert = _cert(certs["post_relu"])
+    bound = dict(cert, dataset={"sha256": cert["dataset"]["sha256"], "path": "d_post_relu.json"})
+    path = certs["post_relu"].with_name("bound.json")
+    path.write_text(json.dumps(redigest(bound)))
+    assert run("export", path, "-f", "torch", "-o", tmp_path / "m.pt") == 0
+    assert "(256 of 256 positions in the file's dataset" in capsys.readouterr().out
 
 
 def _tampered(path: Path, digest: bool) -> dict[str, Any]:
