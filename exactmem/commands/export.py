@@ -158,9 +158,14 @@ def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
     out = check_writable(args.output)
     base = Path(args.certificate).parent
     if not args.no_check:
+        from exactmem import progress
         from exactmem.checker import check_certificate
 
-        report = check_certificate(cert, base)
+        tick, close = progress.hook("check", heartbeat=True)  # minutes at 10^6 parameters
+        try:
+            report = check_certificate(cert, base, progress=tick)
+        finally:
+            close()
         if not report.verified:
             for line in report.failures[:20]:
                 print(f"  {line}", file=sys.stderr)
@@ -169,7 +174,8 @@ def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
             return int(report.exit_code)
     spec = lm.spec_of(cert)
     tokens, labels = lm.tokens_of(spec, dataset_from_certificate(cert, base))
-    claimed = cert.get("claims", {}).get("positions")
+    claims = cert.get("claims")
+    claimed = claims.get("positions") if isinstance(claims, dict) else None
     if (not isinstance(claimed, list) or len(claimed) != len(tokens)
             or not all(isinstance(r, list) and all(type(p) is int and 0 <= p < tokens.shape[1]
                                                    for p in r) for r in claimed)):
