@@ -22,7 +22,7 @@ pytest.importorskip("safetensors")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.adapters import lm_export  # noqa: E402
+from exactmem.adapters import lm_export, lm_onnx  # noqa: E402
 from exactmem.adapters.torch_encoder import random_encoder, self_labelled_encoder  # noqa: E402
 from exactmem.certificate.lm import spec_from_lm_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
@@ -131,7 +131,7 @@ def test_onnx_graphs_name_the_forms_of_their_layers(certs: dict[str, Path],
     """GELU erf is the Erf op in float32 (onnxruntime has none in float64: the series); GELU
     tanh carries 0.044715; a LayerNorm's eps is the stored float64 in a float64 graph."""
     def ops(name: str, dtype: str) -> tuple[set[str], list[np.ndarray]]:
-        model = lm_export.build_onnx(spec_from_lm_certificate(_cert(certs[name])), dtype)
+        model = lm_onnx.build_onnx(spec_from_lm_certificate(_cert(certs[name])), dtype)
         return ({n.op_type for n in model.graph.node},
                 [onnx.numpy_helper.to_array(t) for t in model.graph.initializer])
 

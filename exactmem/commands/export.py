@@ -184,9 +184,8 @@ def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
         with atomic_path(out) as tmp:  # removed unless the block ends without an error
             lm.write(args.format, spec, tmp, args.dtype,
                      {"exactmem.certificate_digest": str(cert.get("digest", ""))})
-            logits = lm.file_logits(args.format, tmp, spec, tokens)
-            complete, line = lm.summary(lm.proved(logits, labels), claimed,
-                                        RUNS_IN[args.format], args.dtype)
+            ok = lm.file_proved(args.format, tmp, spec, tokens, labels)
+            complete, line = lm.summary(ok, claimed, RUNS_IN[args.format], args.dtype)
             if not complete and not args.allow_lossy:
                 raise _Lossy(f"{line} (--allow-lossy writes it anyway)")
     except _Lossy as exc:
