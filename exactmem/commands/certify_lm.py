@@ -149,7 +149,8 @@ def certify_lm(model: str | Path, data: str | Path, output: str | Path, *, parti
         code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
 
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
-                             on_logits=on_logits if coded else None, producer=producer)
+                             on_logits=on_logits if coded else None, producer=producer,
+                             float_logits=ours)
     t["bounds"] = time.perf_counter() - clock
     if bounds.switch is not None:
         say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "

@@ -79,7 +79,8 @@ def prove_arb(spec: LMSpec, sequences: Sequence[Sequence[int]],
 def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]], progress: Progress | None = None,
                     batch: int = 64, on_logits: OnLogits | None = None,
-                    producer: str = "auto", switch: int | None = None) -> PositionBounds:
+                    producer: str = "auto", switch: int | None = None,
+                    float_logits: np.ndarray | None = None) -> PositionBounds:
     """Rigorous logit balls for every position; the positions whose label is provably the
     unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
 
@@ -91,7 +92,9 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     ran, the proved positions are the union of both proofs.  ``on_logits(i, lo, hi)``,
     called once per sequence ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <=
     logit <= hi`` at every position (from the first pass; arb ball ends rounded outward),
-    e.g. for the code length of :mod:`exactmem.model.lm_codelength`."""
+    e.g. for the code length of :mod:`exactmem.model.lm_codelength`.  ``float_logits``
+    (``"auto"``): the float64 forward pass's logits ``[N, n, vocab]`` when the caller has
+    them, so that ``"auto"`` does not compute them again."""
     if producer not in PRODUCERS:
         raise ValueError(f"producer: expected one of {', '.join(PRODUCERS)}, found "
                          f"{producer!r}")
@@ -102,7 +105,7 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
         from exactmem.model.lm_split import prove_split
 
         got, miss, k, climbs = prove_split(spec, sequences, labels, progress, batch, on_logits,
-                                           switch)
+                                           switch, float_logits)
         return PositionBounds(tuple(got), tuple(miss), k, climbs)
     from exactmem.model.lm_norm import prove_fast
 
