@@ -25,7 +25,7 @@ Midpoint-radius form keeps each matrix-vector product to one integer dot product
 :func:`apply_all` and :func:`attention` compute those of all positions together by
 Kronecker substitution (the same integers), and tanh / erf / exp run at the precision the
 radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every function takes
-``f`` (the certificate's, chosen by :func:`lm_verify.precision`).
+``f`` (the certificate's, chosen by :func:`lm_model.precision`).
 """
 
 from operator import mul
@@ -319,7 +319,7 @@ def embed(wte, wpe, toks, f=F):
 def logits(model, toks, wanted):
     """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence.
 
-    ``model`` is the prepared model of :mod:`lm_verify` (linear maps and LayerNorm
+    ``model`` is the prepared model of :mod:`lm_model` (linear maps and LayerNorm
     parameters made by :func:`linear` and :func:`ln_params`; ``model["norm"]`` names the
     norm kind, a key of :data:`NORMS`).  ``model["post_ln"]``: each
     layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final

@@ -1,0 +1,152 @@
+"""The model of a language-model certificate (standard library only): its header and
+tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
+:func:`lm_forward.logits` at a working precision, and that precision chosen from the model
+(:func:`precision`).  Used by :mod:`lm_verify`.
+"""
+
+from . import lm_forward
+from .parse import Unusable, choice, integer, obj, ratio, typed
+
+SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
+         "activation", "layer_norm_eps", "tied_head", "tensors")
+MAX_DIM = 1 << 16
+MAX_SCALE = 1100  # float64 subnormals need 1074 bits
+
+
+ARCHITECTURES = ("pre-ln-decoder", "post-ln-decoder")
+NORMS = ("layernorm", "rmsnorm")  # model.norm; absent (older certificates): layernorm
+
+
+def tensor_names(layers, tied, final_norm=True):
+    """``(required, optional)`` tensor names; an absent optional tensor (a bias) is 0."""
+    req, opt = ["wte", "wpe"], []
+    if final_norm:
+        req, opt = req + ["lnf.weight"], ["lnf.bias"]
+    for i in range(layers):
+        req += [f"h{i}.{t}.weight" for t in ("ln1", "attn", "attn.proj", "ln2", "mlp.fc",
+                                               "mlp.proj")]
+        opt += [f"h{i}.{t}.bias" for t in ("ln1", "attn", "attn.proj", "ln2", "mlp.fc",
+                                             "mlp.proj")]
+    if not tied:
+        req.append("head")
+    return req, opt
+
+
+def shapes(m):
+    """The shape of every tensor for the model header ``m`` (rows x columns; ``x W`` with
+    ``W`` of shape ``[in, out]``; the token table and the head ``[vocab, d]``)."""
+    v, t, d, f = m["vocab_size"], m["context"], m["d_model"], m["d_ff"]
+    out = {"wte": [v, d], "wpe": [t, d], "lnf.weight": [d], "lnf.bias": [d], "head": [v, d]}
+    for i in range(m["layers"]):
+        p = f"h{i}."
+        out.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
+                    p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d], p + "attn.bias": [3 * d],
+                    p + "attn.proj.weight": [d, d], p + "attn.proj.bias": [d],
+                    p + "mlp.fc.weight": [d, f], p + "mlp.fc.bias": [f],
+                    p + "mlp.proj.weight": [f, d], p + "mlp.proj.bias": [d]})
+    return out
+
+
+def tensor(value, where, shape):
+    """``{"shape", "scale", "values"}`` -> ``(rows of int numerators, scale)``; the value
+    of an entry is ``numerator / 2**scale`` and the scale is the least that is exact."""
+    obj(value, where, ("shape", "scale", "values"))
+    if value["shape"] != shape:
+        raise Unusable(f"{where}.shape: expected {shape}, found {value['shape']!r}")
+    e = integer(value["scale"], f"{where}.scale", 0, MAX_SCALE)
+    vals = typed(value["values"], list, f"{where}.values")
+    size = shape[0] * (shape[1] if len(shape) == 2 else 1)
+    if len(vals) != size:
+        raise Unusable(f"{where}.values: expected {size} numerators, found {len(vals)}")
+    nums = []
+    for k, s in enumerate(vals):
+        p, q = ratio(s, f"{where}.values[{k}]")
+        if q != 1:
+            raise Unusable(f"{where}.values[{k}]: expected an integer numerator, found {s!r}")
+        nums.append(p)
+    if e and not any(p & 1 for p in nums):
+        raise Unusable(f"{where}.scale: {e} is not the least exact scale (all numerators even)")
+    cols = shape[1] if len(shape) == 2 else size
+    return [nums[i:i + cols] for i in range(0, size, cols)], e
+
+
+def model(m, f=lm_forward.F):
+    """Read the model header and its tensors; returns the prepared model for
+    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
+    obj(m, "model", SHAPE, ("final_norm", "norm"))
+    arch = choice(m["architecture"], ARCHITECTURES, "model.architecture")
+    final = True
+    if "final_norm" in m:  # written only as false (no final LayerNorm)
+        if m["final_norm"] is not False:
+            raise Unusable(f"model.final_norm: only false may be written (absent means a final "
+                           f"LayerNorm), found {m['final_norm']!r}")
+        final = False
+    for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
+        integer(m[key], f"model.{key}", 1, MAX_DIM)
+    act = choice(m["activation"], ("gelu_tanh", "gelu_erf", "relu"), "model.activation")
+    norm = choice(m["norm"], NORMS, "model.norm") if "norm" in m else "layernorm"
+    if m["d_model"] % m["heads"]:
+        raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
+    ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
+    if ep < 0:
+        raise Unusable("model.layer_norm_eps: must be >= 0")
+    tied = typed(m["tied_head"], bool, "model.tied_head")
+    req, opt = tensor_names(m["layers"], tied, final)
+    ts = obj(m["tensors"], "model.tensors", req, opt)
+    shape = shapes(m)
+    t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
+    parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
+              "eps": (ep, eq), "heads": m["heads"], "activation": act, "norm": norm,
+              "d": m["d_model"],
+              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"]}
+    return at_precision(parsed, f)
+
+
+def at_precision(parsed, f):
+    """The model read by :func:`model`, prepared for :func:`lm_forward.logits` at ``f``
+    fractional bits (every precision is sound; it decides only how tight the balls are)."""
+    t, (ep, eq) = parsed["t"], parsed["eps"]
+    zero = ([[0] * parsed["d"]], 0)
+
+    def ln(name):
+        return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero), f)
+
+    def lin(name):
+        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f)
+
+    blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
+               "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
+               "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(parsed["layers"])]
+    rows, e = t["wte" if parsed["tied"] else "head"]
+    return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
+            "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
+            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f),
+            "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
+            "activation": parsed["activation"], "norm": parsed["norm"], "f": f,
+            "parsed": parsed,
+            "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
+            "vocab": parsed["vocab"], "context": parsed["context"]}
+
+
+PROBE_LIMIT = 116  # radius bits at 2**-128 (a radius of 2**-12) above which F is raised
+
+
+def precision(net, toks, pos, coded):
+    """The working precision for this certificate, chosen from the model: the logit radius of
+    the first sequence with anything to prove, evaluated at ``lm_forward.F`` bits, shows how
+    much the balls grow through the network (it depends on the weights, hardly on the
+    tokens); when it exceeds ``2**-12``, ``F`` becomes the next multiple of 16 at least 28
+    bits above that radius (so about ``2**-28``), and ``2 F`` when the balls grew past an
+    attention score radius of 1 on the way.  The same sequence in every shard, so every
+    shard picks the same precision; any precision is sound."""
+    i = next((k for k, row in enumerate(pos) if row or coded), None)
+    if i is None:
+        return lm_forward.F
+    try:
+        outs = lm_forward.logits(net, toks[i], pos[i] or [0])
+    except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
+        return 2 * lm_forward.F
+    bits = max(r for _, r in outs.values()).bit_length()
+    if bits <= PROBE_LIMIT:
+        return lm_forward.F
+    return -(-(bits + 28) // 16) * 16
