@@ -21,7 +21,7 @@ from exactmem.certificate import build_certificate, claim_float_exact, write_cer
 from exactmem.certificate.build import digest_of
 from exactmem.checker import CheckReport, check_certificate
 from exactmem.checker.floatexact import CLAIMS as FLOAT_CLAIMS
-from exactmem.checker.verify import check_certificate_sharded
+from exactmem.checker.sharded import check_certificate_sharded
 from exactmem.errors import CertificateError, ConstructionError, ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate

@@ -14,7 +14,7 @@ import pytest
 from fuzzing import genuine, redigest, text_of
 
 from exactmem.checker import check_file
-from exactmem.checker.verify import check_sharded
+from exactmem.checker.sharded import check_sharded
 
 
 def _write(tmp: Path, name: str, cert: dict[str, Any]) -> Path:

@@ -150,7 +150,7 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
         return check_result(check_certificate(certificate, Path("."), progress))
     path = Path(certificate)
     if shards > 1:
-        from exactmem.checker.verify import check_sharded
+        from exactmem.checker.sharded import check_sharded
 
         return check_result(check_sharded(str(path.resolve()), shards), path)
     return check_result(check_file(path, progress=progress), path)

@@ -1,0 +1,79 @@
+"""Checking one certificate in K slices, in parallel processes or on any executor, and
+joining the slice reports into the verdict of one pass (standard library only).  The
+slices and processes come from :func:`shards.shard_plan`; each slice is
+:func:`verify.check_certificate` with ``shard=(k, K)``.
+"""
+
+from .parse import Unusable, read_json
+from .shards import shard_plan
+from .verify import CheckReport, check_certificate, check_file
+
+
+def combine(reports):
+    """One report for the K shard reports of one certificate: verified when every shard
+    is; failures in shard order, each named once.  Language-model slices add up their exact
+    totals, so the claim is the one of a single pass."""
+    failures, seen = [], set()
+    for r in reports:
+        for f in r.failures:
+            if f not in seen:
+                seen.add(f)
+                failures.append(f)
+    bases = {r.basis for r in reports if r.positions}
+    out = CheckReport(failures, any(r.unusable for r in reports),
+                      bases.pop() if len(bases) == 1 else None,
+                      sum(r.positions for r in reports), sum(r.sequences for r in reports))
+    if reports and all(r.lm for r in reports):
+        from .lm_verify import claim_text, merge
+
+        out.lm = merge([r.lm for r in reports])
+        out.claim = claim_text(out.lm) if out.verified else None
+    return out
+
+
+def _count(cert):
+    """The number of claimed sequences of a decoded certificate (1 when unreadable: the
+    one slice then reports why); a language model's are its ``claims.positions`` lists."""
+    claims = cert.get("claims") if type(cert) is dict else None
+    lm = cert.get("format") == "exactmem.lm-certificate/1" if type(cert) is dict else False
+    outputs = claims.get("positions" if lm else "outputs") if type(claims) is dict else None
+    return len(outputs) if type(outputs) is list else 1
+
+
+def _in_shards(check, source, base, shards, submit, count):
+    slices, processes = shard_plan(shards, count)
+    plan = [(k, slices) for k in range(slices)]
+    if submit is not None:
+        futures = [submit(check, source, base, None, part) for part in plan]
+        return combine([f.result() for f in futures])
+    if slices == 1:
+        return check(source, base, None, (0, 1))
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        return combine(list(pool.map(check, [source] * slices, [base] * slices,
+                                     [None] * slices, plan)))
+
+
+def _check_path(path, _base, progress, shard):
+    return check_file(path, progress, shard)
+
+
+def check_sharded(path, shards, submit=None):
+    """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
+    verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
+    :data:`shards.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
+
+    ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
+    default a local process pool of the standard library runs the shards."""
+    try:
+        count = _count(read_json(path))
+    except Unusable as exc:
+        return CheckReport([str(exc)], unusable=True)
+    return _in_shards(_check_path, str(path), None, shards, submit, count)
+
+
+def check_certificate_sharded(cert, base, shards, submit=None):
+    """:func:`check_sharded` for a decoded certificate (``base``: where a dataset bound
+    by path is found)."""
+    return _in_shards(check_certificate, cert, base, shards, submit, _count(cert))
