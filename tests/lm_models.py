@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import random
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from exactmem.checker import lm_forward as L
 from exactmem.checker.dataset import canonical
 from exactmem.model.lm_spec import LMSpec
 
@@ -39,3 +42,20 @@ def random_spec(rng: np.random.Generator, act: str, tied: bool) -> LMSpec:
     return LMSpec(vocab_size=v, context=t, d_model=d, heads=2, layers=2, d_ff=f,
                   activation=act, layer_norm_eps=1e-5, tied_head=tied,  # type: ignore[arg-type]
                   tensors=tensors)
+
+
+def checker_norm_case(xs: list[int], rnd: random.Random) -> tuple[
+        list[int], list[int], list[int], Any, Fraction, tuple[int, int]]:
+    """A norm case for the checker's LayerNorm / RMSNorm balls: midpoints ``xs`` (20
+    fractional bits) at the checker's precision, random gains (8 bits) and biases (9 bits),
+    their prepared parameters, ``eps = 10^-5`` and its bounds at ``2 F`` bits:
+    ``(m, g, b, params, eps, eps_bounds)``."""
+    d = len(xs)
+    m = [x << (L.F - 20) for x in xs]
+    g = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
+    b = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
+    params = L.ln_params(([g], 8), ([b], 9))
+    eps = Fraction(1, 10 ** 5)
+    epsb = ((eps.numerator << 2 * L.F) // eps.denominator,
+            -((-eps.numerator << 2 * L.F) // eps.denominator))
+    return m, g, b, params, eps, epsb

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from fractions import Fraction
 
 import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lm_models import random_spec
+from lm_models import checker_norm_case, random_spec
 
 from exactmem.checker import lm_bounds as B
 from exactmem.checker import lm_forward as L
@@ -82,13 +81,7 @@ def _ball_contains(mids: list[int], rad: int, values: list[mpmath.mpf]) -> bool:
        st.integers(0, 1 << 20), st.randoms(use_true_random=False))
 def test_layernorm_ball_contains_every_point(xs: list[int], r: int, rnd) -> None:  # type: ignore[no-untyped-def]
     d = len(xs)
-    m = [x << (L.F - 20) for x in xs]
-    g = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
-    b = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
-    params = L.ln_params(([g], 8), ([b], 9))
-    eps = Fraction(1, 10 ** 5)
-    epsb = ((eps.numerator << 2 * L.F) // eps.denominator,
-            -((-eps.numerator << 2 * L.F) // eps.denominator))
+    m, g, b, params, eps, epsb = checker_norm_case(xs, rnd)
     mids, rad = L.layernorm(params, m, r, epsb)
     for _ in range(3):
         x = [real(v + rnd.randint(-r, r), L.F) for v in m]

@@ -9,7 +9,6 @@ import dataclasses
 import hashlib
 import json
 import re
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lm_models import random_spec, redigest
+from lm_models import checker_norm_case, random_spec, redigest
 
 from exactmem.adapters.torch_encoder import (
     encoder_logits,
@@ -116,13 +115,7 @@ def test_the_arb_rmsnorm_encloses_every_point() -> None:
        st.integers(0, 1 << 100), st.randoms(use_true_random=False))
 def test_the_checker_s_rmsnorm_ball_contains_every_point(xs: list[int], r: int, rnd) -> None:  # type: ignore[no-untyped-def]
     d = len(xs)
-    m = [x << (L.F - 20) for x in xs]
-    g = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
-    b = [rnd.randint(-(1 << 10), 1 << 10) for _ in range(d)]
-    params = L.ln_params(([g], 8), ([b], 9))
-    eps = Fraction(1, 10 ** 5)
-    epsb = ((eps.numerator << 2 * L.F) // eps.denominator,
-            -((-eps.numerator << 2 * L.F) // eps.denominator))
+    m, g, b, params, eps, epsb = checker_norm_case(xs, rnd)
     mids, rad = L.rmsnorm(params, m, r, epsb)
     with mpmath.workprec(400):
         one = mp(2) ** L.F

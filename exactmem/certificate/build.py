@@ -116,15 +116,20 @@ def write_certificate(cert: dict[str, Any], path: str | Path) -> None:
     write_text_atomic(Path(path), certificate_text(cert))
 
 
-def read_certificate(path: str | Path) -> dict[str, Any]:
+def read_certificate(path: str | Path, also: tuple[str, ...] = ()) -> dict[str, Any]:
     """Read a certificate file with the checker's strict reader (regular UTF-8 file under
     the size limit, no duplicate keys, no floats); errors are :class:`CertificateError`.
-    Reading does not check it: ``exactmem check`` does."""
+    Reading does not check it: ``exactmem check`` does.  A certificate of a format in
+    ``also`` (e.g. a language model's) is returned as read; otherwise its network is
+    parsed."""
     p = Path(path)
     try:
         obj = read_json(p)
+        if isinstance(obj, dict) and obj.get("format") in also:
+            return obj
         if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
-            raise Unusable(f"{p}: not an {CERTIFICATE_FORMAT} certificate")
+            names = " or ".join((CERTIFICATE_FORMAT, *also))
+            raise Unusable(f"{p}: not an {names} certificate")
         network(obj.get("network"))
     except Unusable as exc:
         raise CertificateError(str(exc)) from None

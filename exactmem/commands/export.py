@@ -75,7 +75,6 @@ NEEDS = {"torch": ("torch", "export --format torch"),
          "safetensors": ("safetensors", "export --format safetensors"),
          "onnx": ("onnx", "export --format onnx")}
 RUNS_IN = {"torch": "torch", "safetensors": "torch", "onnx": "onnxruntime"}
-LM_FORMAT = "exactmem.lm-certificate/1"
 FLOAT_READY = ("kajitsuka2025-next-token", "kajitsuka2025-seq2seq", "lookup")
 
 
@@ -87,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
     from exactmem.adapters.runtimes import DTYPES, NARROW
     from exactmem.certificate import dataset_from_certificate
+    from exactmem.certificate.lm import LM_FORMAT
     from exactmem.errors import SpecError
     from exactmem.model.atomic import check_writable
 
@@ -123,21 +123,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _read(path: str) -> dict[str, Any]:
     """The certificate, read strictly once: an ``exactmem.certificate/1`` (its network
-    parsed, as :func:`~exactmem.certificate.read_certificate` does) or a language model's."""
-    from exactmem.certificate.build import CERTIFICATE_FORMAT
-    from exactmem.checker.parse import Unusable, network, read_json
-    from exactmem.errors import CertificateError
+    parsed) or a language model's."""
+    from exactmem.certificate.build import read_certificate
+    from exactmem.certificate.lm import LM_FORMAT
 
-    try:
-        obj = read_json(Path(path))
-        if isinstance(obj, dict) and obj.get("format") == LM_FORMAT:
-            return obj
-        if not isinstance(obj, dict) or obj.get("format") != CERTIFICATE_FORMAT:
-            raise Unusable(f"{path}: not an {CERTIFICATE_FORMAT} or {LM_FORMAT} certificate")
-        network(obj.get("network"))
-    except Unusable as exc:
-        raise CertificateError(str(exc)) from None
-    return obj
+    return read_certificate(path, (LM_FORMAT,))
 
 
 def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
