@@ -217,10 +217,10 @@ def file_proved(fmt: str, path: str | Path, spec: LMSpec, tokens: np.ndarray,
 
 def proved(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """``[N, n]`` booleans: the label's logit exceeds every other (NaN never does)."""
-    lab = np.take_along_axis(logits, labels[..., None], -1)[..., 0]
-    others = logits.copy()
-    np.put_along_axis(others, labels[..., None], -np.inf, -1)
-    return lab > others.max(-1)
+    from exactmem.model.lm_float import label_margin
+
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, not held
+        return label_margin(logits, labels) > 0
 
 
 def summary(ok: np.ndarray, claimed: list[list[int]], runtime: str, dtype: str,

@@ -62,3 +62,12 @@ def logits64(spec: LMSpec, tokens: np.ndarray) -> np.ndarray:
             x = _ln(spec, x, p + "ln2")
     head = spec.get("wte" if spec.tied_head else "head")
     return (_ln(spec, x, "lnf") if spec.final_norm else x) @ head.T
+
+
+def label_margin(z: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """``[..., n]``: the label's logit minus the best other logit (``z [..., n, vocab]``,
+    labels ``ys [..., n]``; > 0 where the label is the unique argmax, NaN never)."""
+    lab = np.take_along_axis(z, ys[..., None], -1)[..., 0]
+    others = z.copy()
+    np.put_along_axis(others, ys[..., None], -np.inf, -1)
+    return lab - others.max(-1)

@@ -33,6 +33,7 @@ import numpy as np
 
 from exactmem.model import lm_interval as I
 from exactmem.model.lm_fast import GELU_LIP, gelu, layernorm_var, rmsnorm_var, softmax
+from exactmem.model.lm_float import label_margin
 from exactmem.model.lm_spec import LMSpec
 
 NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
@@ -306,11 +307,7 @@ def decide(mid: np.ndarray, rad: np.ndarray, ys: np.ndarray
     lab_lo = lo[ix[0], ix[1], ys]
     others = hi.copy()
     others[ix[0], ix[1], ys] = -np.inf
-    ok = lab_lo > others.max(-1)
-    mids = mid.copy()
-    lab_mid = mids[ix[0], ix[1], ys]
-    mids[ix[0], ix[1], ys] = -np.inf
-    return ok, lab_mid - mids.max(-1), lo, hi
+    return lab_lo > others.max(-1), label_margin(mid, ys), lo, hi
 
 
 def record(ok: np.ndarray, margin: np.ndarray, proved: list[tuple[int, ...]],

@@ -29,7 +29,7 @@ import numpy as np
 from exactmem.model import lm_interval as I
 from exactmem.model import lm_norm as N
 from exactmem.model.lm_arb import PREC, ArbNet, Rows, decide_rows
-from exactmem.model.lm_float import logits64
+from exactmem.model.lm_float import label_margin, logits64
 from exactmem.model.lm_spec import LMSpec
 
 PROBE = 32  # sequences the switch is chosen on
@@ -57,11 +57,7 @@ def float_margin(spec: LMSpec, toks: np.ndarray, ys: np.ndarray,
     > 0 where the float argmax is right).  Only a choice of where to spend work, never a
     proof."""
     with np.errstate(all="ignore"):  # an overflow gives NaN margins: no climbing there
-        z = logits64(spec, toks) if logits is None else logits.copy()
-    ix = np.indices(ys.shape)
-    lab = z[ix[0], ix[1], ys].copy()
-    z[ix[0], ix[1], ys] = -np.inf
-    return lab - z.max(-1)
+        return label_margin(logits64(spec, toks) if logits is None else logits, ys)
 
 
 def _short(ok: np.ndarray, margin: np.ndarray) -> np.ndarray:
