@@ -15,12 +15,21 @@ the claim certifies.
 int16 or int32, every activation int32 (``Gather``, ``Add``, ``Relu``, ``Div``, ``ReduceSum``,
 ``MatMul`` of activations by 0/1 masks: onnxruntime's CPU kernels for int32).  A product
 ``x @ W`` (int32 ``x``, int8 ``W``) is computed by ``MatMulInteger`` (ONNX opset 10: uint8
-x int8 inputs, int32 accumulation) on the bytes of ``x``: ``x = P - M`` with ``P = Relu(x)``
-and ``M = Relu(-x)`` (``M`` is skipped after a ReLU), ``P = sum_k 256^k P_k`` with bytes
-``P_k = (P div 256^k) mod 256`` cast to uint8, and
+x int8 inputs, int32 accumulation) on **7-bit limbs** of ``x``: ``x = P - M`` with
+``P = Relu(x)`` and ``M = Relu(-x)`` (``M`` is skipped after a ReLU),
+``P = sum_k 128^k P_k`` with limbs ``P_k = (P div 128^k) mod 128`` (``LIMBS`` = 5 of them
+hold every ``|x| < 2^31``) cast to uint8, and
 
-    x @ W = sum_k 256^k (MatMulInteger(P_k, W) - MatMulInteger(M_k, W)).
+    x @ W = sum_k 128^k (MatMulInteger(P_k, W) - MatMulInteger(M_k, W)).
 
+The integer execution model (docs/float-exact.md) is what this buys.  Every uint8 input of a
+``MatMulInteger`` is at most 127, so any two of its products add to at most
+``2 * 127 * 128 = 32,512 < 2^15`` in magnitude (:data:`PAIR_BOUND`): a kernel that adds
+adjacent pairs of u8 x s8 products in a *saturating int16* register before widening (x86
+AVX2 ``VPMADDUBSW``, onnxruntime's u8s8 kernel on CPUs without VNNI) never saturates, and
+kernels that add 4 products into int32 (AVX-VNNI / AVX-512 VNNI ``VPDPBUSD``, Arm
+``SDOT``/``UDOT``/``USDOT``) or widen each product first (Arm ``UMULL``/``SMULL``) are covered
+by the int32 rule.  Full bytes would not be: ``2 * 255 * 128 = 65,280`` overflows int16.
 Every partial sum -- inside a ``MatMulInteger``, after each scaling, after each addition,
 with the bias -- is at most ``|b| + sum_i |x_i| |w_i|`` in magnitude (each term is a part of
 some ``|x_i| |w_i|``), which the ``int8`` claim bounds below ``2^31``: nothing overflows, in
@@ -47,7 +56,14 @@ from exactmem.constructions.bounds import bf16_exact, storage_dtype
 from exactmem.errors import NotExactError
 from exactmem.model.spec import NetworkSpec
 
-BYTES = 4  # int32 magnitudes below 2^31: four bytes
+#: bits of one activation limb fed to ``MatMulInteger`` (module docstring): 7, not 8, so that
+#: a pair of u8 x s8 products stays inside int16
+LIMB_BITS = 7
+#: limbs of an int32 magnitude below 2^31 (5 x 7 = 35 bits)
+LIMBS = -(-31 // LIMB_BITS)
+#: the largest magnitude of two limb x int8 products: 2 * 127 * 128 = 32,512 <= 2^15 - 1
+PAIR_BOUND = 2 * ((1 << LIMB_BITS) - 1) * 128
+assert PAIR_BOUND < 1 << 15
 
 
 BF16 = "bfloat16-weights/float32"
@@ -108,10 +124,11 @@ def _integers(m: ScaledMatrix, lo: int, hi: int, what: str, hint: str) -> np.nda
 
 class _Int8Graph(_Graph):
     """The graph of :mod:`.onnx_export` with int8 weight matrices and int32 everything else;
-    products by ``MatMulInteger`` on the bytes of the activations (module docstring)."""
+    products by ``MatMulInteger`` on 7-bit limbs of the activations (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limb_bits: int = LIMB_BITS) -> None:
         super().__init__("float32")
+        self.limb_bits = limb_bits
         self.np = np.int32
         self.elem = self.onnx.TensorProto.INT32
         self.dtype = "int8"
@@ -148,22 +165,28 @@ class _Int8Graph(_Graph):
         parts = [(x, "Add")] if nonneg else [(self.op("Relu", [x]), "Add"),
                                               (self.op("Relu", [self.op("Neg", [x])]), "Sub")]
         total: str | None = None
+        base = 1 << self.limb_bits
         for p, how in parts:
-            for k in range(BYTES):
-                shifted = self.op("Div", [p, self.scalar(256 ** k)]) if k else p
-                byte = self.op("Cast", [self.op("Mod", [shifted, self.scalar(256)])],
+            for k in range(-(-31 // self.limb_bits)):
+                shifted = self.op("Div", [p, self.scalar(base ** k)]) if k else p
+                limb = self.op("Cast", [self.op("Mod", [shifted, self.scalar(base)])],
                                to=self.onnx.TensorProto.UINT8)
-                y = self.op("MatMulInteger", [byte, w])
+                y = self.op("MatMulInteger", [limb, w])
                 if k:
-                    y = self.op("Mul", [y, self.scalar(256 ** k)])
+                    y = self.op("Mul", [y, self.scalar(base ** k)])
                 total = (y if how == "Add" else self.op("Neg", [y])) if total is None \
                     else self.op(how, [total, y])
         assert total is not None
         return total
 
 
-def build_int8_model(spec: NetworkSpec, doc: dict[str, str] | None = None) -> Any:
+def build_int8_model(spec: NetworkSpec, doc: dict[str, str] | None = None,
+                     limb_bits: int = LIMB_BITS) -> Any:
     """The integer ONNX graph of ``spec`` (module docstring): int8 weight matrices,
-    ``MatMulInteger`` with int32 accumulation, int32 biases, table and activations."""
+    ``MatMulInteger`` on ``limb_bits``-bit activation limbs with int32 accumulation, int32
+    biases, table and activations.  ``limb_bits`` other than 7 is for tests only: with 8-bit
+    limbs a saturating int16 pair kernel can return wrong sums."""
     require("onnx", "the ONNX export")
-    return build_model(spec, "int8", doc, graph=_Int8Graph())
+    if not 1 <= limb_bits <= 8:
+        raise ValueError(f"limb_bits: expected 1 to 8, found {limb_bits}")
+    return build_model(spec, "int8", doc, graph=_Int8Graph(limb_bits))

@@ -189,7 +189,10 @@ _FLOAT_CLAIMS = {
     "normal float32 values: bf16 weights upcast in a float32 matmul give the exact outputs)",
     "int8": "; exact in {} (every weight-matrix entry an integer in [-128, 127]; biases, "
     "embedding table, inputs and activations integers; every partial sum in any order below "
-    "2^31: int8 weights with int32 accumulation give the exact outputs)"}
+    "2^31: int8 weights with int32 accumulation give the exact outputs, on kernels that add "
+    "products in int32 in any order and on u8 x s8 kernels that add pairs of products in "
+    "saturating int16 when activations are fed as 7-bit limbs, as the export does: a pair "
+    "is then at most 2 * 127 * 128 = 32512 < 2^15)"}
 
 
 def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None, formats=(),
