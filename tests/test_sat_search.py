@@ -100,8 +100,11 @@ def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
     spec = network(shape, probe, values)
     assert [p[-1] for p in evaluate(spec, ds).predictions] == list(labels)
     sym = encode_bits(ds, shape, bits)
-    assert any(_solve(sym.clauses, weight_literals(sym, p)) is not None
-               for p in _permuted(values, shape))
+    from pysat.solvers import Solver
+
+    with Solver(name="cadical153", bootstrap_with=sym.clauses) as solver:  # one, incremental
+        assert any(solver.solve(assumptions=weight_literals(sym, p))
+                   for p in _permuted(values, shape))
 
 
 def _representatives(values: dict[str, list[list[int]]], shape: Shape, bits: int
