@@ -268,10 +268,12 @@ def attention(qkv, rads, heads, scale, f=F):
         # packed as in apply_all: the keys of all positions per coordinate, so one product
         # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
         # so one product per j gives sum_j a_j v_j (weights a_j <= 1)
-        ksb, khalf = _slots(max(max(map(abs, x)) for x in q) * max(kn))
+        # a slot holds a packed key coordinate and, after the product, a dot product
+        kmax = max(max(map(abs, x)) for x in k)
+        ksb, khalf = _slots(max(max(max(map(abs, x)) for x in q) * max(kn), kmax))
         kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
         klift = khalf * _ones(n, ksb)
-        vsb, vhalf = _slots(n * one * max(vmax))
+        vsb, vhalf = _slots(n * one * max(vmax))  # covers every value too (n * one >= 1)
         vrows = [_pack(row, vsb, vhalf) for row in v]
         vlift = vhalf * _ones(dh, vsb)
         for p in range(n):
