@@ -21,11 +21,12 @@ import hashlib
 
 from . import lm_codelength, lm_forward
 from .dataset import canonical, dataset
-from .lm_model import at_precision, model, precision
-from .parse import Unusable, integer, obj, ratio, typed
+from .lm_model import at_precision, header, model, precision, work
+from .parse import Unusable, integer, number, obj, ratio, typed
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
+MAX_WORK = 1 << 40  # multiply-adds of the forward passes, estimated before any tensor is read
 def code_lengths(value, toks, labels, size):
     """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
     label each position with the next token (the last label is the token after the input),
@@ -79,7 +80,7 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
         return None
     rival = next(k for k, m in enumerate(mids) if k != y and m == best)
     return (f"sequence {i}, position {p}: label {y} is not proved the unique argmax "
-            f"(class {rival}; margin lower bound {margin}/2^{f})")
+            f"(class {rival}; margin lower bound {number(margin)}/2^{f})")
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
@@ -100,17 +101,24 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         if (task, inputs) != ("seq2seq", "token-ids"):
             raise Unusable(f"dataset: a language-model certificate needs a seq2seq token-id "
                            f"dataset (a label at every position), found {task}, {inputs}")
-        net = model(cert["model"])
-        if size > net["vocab"]:
-            raise Unusable(f"dataset.vocab_size: {size} tokens, more than the model's "
-                           f"vocabulary of {net['vocab']}")
-        if len(toks[0]) > net["context"]:
+        head = header(cert["model"])
+        if size > head["vocab_size"]:
+            raise Unusable(f"dataset.vocab_size: {number(size)} tokens, more than the model's "
+                           f"vocabulary of {head['vocab_size']}")
+        if len(toks[0]) > head["context"]:
             raise Unusable(f"dataset: sequences of {len(toks[0])} tokens exceed the model's "
-                           f"context of {net['context']}")
+                           f"context of {head['context']}")
         partial, pos = claims(cert["claims"], toks)
         coded = None
         if "code_length_bits" in cert["claims"]:
             coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+        n = len(toks[0])
+        cost = work(head, [n if coded else len(row) for row in pos], n)
+        if cost > MAX_WORK:
+            raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
+                           f"(from the model's shape and the claims), more than the limit "
+                           f"of {MAX_WORK:.3g} (MAX_WORK)")
+        net = model(cert["model"])
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -118,6 +126,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                                f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
     except Unusable as exc:
         return [*failures, str(exc)], True, None
+    if failures:  # the certificate is rejected whatever its positions: no forward pass
+        return [*failures, "claims: not evaluated (a certificate whose digest or dataset "
+                           "hash fails is rejected whatever its claims)"], False, None
     f = precision(net, toks, pos, coded is not None)
     if f != net["f"]:
         net = at_precision(net["parsed"], f)
@@ -200,8 +211,8 @@ def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
         derived[i] = upper
     if upper * q <= p << lm_codelength.P:
         return None
-    return (f"sequence {i}: claimed code length {p}/{q} bits is below what the checker "
-            f"proves ({upper}/2^{lm_codelength.P} bits)")
+    return (f"sequence {i}: claimed code length {number(p)}/{number(q)} bits is below what "
+            f"the checker proves ({number(upper)}/2^{lm_codelength.P} bits)")
 
 
 def memorized_text(clipped, unclipped, sequences, n, vocab):
