@@ -103,12 +103,15 @@ def digits(x: int) -> str:
 
 
 def scaled(cert: Cert, name: str, bits: int) -> Cert:
-    """Every value of tensor ``name`` times ``2**bits`` (``bits`` at least its scale; the
-    new scale is 0), re-digested."""
+    """Every value of tensor ``name`` times ``2**bits``, re-digested: a smaller scale, or
+    scale 0 and the numerators shifted."""
     c = copy.deepcopy(cert)
     t = c["model"]["tensors"][name]
-    t["values"] = [digits(int(v) << (bits - t["scale"])) for v in t["values"]]
-    t["scale"] = 0
+    if bits <= t["scale"]:
+        t["scale"] -= bits
+    else:
+        t["values"] = [digits(int(v) << (bits - t["scale"])) for v in t["values"]]
+        t["scale"] = 0
     return redigest(c)
 
 

@@ -108,6 +108,19 @@ def reference_lower(n, vocab):
     return n * log2_bounds(vocab, 1)[0]
 
 
+def below_uniform(claimed, h_lo):
+    """From the claimed code lengths ``(p, q)`` of the distinct sequences (already proved
+    upper bounds) and the uniform code's lower bound ``h_lo`` per sequence (units
+    ``2**-P``): exact rationals ``(clipped, unclipped, code, count, uniform)``: the sums of
+    ``max(0, H - C_i)`` and of ``H - C_i`` (lower bounds), of ``C_i`` (an upper bound), the
+    number of sequences and ``count * H`` (a lower bound)."""
+    from fractions import Fraction
+
+    clipped, unclipped = memorized(claimed, h_lo)
+    code = sum((Fraction(p, q) for p, q in claimed), Fraction(0))
+    return clipped, unclipped, code, len(claimed), Fraction(h_lo * len(claimed), 1 << P)
+
+
 def memorized(claimed, h_lo):
     """From the claimed per-sequence code lengths ``(p, q)`` (already proved upper bounds)
     and the entropy lower bound ``h_lo`` (units ``2**-P``): the exact rational lower bounds

@@ -13,8 +13,8 @@ stated by the checker, with the working precision it chose from the model
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
 its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
-it then states the memorized bits against the uniform reference over the dataset's
-vocabulary.
+it then states, over the distinct sequences (a repeated one counted once), how far the
+model's code length lies below the uniform code over the dataset's vocabulary.
 """
 
 import hashlib
@@ -88,7 +88,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
-    ``totals`` receives the slice's exact counts and memorized bits (:func:`merge`,
+    ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
     :func:`claim_text`), so that shards combine into the claim of one pass."""
     failures = []
     try:
@@ -164,8 +164,10 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
         progress("forward", hi - lo, hi - lo)
-    mem = None if coded is None else lm_codelength.memorized(
-        coded[lo:hi], lm_codelength.reference_lower(n, size))
+    mem = None
+    if coded is not None:
+        once = [coded[i] for i in distinct(toks, labels, lo, hi)]
+        mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
             "partial": partial, "n": n, "vocab": size, "memorized": mem, "f": f}
     if totals is not None:
@@ -173,9 +175,22 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     return failures, False, None if failures else claim_text(part)
 
 
+def distinct(toks, labels, lo, hi):
+    """The indices in ``[lo, hi)`` of the sequences that do not repeat an earlier one of the
+    whole dataset (same tokens and labels): a repeated sequence is counted once."""
+    seen, out = set(), []
+    for i in range(hi):
+        key = (tuple(toks[i]), tuple(labels[i]))
+        if key not in seen:
+            seen.add(key)
+            if i >= lo:
+                out.append(i)
+    return out
+
+
 def merge(parts):
     """The totals of disjoint slices, in order, as those of their union: counts and the
-    exact rational memorized bits are sums (no rounding before the claim is written)."""
+    exact rational code-length totals are sums (no rounding before the claim is written)."""
     out = dict(parts[0])
     for t in parts[1:]:
         for key in ("proved", "positions", "full", "sequences"):
@@ -193,9 +208,8 @@ def claim_text(t):
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
     if t["memorized"] is not None:
-        clipped, unclipped = t["memorized"]
-        claim += "\nc claim: " + memorized_text(clipped, unclipped, t["sequences"], t["n"],
-                                                 t["vocab"])
+        claim += "\nc claim: " + below_uniform_text(t["memorized"], t["sequences"], t["n"],
+                                                     t["vocab"])
     return claim
 
 
@@ -215,13 +229,22 @@ def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
             f"the checker proves ({number(upper)}/2^{lm_codelength.P} bits)")
 
 
-def memorized_text(clipped, unclipped, sequences, n, vocab):
-    """The memorized-bits claim from the exact lower bounds ``clipped`` and ``unclipped``
-    (sums over ``sequences`` of proved code-length bounds; docs/memorized-bits.md)."""
-    cl = clipped.numerator // clipped.denominator
-    un = unclipped.numerator // unclipped.denominator
-    return (f"at least {cl} bits of the dataset are memorized by this model (reference: "
-            f"uniform over {vocab} tokens; {n} predicted positions per sequence, token 0 not "
-            f"predicted; per sequence max(0, {n} log2 {vocab} - code length), summed over "
-            f"{sequences} sequences as Morris et al. 2025; unclipped sum at least {un} bits; "
-            "rigorous lower bounds, rounded down)")
+def below_uniform_text(totals, sequences, n, vocab):
+    """The code-length claim from the exact totals ``(clipped, unclipped, code, distinct,
+    uniform)`` of :func:`lm_codelength.below_uniform`, summed over the distinct sequences
+    (docs/memorized-bits.md).  It says what was measured: the model's code length against
+    the uniform code.  It never says "memorized": that needs data the checker can see is
+    uniform random, and a dataset records no generator the checker could re-run."""
+    clipped, unclipped, code, count, uniform = totals
+    repeats = sequences - count
+    return (f"code length at most {number(-(-code.numerator // code.denominator))} bits for "
+            f"the {count} distinct sequences of the dataset"
+            + (f" ({repeats} repeated sequences counted once)" if repeats else "")
+            + f", {number(unclipped.numerator // unclipped.denominator)} bits below the "
+            f"uniform code over {vocab} tokens ({number(uniform.numerator // uniform.denominator)}"
+            f" bits: {n} predicted positions per sequence, token 0 not predicted); per "
+            f"sequence max(0, uniform - code length), summed as Morris et al. 2025: "
+            f"at least {number(clipped.numerator // clipped.denominator)} bits (rigorous "
+            "bounds: code length rounded up, the rest down). These are bits below the "
+            "uniform code, not memorized bits: the checker cannot see that the data is "
+            "uniform random")
