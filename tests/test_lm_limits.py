@@ -27,7 +27,7 @@ from lm_crafted import (
     zero_bomb,
 )
 
-from exactmem.checker import lm_bounds, lm_codelength, lm_model, lm_verify
+from exactmem.checker import lm_bounds, lm_codelength, lm_forward, lm_model, lm_verify
 from exactmem.checker.sharded import combine
 from exactmem.checker.verify import check_certificate, check_file
 from exactmem.cli import main
@@ -103,11 +103,32 @@ def test_the_position_bound_holds_in_both_domains(mids: list[int], rad: int,
 
 
 @pytest.mark.parametrize("bits", [20000, 60000])
-def test_a_huge_norm_gain_is_checked_at_max_f(coded: Cert, bits: int) -> None:
-    """Finding: a final-norm gain of 2**60000 set F = 60,064."""
+def test_a_weight_beyond_every_float_is_refused_as_it_is_read(coded: Cert, bits: int) -> None:
+    """Finding: a final-norm gain of 2**60000 set F = 60,064 and ran for minutes."""
     report = check_certificate(scaled(coded, "lnf.weight", bits), Path("."))
+    assert report.unusable and "MAX_VALUE_BITS" in report.failures[0]
+
+
+def test_a_huge_norm_gain_within_float64_is_checked_at_max_f(coded: Cert) -> None:
+    report = check_certificate(scaled(coded, "lnf.weight", 1000), Path("."))
     assert report.exit_code in (0, 1) and report.lm is not None
     assert report.lm["f"] == lm_model.MAX_F
+
+
+@given(st.integers(-(1 << 60), 1 << 60), st.integers(0, 40), st.integers(0, 1 << 20))
+@settings(max_examples=150, deadline=None)
+def test_gelu_of_a_huge_value_encloses_the_function(x: int, shift: int, r: int) -> None:
+    """The clamped cube of the tanh form (values beyond 2**16) against mpmath."""
+    f = 128
+    m = x << (f - 20 + shift)  # up to 2**(40 + 40) in value
+    mids, rad = lm_forward.gelu("gelu_tanh", [m], r, lm_forward.constants(2, f), f)
+
+    def gelu(v: Any) -> Any:
+        return v / 2 * (1 + mpmath.tanh(mpmath.sqrt(2 / mpmath.pi)
+                                        * (v + mpmath.mpf(44715) / 10 ** 6 * v ** 3)))
+    for point in (m - r, m, m + r):
+        y = gelu(mpmath.mpf(point) / 2 ** f) * 2 ** f
+        assert mids[0] - rad <= y <= mids[0] + rad
 
 
 def test_a_gzip_file_that_inflates_to_a_large_model_is_refused_while_reading(

@@ -11,6 +11,7 @@ SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", 
          "activation", "layer_norm_eps", "tied_head", "tensors")
 MAX_DIM = 1 << 16
 MAX_SCALE = 1100  # float64 subnormals need 1074 bits
+MAX_VALUE_BITS = 1024  # bits of a numerator: a float64 below 2**1024 with its least scale
 
 
 ARCHITECTURES = ("pre-ln-decoder", "post-ln-decoder")
@@ -62,6 +63,10 @@ def tensor(value, where, shape):
         p, q = ratio(s, f"{where}.values[{k}]")
         if q != 1:
             raise Unusable(f"{where}.values[{k}]: expected an integer numerator, found {s[:40]!r}")
+        if p.bit_length() > MAX_VALUE_BITS:
+            raise Unusable(f"{where}.values[{k}]: a numerator of {p.bit_length()} bits exceeds "
+                           f"the limit of {MAX_VALUE_BITS} bits (MAX_VALUE_BITS; every float64 "
+                           "is within it)")
         nums.append(p)
     if e and not any(p & 1 for p in nums):
         raise Unusable(f"{where}.scale: {e} is not the least exact scale (all numerators even)")
