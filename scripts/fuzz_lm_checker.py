@@ -42,6 +42,7 @@ from lm_crafted import (  # noqa: E402
     zero_bomb,
 )
 from lm_fuzzing import campaign, crafted, genuine, run_one, write  # noqa: E402
+from lm_reference import judge  # noqa: E402
 
 SLOW = 10.0
 CATEGORIES = ("near tie", "zero query", "zero key", "zero value", "zero gain", "zero layer",
@@ -106,21 +107,23 @@ def main() -> int:
             kind += " (code lengths)" if "code length" in name else ""
             kinds[kind][row["verdict"]] += 1
             kinds[kind]["false"] += row["false"]
+            kinds[kind]["untrue"] += not judge(cert)[0]  # the reference on every file
             if row["seconds"] > slowest[0]:
                 slowest = (row["seconds"], name)
             if row["false"] or row["verdict"] == "crash" or row["seconds"] > SLOW:
                 bad.append(f"corpus {name}: {row}")
-        print("| crafted model | files | verified | rejected | unusable | false accepts |")
-        print("|---|---|---|---|---|---|")
+        print("| crafted model | files | verified | rejected | unusable | untrue by the "
+              "reference | false accepts |")
+        print("|---|---|---|---|---|---|---|")
         total: Counter[str] = Counter()
         for kind in sorted(kinds):
             c = kinds[kind]
             total.update(c)
             files = sum(v for key, v in c.items() if key.startswith("s ") or key == "crash")
             print(f"| {kind} | {files} | {c['s VERIFIED']} | {c['s REJECTED']} | "
-                  f"{c['s UNUSABLE']} | {c['false']} |")
+                  f"{c['s UNUSABLE']} | {c['untrue']} | {c['false']} |")
         print(f"| all | {len(corpus)} | {total['s VERIFIED']} | {total['s REJECTED']} | "
-              f"{total['s UNUSABLE']} | {total['false']} |\n")
+              f"{total['s UNUSABLE']} | {total['untrue']} | {total['false']} |\n")
         print(f"corpus: {len(corpus)} certificates, slowest answer {slowest[0]:.3f} s "
               f"({slowest[1]})\n")
         print("| crafted attack | verdict | seconds |")

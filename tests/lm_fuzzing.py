@@ -127,7 +127,8 @@ def _edit(spec: LMSpec, rng: random.Random) -> tuple[str, LMSpec]:
     head = "wte" if spec.tied_head else "head"
     if kind == "near tie" and spec.vocab_size > 1:
         a, b = rng.sample(range(spec.vocab_size), 2)
-        t[head][b] = t[head][a]  # rows a and b equal but for one coordinate: 0 and 2^-k
+        t[head][a] *= 4  # rows a and b lead the logits, and are equal but for one
+        t[head][b] = t[head][a]  # coordinate: 0 and +-2^-k
         j = rng.randrange(d)
         k = rng.choice([0, 20, 60, 120, 200, 400])
         t[head][a, j] = 0.0
@@ -179,7 +180,7 @@ def crafted(count: int, seed: int) -> list[tuple[str, Cert]]:
             ds = replace(ds, labels=tuple(tuple(swap.get(y, y) for y in row)
                                           for row in ds.labels))
             kind += " swapped"
-        claim = rng.choice(["all", "provable", "code"])
+        claim = "all" if tie and rng.random() < 0.7 else rng.choice(["all", "provable", "code"])
         if claim == "code":
             ds = next_token_dataset(spec, rng.randint(1, 3), seed=rng.randrange(1 << 20))
             cert = _all_positions(spec, ds, coded=True)
