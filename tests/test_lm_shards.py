@@ -73,8 +73,8 @@ def test_the_memorized_bits_are_summed_exactly_before_rounding(cert: Cert) -> No
     whole: dict[str, Any] = {}
     lm_verify.check(copy.deepcopy(cert), Path("."), totals=whole)
     assert merged == whole
-    clipped = sum((t["memorized"][0] for t in parts), Fraction(0))
-    assert merged["memorized"][0] == clipped
+    clipped = sum((t["below_uniform"][0] for t in parts), Fraction(0))
+    assert merged["below_uniform"][0] == clipped
     assert lm_verify.claim_text(merged) == lm_verify.claim_text(whole)
 
 

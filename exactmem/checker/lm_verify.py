@@ -27,6 +27,8 @@ from .parse import Unusable, integer, number, obj, ratio, typed
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
 MAX_WORK = 1 << 40  # multiply-adds of the forward passes, estimated before any tensor is read
+
+
 def code_lengths(value, toks, labels, size):
     """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
     label each position with the next token (the last label is the token after the input),
@@ -169,7 +171,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         once = [coded[i] for i in distinct(toks, labels, lo, hi)]
         mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "memorized": mem, "f": f}
+            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -195,8 +197,9 @@ def merge(parts):
     for t in parts[1:]:
         for key in ("proved", "positions", "full", "sequences"):
             out[key] += t[key]
-        if out["memorized"] is not None and t["memorized"] is not None:
-            out["memorized"] = tuple(a + b for a, b in zip(out["memorized"], t["memorized"]))
+        mine, theirs = out["below_uniform"], t["below_uniform"]
+        if mine is not None and theirs is not None:
+            out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
     return out
 
 
@@ -207,9 +210,9 @@ def claim_text(t):
              + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
-    if t["memorized"] is not None:
-        claim += "\nc claim: " + below_uniform_text(t["memorized"], t["sequences"], t["n"],
-                                                     t["vocab"])
+    if t["below_uniform"] is not None:
+        claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
+                                                     t["n"], t["vocab"])
     return claim
 
 
