@@ -168,8 +168,11 @@ def test_a_twenty_thousand_digit_code_length_gets_a_verdict_and_its_s_line(
     (("model", "tensors", "wte", "scale"), True),
     (("model", "vocab_size"), True),
     (("dataset", "data", "sequences", 0, 0), True),
+    (("model", "vocab_size"), (1 << 16) + 1),  # MAX_DIM
+    (("model", "tensors", "wte", "scale"), 1101),  # MAX_SCALE
 ])
-def test_a_boolean_or_float_is_not_an_integer(where: tuple[Any, ...], value: Any) -> None:
+def test_a_boolean_float_or_out_of_range_integer_is_refused(where: tuple[Any, ...],
+                                                            value: Any) -> None:
     """Finding: "shape": [true, 2] was read as [1, 2] (two digests for one model)."""
     spec = small_spec(t=1)
     cert = coded_certificate(spec, next_token_dataset(spec, 2))
