@@ -52,12 +52,14 @@ def test_two_certificates_are_committed_and_the_csv_names_four_sizes() -> None:
 
 
 @pytest.mark.parametrize("path", CERTS, ids=[p.name for p in CERTS])
-def test_a_committed_certificate_is_verified_with_its_memorized_bits(path: Path) -> None:
+def test_a_committed_certificate_is_verified_with_its_bits_below_uniform(path: Path) -> None:
     proc = check(path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[-1] == "s VERIFIED"
-    line = next(s for s in proc.stdout.splitlines() if "bits of the dataset are memorized" in s)
-    assert line.startswith("c claim: at least ") and "uniform over 64 tokens" in line
+    line = next(s for s in proc.stdout.splitlines() if "below the uniform code" in s)
+    assert line.startswith("c claim: code length at most ")
+    assert "for the 128 distinct sequences" in line and "uniform code over 64 tokens" in line
+    assert "not memorized bits" in line
 
 
 def test_a_lowered_code_length_bound_is_rejected(tmp_path: Path) -> None:

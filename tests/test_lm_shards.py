@@ -56,7 +56,7 @@ def test_an_lm_certificate_is_planned_by_sequence(cert: Cert) -> None:
 def test_every_split_gives_the_verdict_and_claim_lines_of_one_pass(cert: Cert, k: int) -> None:
     one = check_certificate(copy.deepcopy(cert), Path("."))
     assert one.verified and one.claim is not None
-    assert "\nc claim: at least " in one.claim
+    assert "\nc claim: code length at most " in one.claim
     split = check_certificate_sharded(copy.deepcopy(cert), Path("."), k, inline)
     assert (split.verdict, split.claim, split.failures) == (one.verdict, one.claim, [])
     assert split.lm is not None and split.lm["sequences"] == N
@@ -73,8 +73,8 @@ def test_the_memorized_bits_are_summed_exactly_before_rounding(cert: Cert) -> No
     whole: dict[str, Any] = {}
     lm_verify.check(copy.deepcopy(cert), Path("."), totals=whole)
     assert merged == whole
-    clipped = sum((t["memorized"][0] for t in parts), Fraction(0))
-    assert merged["memorized"][0] == clipped
+    clipped = sum((t["below_uniform"][0] for t in parts), Fraction(0))
+    assert merged["below_uniform"][0] == clipped
     assert lm_verify.claim_text(merged) == lm_verify.claim_text(whole)
 
 

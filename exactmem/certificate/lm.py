@@ -116,7 +116,9 @@ def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
 
 
 def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, Any]:
-    """Certified (from the claimed code lengths) and float memorized bits."""
+    """Certified (from the claimed code lengths) and float bits below the uniform code
+    (``*_memorized_bits``: Morris et al.'s name; memorized bits only on uniform random
+    data), over the distinct sequences."""
     import numpy as np
 
     from exactmem.checker import lm_codelength
@@ -124,17 +126,21 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, 
     from exactmem.model.lm_float import logits64
 
     vocab = ds.vocab_size or cert["model"]["vocab_size"]
-    coded = [Fraction(c) for c in cert["claims"]["code_length_bits"]]
+    once: dict[tuple[Any, Any], int] = {}  # a repeated sequence counts once, as in the checker
+    for i, key in enumerate(zip(ds.sequences, ds.labels, strict=True)):
+        once.setdefault(key, i)
+    keep = sorted(once.values())
+    coded = [Fraction(cert["claims"]["code_length_bits"][i]) for i in keep]
     clipped, unclipped = lm_codelength.memorized(
         [(c.numerator, c.denominator) for c in coded],
         lm_codelength.reference_lower(ds.n, vocab))
-    logits = logits64(spec_from_lm_certificate(cert), np.array(ds.sequences))
-    floats = [code_length_float(x, y) for x, y in zip(logits, ds.labels, strict=True)]
+    logits = logits64(spec_from_lm_certificate(cert), np.array([ds.sequences[i] for i in keep]))
+    floats = [code_length_float(x, ds.labels[i]) for x, i in zip(logits, keep, strict=True)]
     est = memorized_bits(floats, ds.n, vocab)
     return {"certified_memorized_bits": float(clipped),
             "certified_memorized_bits_unclipped": float(unclipped),
             "float_memorized_bits": est.clipped,
             "float_memorized_bits_unclipped": est.unclipped,
-            "reference_bits": est.reference * ds.N,
+            "reference_bits": est.reference * len(keep), "distinct_sequences": len(keep),
             "certified_bits_per_param": float(clipped) / params,
             "certified_code_length_bits": float(sum(coded, Fraction(0)))}

@@ -12,7 +12,14 @@ def main(argv):
         print("usage: python -m exactmem.checker CERT", file=sys.stderr)
         print("s UNUSABLE")
         return 2
-    report = check_file(argv[0])
+    try:
+        report = check_file(argv[0])
+    except (ValueError, ArithmeticError, MemoryError, RecursionError) as exc:
+        # never expected: the checker answers every input itself; still a verdict line
+        print(f"c the checker stopped: {type(exc).__name__}: {str(exc)[:300]}",
+              file=sys.stderr)
+        print("s UNUSABLE")
+        return 2
     for line in report.failures:
         print(f"c {line}", file=sys.stderr)
     if report.claim:

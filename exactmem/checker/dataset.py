@@ -8,7 +8,7 @@ import os
 from fractions import Fraction
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, obj, ratio, read_json
+from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, number, obj, ratio, read_json
 
 DATASET_FORMAT = "exactmem.dataset/1"
 
@@ -93,7 +93,7 @@ def dataset_object(data, where="dataset"):
         row, text = [], []
         for k, t in enumerate(s):
             if type(t) is not list or len(t) != size:
-                raise Unusable(f"{where}.sequences[{i}][{k}]: expected {size} numbers")
+                raise Unusable(f"{where}.sequences[{i}][{k}]: expected {number(size)} numbers")
             vals = []
             for j, x in enumerate(t):
                 w = f"{where}.sequences[{i}][{k}][{j}]"

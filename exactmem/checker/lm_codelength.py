@@ -71,20 +71,54 @@ def log2_bounds(num, den):
     return (e << P) + (llo << P) // t2hi, (e << P) + cdiv(lhi << P, t2lo)
 
 
+EXP_LIMIT = 1024  # natural-log units: a larger exponent is bounded in the log domain
+
+
 def position_upper(mids, rad, y, f):
     """Upper bound (units ``2**-P``) of ``-log2 p_y`` for every logit vector in the ball
-    ``(mids, rad)`` at ``2**-f``, ``f >= P``."""
+    ``(mids, rad)`` at ``2**-f``, ``f >= P``.
+
+    Each exponent ``x_j = m_j - m_y + 2r`` is rounded up to ``2**-P``; when every ``x_j`` is
+    at most :data:`EXP_LIMIT`, the bound is ``log2 sum_j e**x_j`` with each ``e**x_j``
+    bounded above.  A larger exponent (a label far below a rival) would build an integer of
+    about ``1.44 x`` bits, so then ``X = max_j x_j`` is factored out in the log domain:
+    ``log2 sum_j e**x_j = X log2 e + log2 sum_j e**(x_j - X)``, every exponent of the sum
+    ``<= 0`` and its term for the maximum exactly 1; ``log2 e = 1 / ln 2`` bounded above
+    with :func:`_ln2` at ``P + 2 GUARD`` bits.  Either way the work is that of exponents at
+    most :data:`EXP_LIMIT` and of products of the logits' own size."""
     shift = f - P
     top = mids[y] - 2 * rad
+    xs = [cdiv(m - top, 1 << shift) for m in mids]
+    big = max(xs)
+    if big <= EXP_LIMIT << P:
+        total = 0
+        for x in xs:
+            total += lm_bounds.exp(x, P)[1]
+        return log2_bounds(total, 1 << P)[1]
     total = 0
-    for m in mids:
-        total += lm_bounds.exp(cdiv(m - top, 1 << shift), P)[1]
-    return log2_bounds(total, 1 << P)[1]
+    for x in xs:
+        total += lm_bounds.exp(x - big, P)[1]
+    q = P + 2 * GUARD
+    ln2_lo = _ln2(q)[0]  # ln 2 >= ln2_lo / 2**q, so log2 e <= 2**q / ln2_lo
+    return cdiv(big << q, ln2_lo) + log2_bounds(total, 1 << P)[1]
 
 
 def reference_lower(n, vocab):
     """Lower bound (units ``2**-P``) of ``n log2 V``, the entropy of ``n`` uniform tokens."""
     return n * log2_bounds(vocab, 1)[0]
+
+
+def below_uniform(claimed, h_lo):
+    """From the claimed code lengths ``(p, q)`` of the distinct sequences (already proved
+    upper bounds) and the uniform code's lower bound ``h_lo`` per sequence (units
+    ``2**-P``): exact rationals ``(clipped, unclipped, code, count, uniform)``: the sums of
+    ``max(0, H - C_i)`` and of ``H - C_i`` (lower bounds), of ``C_i`` (an upper bound), the
+    number of sequences and ``count * H`` (a lower bound)."""
+    from fractions import Fraction
+
+    clipped, unclipped = memorized(claimed, h_lo)
+    code = sum((Fraction(p, q) for p, q in claimed), Fraction(0))
+    return clipped, unclipped, code, len(claimed), Fraction(h_lo * len(claimed), 1 << P)
 
 
 def memorized(claimed, h_lo):

@@ -202,7 +202,11 @@ def gelu(kind, m, r, consts, f=F):
     ``x``; the constant's bounds ``0 < clo <= chi`` multiply by the sign), ``tanh`` / ``erf``
     at its midpoint widened by the Lipschitz constant times its radius, and ``x (1 + t) / 2``
     over ``x`` in ``[xlo, xhi]``, ``1 + t`` in ``[p, q]``, ``0 <= p <= q``: the least product
-    is ``xlo p`` or ``xlo q`` by the sign of ``xlo``, the largest ``xhi q`` or ``xhi p``."""
+    is ``xlo p`` or ``xlo q`` by the sign of ``xlo``, the largest ``xhi q`` or ``xhi p``.
+    The tanh form cubes ends clamped to ``[-2**16, 2**16]``: the argument is increasing, so
+    a clamped end above ``2**16`` still gives a lower bound of ``tanh`` (and one below
+    ``-2**16`` an upper bound); an end beyond the clamp takes ``tanh <= 1`` (``tanh >= -1``)
+    on its own side, so a huge value costs no cube of its size."""
     if kind == "relu":
         return [max(x, 0) for x in m], r
     tanh_form = kind == "gelu_tanh"
@@ -210,11 +214,13 @@ def gelu(kind, m, r, consts, f=F):
     fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2
     an, den = GELU_A[0], GELU_A[1] << 2 * f
     half, one = f + 1, 1 << f
+    cap = 1 << (f + 16)  # tanh(sqrt(2/pi) (x + 0.044715 x**3)) is 1 within 2**-F for x >= 2**16
     out, rad = [], 0
     for x in m:
         xlo, xhi = x - r, x + r
-        if tanh_form:
-            wlo, whi = xlo + (an * xlo ** 3) // den, xhi - (-an * xhi ** 3) // den
+        if tanh_form:  # the cube of an end clamped to [-cap, cap]; see below
+            alo, ahi = max(min(xlo, cap), -cap), max(min(xhi, cap), -cap)
+            wlo, whi = alo + (an * alo ** 3) // den, ahi - (-an * ahi ** 3) // den
         else:
             wlo, whi = xlo, xhi
         zlo = (clo * wlo if wlo >= 0 else chi * wlo) >> f
@@ -223,6 +229,10 @@ def gelu(kind, m, r, consts, f=F):
         zr = (zhi - zm) * lip
         tlo, thi = _at_radius(fn, zm, zr, lip, f)
         p, q = one + max(tlo - zr, -one), one + min(thi + zr, one)
+        if tanh_form and xlo < -cap:  # the clamped lower end proves nothing: tanh >= -1
+            p = 0
+        if tanh_form and xhi > cap:  # nor the clamped upper end: tanh <= 1
+            q = 2 * one
         lo = (xlo * p if xlo >= 0 else xlo * q) >> half
         hi = -((-(xhi * q if xhi >= 0 else xhi * p)) >> half)
         mid = (lo + hi) >> 1
@@ -268,10 +278,12 @@ def attention(qkv, rads, heads, scale, f=F):
         # packed as in apply_all: the keys of all positions per coordinate, so one product
         # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
         # so one product per j gives sum_j a_j v_j (weights a_j <= 1)
-        ksb, khalf = _slots(max(max(map(abs, x)) for x in q) * max(kn))
+        # a slot holds a packed key coordinate and, after the product, a dot product
+        kmax = max(max(map(abs, x)) for x in k)
+        ksb, khalf = _slots(max(max(max(map(abs, x)) for x in q) * max(kn), kmax))
         kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
         klift = khalf * _ones(n, ksb)
-        vsb, vhalf = _slots(n * one * max(vmax))
+        vsb, vhalf = _slots(n * one * max(vmax))  # covers every value too (n * one >= 1)
         vrows = [_pack(row, vsb, vhalf) for row in v]
         vlift = vhalf * _ones(dh, vsb)
         for p in range(n):

@@ -5,12 +5,13 @@ tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
 """
 
 from . import lm_forward
-from .parse import Unusable, choice, integer, obj, ratio, typed
+from .parse import Unusable, choice, exact_shape, integer, kind_of, obj, ratio, typed
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
          "activation", "layer_norm_eps", "tied_head", "tensors")
 MAX_DIM = 1 << 16
 MAX_SCALE = 1100  # float64 subnormals need 1074 bits
+MAX_VALUE_BITS = 1024  # bits of a numerator: a float64 below 2**1024 with its least scale
 
 
 ARCHITECTURES = ("pre-ln-decoder", "post-ln-decoder")
@@ -51,8 +52,7 @@ def tensor(value, where, shape):
     """``{"shape", "scale", "values"}`` -> ``(rows of int numerators, scale)``; the value
     of an entry is ``numerator / 2**scale`` and the scale is the least that is exact."""
     obj(value, where, ("shape", "scale", "values"))
-    if value["shape"] != shape:
-        raise Unusable(f"{where}.shape: expected {shape}, found {value['shape']!r}")
+    exact_shape(value["shape"], f"{where}.shape", shape)
     e = integer(value["scale"], f"{where}.scale", 0, MAX_SCALE)
     vals = typed(value["values"], list, f"{where}.values")
     size = shape[0] * (shape[1] if len(shape) == 2 else 1)
@@ -62,7 +62,11 @@ def tensor(value, where, shape):
     for k, s in enumerate(vals):
         p, q = ratio(s, f"{where}.values[{k}]")
         if q != 1:
-            raise Unusable(f"{where}.values[{k}]: expected an integer numerator, found {s!r}")
+            raise Unusable(f"{where}.values[{k}]: expected an integer numerator, found {s[:40]!r}")
+        if p.bit_length() > MAX_VALUE_BITS:
+            raise Unusable(f"{where}.values[{k}]: a numerator of {p.bit_length()} bits exceeds "
+                           f"the limit of {MAX_VALUE_BITS} bits (MAX_VALUE_BITS; every float64 "
+                           "is within it)")
         nums.append(p)
     if e and not any(p & 1 for p in nums):
         raise Unusable(f"{where}.scale: {e} is not the least exact scale (all numerators even)")
@@ -70,27 +74,47 @@ def tensor(value, where, shape):
     return [nums[i:i + cols] for i in range(0, size, cols)], e
 
 
+def header(m):
+    """Read the model header (every field but the tensors); returns ``m``."""
+    obj(m, "model", SHAPE, ("final_norm", "norm"))
+    choice(m["architecture"], ARCHITECTURES, "model.architecture")
+    if "final_norm" in m and m["final_norm"] is not False:  # absent: a final norm
+        raise Unusable(f"model.final_norm: only false may be written (absent means a final "
+                       f"LayerNorm), found {kind_of(m['final_norm'])}")
+    for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
+        integer(m[key], f"model.{key}", 1, MAX_DIM)
+    choice(m["activation"], ("gelu_tanh", "gelu_erf", "relu"), "model.activation")
+    if "norm" in m:
+        choice(m["norm"], NORMS, "model.norm")
+    if m["d_model"] % m["heads"]:
+        raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
+    if ratio(m["layer_norm_eps"], "model.layer_norm_eps")[0] < 0:
+        raise Unusable("model.layer_norm_eps: must be >= 0")
+    typed(m["tied_head"], bool, "model.tied_head")
+    return m
+
+
+def work(m, lengths, n):
+    """An upper estimate, from the header ``m`` alone, of the multiply-adds of the forward
+    passes of sequences of ``n`` tokens with the logits of ``lengths[i]`` positions wanted
+    in sequence ``i`` (0: the sequence is not evaluated): per evaluated sequence and layer
+    ``n (4 d^2 + 2 d d_ff) + n^2 d`` (linear maps, scores and values), plus ``V d`` per
+    wanted logit vector."""
+    d, ff, v = m["d_model"], m["d_ff"], m["vocab_size"]
+    block = n * (4 * d * d + 2 * d * ff) + n * n * d
+    seqs = sum(1 for k in lengths if k)
+    return seqs * m["layers"] * block + sum(lengths) * v * d
+
+
 def model(m, f=lm_forward.F):
     """Read the model header and its tensors; returns the prepared model for
     :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
-    obj(m, "model", SHAPE, ("final_norm", "norm"))
-    arch = choice(m["architecture"], ARCHITECTURES, "model.architecture")
-    final = True
-    if "final_norm" in m:  # written only as false (no final LayerNorm)
-        if m["final_norm"] is not False:
-            raise Unusable(f"model.final_norm: only false may be written (absent means a final "
-                           f"LayerNorm), found {m['final_norm']!r}")
-        final = False
-    for key in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
-        integer(m[key], f"model.{key}", 1, MAX_DIM)
-    act = choice(m["activation"], ("gelu_tanh", "gelu_erf", "relu"), "model.activation")
-    norm = choice(m["norm"], NORMS, "model.norm") if "norm" in m else "layernorm"
-    if m["d_model"] % m["heads"]:
-        raise Unusable(f"model.heads: {m['heads']} does not divide d_model = {m['d_model']}")
+    header(m)
+    arch, final = m["architecture"], "final_norm" not in m
+    act = m["activation"]
+    norm = m.get("norm", "layernorm")
     ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
-    if ep < 0:
-        raise Unusable("model.layer_norm_eps: must be >= 0")
-    tied = typed(m["tied_head"], bool, "model.tied_head")
+    tied = m["tied_head"]
     req, opt = tensor_names(m["layers"], tied, final)
     ts = obj(m["tensors"], "model.tensors", req, opt)
     shape = shapes(m)
@@ -128,6 +152,7 @@ def at_precision(parsed, f):
             "vocab": parsed["vocab"], "context": parsed["context"]}
 
 
+MAX_F = 1024  # the largest working precision (bits); any precision is sound
 PROBE_LIMIT = 116  # radius bits at 2**-128 (a radius of 2**-12) above which F is raised
 
 
@@ -137,8 +162,11 @@ def precision(net, toks, pos, coded):
     much the balls grow through the network (it depends on the weights, hardly on the
     tokens); when it exceeds ``2**-12``, ``F`` becomes the next multiple of 16 at least 28
     bits above that radius (so about ``2**-28``), and ``2 F`` when the balls grew past an
-    attention score radius of 1 on the way.  The same sequence in every shard, so every
-    shard picks the same precision; any precision is sound."""
+    attention score radius of 1 on the way; never above :data:`MAX_F` (a model whose balls
+    grow by more is checked at ``MAX_F``, where its positions may stay unproved: the cost of
+    a check grows with ``F`` and a crafted norm gain could otherwise ask for any ``F``).  The
+    same sequence in every shard, so every shard picks the same precision; any precision is
+    sound."""
     i = next((k for k, row in enumerate(pos) if row or coded), None)
     if i is None:
         return lm_forward.F
@@ -149,4 +177,4 @@ def precision(net, toks, pos, coded):
     bits = max(r for _, r in outs.values()).bit_length()
     if bits <= PROBE_LIMIT:
         return lm_forward.F
-    return -(-(bits + 28) // 16) * 16
+    return min(-(-(bits + 28) // 16) * 16, MAX_F)

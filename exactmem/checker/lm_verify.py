@@ -13,19 +13,22 @@ stated by the checker, with the working precision it chose from the model
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
 its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
-it then states the memorized bits against the uniform reference over the dataset's
-vocabulary.
+it then states, over the distinct sequences (a repeated one counted once), how far the
+model's code length lies below the uniform code over the dataset's vocabulary.
 """
 
 import hashlib
 
 from . import lm_codelength, lm_forward
 from .dataset import canonical, dataset
-from .lm_model import at_precision, model, precision
-from .parse import Unusable, integer, obj, ratio, typed
+from .lm_model import at_precision, header, model, precision, work
+from .parse import Unusable, integer, number, obj, ratio, typed
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
+MAX_WORK = 1 << 40  # multiply-adds of the forward passes, estimated before any tensor is read
+
+
 def code_lengths(value, toks, labels, size):
     """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
     label each position with the next token (the last label is the token after the input),
@@ -79,7 +82,7 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
         return None
     rival = next(k for k, m in enumerate(mids) if k != y and m == best)
     return (f"sequence {i}, position {p}: label {y} is not proved the unique argmax "
-            f"(class {rival}; margin lower bound {margin}/2^{f})")
+            f"(class {rival}; margin lower bound {number(margin)}/2^{f})")
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
@@ -87,7 +90,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
-    ``totals`` receives the slice's exact counts and memorized bits (:func:`merge`,
+    ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
     :func:`claim_text`), so that shards combine into the claim of one pass."""
     failures = []
     try:
@@ -100,17 +103,24 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         if (task, inputs) != ("seq2seq", "token-ids"):
             raise Unusable(f"dataset: a language-model certificate needs a seq2seq token-id "
                            f"dataset (a label at every position), found {task}, {inputs}")
-        net = model(cert["model"])
-        if size > net["vocab"]:
-            raise Unusable(f"dataset.vocab_size: {size} tokens, more than the model's "
-                           f"vocabulary of {net['vocab']}")
-        if len(toks[0]) > net["context"]:
+        head = header(cert["model"])
+        if size > head["vocab_size"]:
+            raise Unusable(f"dataset.vocab_size: {number(size)} tokens, more than the model's "
+                           f"vocabulary of {head['vocab_size']}")
+        if len(toks[0]) > head["context"]:
             raise Unusable(f"dataset: sequences of {len(toks[0])} tokens exceed the model's "
-                           f"context of {net['context']}")
+                           f"context of {head['context']}")
         partial, pos = claims(cert["claims"], toks)
         coded = None
         if "code_length_bits" in cert["claims"]:
             coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+        n = len(toks[0])
+        cost = work(head, [n if coded else len(row) for row in pos], n)
+        if cost > MAX_WORK:
+            raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
+                           f"(from the model's shape and the claims), more than the limit "
+                           f"of {MAX_WORK:.3g} (MAX_WORK)")
+        net = model(cert["model"])
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -118,6 +128,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                                f"(claimed {cert['digest'][:80]}, content hashes to {actual})")
     except Unusable as exc:
         return [*failures, str(exc)], True, None
+    if failures:  # the certificate is rejected whatever its positions: no forward pass
+        return [*failures, "claims: not evaluated (a certificate whose digest or dataset "
+                           "hash fails is rejected whatever its claims)"], False, None
     f = precision(net, toks, pos, coded is not None)
     if f != net["f"]:
         net = at_precision(net["parsed"], f)
@@ -153,24 +166,40 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
         progress("forward", hi - lo, hi - lo)
-    mem = None if coded is None else lm_codelength.memorized(
-        coded[lo:hi], lm_codelength.reference_lower(n, size))
+    mem = None
+    if coded is not None:
+        once = [coded[i] for i in distinct(toks, labels, lo, hi)]
+        mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "memorized": mem, "f": f}
+            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
 
 
+def distinct(toks, labels, lo, hi):
+    """The indices in ``[lo, hi)`` of the sequences that do not repeat an earlier one of the
+    whole dataset (same tokens and labels): a repeated sequence is counted once."""
+    seen, out = set(), []
+    for i in range(hi):
+        key = (tuple(toks[i]), tuple(labels[i]))
+        if key not in seen:
+            seen.add(key)
+            if i >= lo:
+                out.append(i)
+    return out
+
+
 def merge(parts):
     """The totals of disjoint slices, in order, as those of their union: counts and the
-    exact rational memorized bits are sums (no rounding before the claim is written)."""
+    exact rational code-length totals are sums (no rounding before the claim is written)."""
     out = dict(parts[0])
     for t in parts[1:]:
         for key in ("proved", "positions", "full", "sequences"):
             out[key] += t[key]
-        if out["memorized"] is not None and t["memorized"] is not None:
-            out["memorized"] = tuple(a + b for a, b in zip(out["memorized"], t["memorized"]))
+        mine, theirs = out["below_uniform"], t["below_uniform"]
+        if mine is not None and theirs is not None:
+            out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
     return out
 
 
@@ -181,10 +210,9 @@ def claim_text(t):
              + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
-    if t["memorized"] is not None:
-        clipped, unclipped = t["memorized"]
-        claim += "\nc claim: " + memorized_text(clipped, unclipped, t["sequences"], t["n"],
-                                                 t["vocab"])
+    if t["below_uniform"] is not None:
+        claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
+                                                     t["n"], t["vocab"])
     return claim
 
 
@@ -200,17 +228,26 @@ def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
         derived[i] = upper
     if upper * q <= p << lm_codelength.P:
         return None
-    return (f"sequence {i}: claimed code length {p}/{q} bits is below what the checker "
-            f"proves ({upper}/2^{lm_codelength.P} bits)")
+    return (f"sequence {i}: claimed code length {number(p)}/{number(q)} bits is below what "
+            f"the checker proves ({number(upper)}/2^{lm_codelength.P} bits)")
 
 
-def memorized_text(clipped, unclipped, sequences, n, vocab):
-    """The memorized-bits claim from the exact lower bounds ``clipped`` and ``unclipped``
-    (sums over ``sequences`` of proved code-length bounds; docs/memorized-bits.md)."""
-    cl = clipped.numerator // clipped.denominator
-    un = unclipped.numerator // unclipped.denominator
-    return (f"at least {cl} bits of the dataset are memorized by this model (reference: "
-            f"uniform over {vocab} tokens; {n} predicted positions per sequence, token 0 not "
-            f"predicted; per sequence max(0, {n} log2 {vocab} - code length), summed over "
-            f"{sequences} sequences as Morris et al. 2025; unclipped sum at least {un} bits; "
-            "rigorous lower bounds, rounded down)")
+def below_uniform_text(totals, sequences, n, vocab):
+    """The code-length claim from the exact totals ``(clipped, unclipped, code, distinct,
+    uniform)`` of :func:`lm_codelength.below_uniform`, summed over the distinct sequences
+    (docs/memorized-bits.md).  It says what was measured: the model's code length against
+    the uniform code.  It never says "memorized": that needs data the checker can see is
+    uniform random, and a dataset records no generator the checker could re-run."""
+    clipped, unclipped, code, count, uniform = totals
+    repeats = sequences - count
+    return (f"code length at most {number(-(-code.numerator // code.denominator))} bits for "
+            f"the {count} distinct sequences of the dataset"
+            + (f" ({repeats} repeated sequences counted once)" if repeats else "")
+            + f", {number(unclipped.numerator // unclipped.denominator)} bits below the "
+            f"uniform code over {vocab} tokens ({number(uniform.numerator // uniform.denominator)}"
+            f" bits: {n} predicted positions per sequence, token 0 not predicted); per "
+            f"sequence max(0, uniform - code length), summed as Morris et al. 2025: "
+            f"at least {number(clipped.numerator // clipped.denominator)} bits (rigorous "
+            "bounds: code length rounded up, the rest down). These are bits below the "
+            "uniform code, not memorized bits: the checker cannot see that the data is "
+            "uniform random")

@@ -24,6 +24,8 @@ MAX_NODES = 1 << 25  # JSON values (containers and scalars) in one file
 MAX_DEN_BITS = 1 << 17  # bits of any common denominator the checker forms
 MAX_MATRIX_BITS = 1 << 30  # entries x bits of the common denominator, per matrix
 CHUNK = 1 << 20  # bytes read (or decompressed) at a time
+MAX_INFLATION = 32  # a gzip file's text is at most this many times the file ...
+MIN_INFLATED = 1 << 20  # ... or at most this many bytes, whichever is larger
 _RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
 
 
@@ -53,6 +55,16 @@ def show(x):
     if bits > 256:
         return f"<a rational of {bits} bits>"
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def number(x):
+    """An integer as text for a message or a claim: its digits, or its bit length when it
+    has more than 1,000 digits (beyond what a line should hold, and Python's int-to-str
+    limit)."""
+    bits = abs(x).bit_length()
+    if bits <= 3300:
+        return str(x)
+    return f"<{'minus ' if x < 0 else ''}a number of {bits} bits>"
 
 
 def _pairs(pairs):
@@ -132,10 +144,13 @@ def _parse(text):
             from None
 
 
-def _chunks(fh, path, cap, max_nodes):
+def _chunks(fh, path, cap, max_nodes, packed=None):
     """The bytes of ``fh`` read CHUNK at a time; stops as soon as more than ``cap`` bytes or
-    more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen."""
+    more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen, and, for a
+    gzip file of ``packed`` bytes, as soon as the text passes ``MAX_INFLATION * packed``
+    bytes and :data:`MIN_INFLATED`."""
     data, nodes = bytearray(), 1
+    inflated = None if packed is None else max(MIN_INFLATED, MAX_INFLATION * packed)
     while True:
         chunk = fh.read(CHUNK)
         if not chunk:
@@ -145,6 +160,10 @@ def _chunks(fh, path, cap, max_nodes):
         if len(data) > cap:
             raise Unusable(f"{path}: more than {cap} bytes of JSON text (the limit "
                            "MAX_FILE_BYTES, after decompression)")
+        if inflated is not None and len(data) > inflated:
+            raise Unusable(f"{path}: a gzip file of {packed} bytes inflating to more than "
+                           f"{inflated} bytes (the limit: {MAX_INFLATION} times the file "
+                           f"(MAX_INFLATION), at least {MIN_INFLATED} bytes (MIN_INFLATED))")
         if nodes > max_nodes:
             raise Unusable(f"{path}: more than {max_nodes} JSON values (the limit MAX_NODES)")
 
@@ -153,7 +172,9 @@ def read_json(path, max_bytes=None, max_nodes=None):
     """Read a JSON file: a regular file of at most ``max_bytes`` (MAX_FILE_BYTES) bytes and
     ``max_nodes`` (MAX_NODES) JSON values, UTF-8 without BOM, optionally gzip-compressed
     (recognised by its magic bytes; decompressed a chunk at a time, and both limits hold
-    for the decompressed text, so a small file that inflates to much more stops early)."""
+    for the decompressed text, so a small file that inflates to much more stops early; a
+    gzip file may inflate to at most :data:`MAX_INFLATION` times its size, or
+    :data:`MIN_INFLATED` bytes, so the reading work is bounded by the file itself)."""
     cap = MAX_FILE_BYTES if max_bytes is None else max_bytes
     most = MAX_NODES if max_nodes is None else max_nodes
     try:
@@ -168,7 +189,7 @@ def read_json(path, max_bytes=None, max_nodes=None):
                 fh.seek(0)
                 try:
                     with gzip.GzipFile(fileobj=fh) as gz:
-                        data = _chunks(gz, path, cap, most)
+                        data = _chunks(gz, path, cap, most, info.st_size)
                 except (OSError, EOFError, zlib.error) as exc:
                     raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
             else:
@@ -204,7 +225,21 @@ def integer(value, where, lo=None, hi=None):
     if type(value) is not int:
         raise Unusable(f"{where}: expected an integer, found {kind_of(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise Unusable(f"{where}: {value} is outside [{lo}, {'inf' if hi is None else hi}]")
+        low = "-inf" if lo is None else number(lo)
+        high = "inf" if hi is None else number(hi)
+        raise Unusable(f"{where}: {number(value)} is outside [{low}, {high}]")
+    return value
+
+
+def exact_shape(value, where, expected):
+    """A tensor shape: exactly the list of JSON integers ``expected`` (a boolean is not an
+    integer, so ``[true, 2]`` is not ``[1, 2]``)."""
+    if type(value) is not list or any(type(x) is not int for x in value) \
+            or value != expected:
+        found = kind_of(value) if type(value) is not list else "[" + ", ".join(
+            number(x) if type(x) is int else kind_of(x) for x in value[:4]) + (
+            ", ...]" if len(value) > 4 else "]")
+        raise Unusable(f"{where}: expected {expected}, found {found}")
     return value
 
 
@@ -216,7 +251,7 @@ def typed(value, kind, where):
 
 def choice(value, options, where):
     if typed(value, str, where) not in options:
-        raise Unusable(f"{where}: expected one of {list(options)}, found {value!r}")
+        raise Unusable(f"{where}: expected one of {list(options)}, found {value[:80]!r}")
     return value
 
 

@@ -267,5 +267,6 @@ def run_lm(args: argparse.Namespace, kind: str) -> int:
     if r.code_lengths:
         total = sum(r.code_lengths)
         log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "
-            f"{sum(r.float_code_lengths):.6f}); `exactmem check` states the memorized bits")
+            f"{sum(r.float_code_lengths):.6f}); `exactmem check` states how far it lies "
+            "below the uniform code")
     return 0
