@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     for line in report.reasons:
         print(f"c {line}", file=sys.stderr)
     c = report.counts
+    for line in report.lines:
+        print(f"c {line}", file=sys.stderr)
+    if report.statement is not None and report.exit_code == 0:
+        print(f"c claim: {report.statement}", file=sys.stderr)
     print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
           f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
           f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)
