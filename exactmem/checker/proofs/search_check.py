@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..dataset import dataset as read_dataset
-from ..parse import Unusable, choice, integer, obj, ratio, read_json
+from ..parse import Unusable, choice, integer, network, obj, ratio, read_json
+from ..passes import run
 from ..verify import VERDICTS, check_certificate
 from .lrat import check_lrat_files
 from .search_circuit import VariableLimit
@@ -187,6 +188,9 @@ class Sizes(Family):
         self.report.counts["nested" if big is not sh else "lrat"] += 1
 
     def found(self, e: dict[str, Any], sh: dict[str, Any], where: str) -> None:
+        if "network" in e and "certificate_data" not in e and "certificate" not in e:
+            self.found_network(e["network"], sh, where)
+            return
         if "certificate_data" in e:
             cert, cbase = e["certificate_data"], self.base
         else:
@@ -208,6 +212,32 @@ class Sizes(Family):
         off = _off_grid(net["layers"], self.bits)
         if off is not None:
             raise Failed(f"{where}: the weight {off} is not a {self.bits}-bit integer")
+        self.report.counts["found"] += 1
+
+
+    def found_network(self, value: Any, sh: dict[str, Any], where: str) -> None:
+        """A bare network (a results store's record): run by the checker's exact forward
+        pass on this dataset, every label the unique argmax (or the scalar output)."""
+        net, layers, readout = network(value)
+        if (net["kind"], net["dim"], net["n"]) != (self.inputs, self.size, len(self.seqs[0])):
+            raise Failed(f"{where}.network: its input does not fit the dataset")
+        got = network_shape(value)
+        if got != sh:
+            raise Failed(f"{where}.network: the network has the shape {got}")
+        if net["out_dim"] != self.out(sh):
+            raise Failed(f"{where}.network: {net['out_dim']} readout rows, the shape's "
+                         f"parameter count has {self.out(sh)}")
+        off = _off_grid(value["layers"], self.bits)
+        if off is not None:
+            raise Failed(f"{where}: the weight {off} is not a {self.bits}-bit integer")
+        outs = run(net, layers, readout["positions"], [list(s) for s in self.seqs])
+        for i, (row, y) in enumerate(zip(outs, self.labels, strict=True)):
+            for vec in row:
+                wins = [k for k, v in enumerate(vec) if v == max(vec)]
+                ok = vec[0] == y if readout["kind"] == "scalar" else wins == [y]
+                if not ok:
+                    raise Failed(f"{where}: the network does not give sequence {i} its "
+                                 f"label {y}")
         self.report.counts["found"] += 1
 
 
@@ -304,7 +334,12 @@ def check_search(answer: Any, base: Path) -> SearchReport:
 
 
 def check_search_file(path: str, base: str | None = None) -> SearchReport:
-    """Read and check an answer file; its files are relative to its folder (or ``base``)."""
+    """Read and check an answer file -- or the results store of an ``--all-labelings`` run
+    (:mod:`.search_store`); its files are relative to its folder (or ``base``)."""
+    from .search_store import check_store, is_store
+
+    if is_store(path):
+        return check_store(Path(path), None if base is None else Path(base))
     try:
         answer = read_json(path)
     except Unusable as exc:
