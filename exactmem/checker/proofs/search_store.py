@@ -34,6 +34,7 @@ from typing import Any
 from ..dataset import canonical
 from ..parse import Unusable, integer, loads, network, obj
 from .search_claims import Failed, Family, label, shape, statement, summary
+from .search_sizes import MAX_BITS, MAX_SEQUENCES, SearchReport, Sizes
 
 STORE_FORMAT = "exactmem.search-results/1"
 MAX_LABELLINGS = 1 << 24  # classes ** N (the search's cap)
@@ -83,9 +84,7 @@ class _Shape:
 class Store:
     """A results store under check; ``report`` collects failures and counts."""
 
-    def __init__(self, header: Any, base: Path, report: Any) -> None:
-        from .search_check import MAX_BITS, MAX_SEQUENCES
-
+    def __init__(self, header: Any, base: Path, report: SearchReport) -> None:
         h = obj(header, "header", ("sequences", "vocab", "classes", "ties"), ("bits", "bound"))
         if "bits" not in h:
             raise Unusable("header.bits: missing (a store of real weights is the solvers' "
@@ -112,8 +111,6 @@ class Store:
         self.symmetries = _token_symmetries(seqs)
 
     def record(self, rec: Any, where: str) -> None:
-        from .search_check import Sizes
-
         if type(rec) is not dict:
             raise Unusable(f"{where}: expected an object")
         labels = rec.get("labels")
@@ -206,7 +203,7 @@ def _token_symmetries(seqs: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def check_store_records(header: Any, records: list[Any], base: Path, report: Any
+def check_store_records(header: Any, records: list[Any], base: Path, report: SearchReport
                         ) -> dict[str, bool | None]:
     store = Store(header, base, report)
     for k, rec in enumerate(records):
@@ -219,7 +216,7 @@ def check_store_records(header: Any, records: list[Any], base: Path, report: Any
     return store.conclusions()
 
 
-def _guarded(report: Any, work: Any) -> Any:
+def _guarded(report: SearchReport, work: Any) -> SearchReport:
     try:
         work()
     except Failed as exc:
@@ -241,11 +238,9 @@ def is_store(path: str) -> bool:
     return STORE_FORMAT.encode() in first and not first.lstrip().startswith(b"[")
 
 
-def check_store(path: Path, base: Path | None = None) -> Any:
+def check_store(path: Path, base: Path | None = None) -> SearchReport:
     """Check every record of a results store; files are relative to its folder (or
     ``base``)."""
-    from .search_check import SearchReport
-
     report = SearchReport()
 
     def work() -> None:
@@ -254,11 +249,9 @@ def check_store(path: Path, base: Path | None = None) -> Any:
     return _guarded(report, work)
 
 
-def check_labelings_answer(answer: dict[str, Any], base: Path) -> Any:
+def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
     """Check an ``--all-labelings`` answer: its store (``results``, relative to ``base``),
     and that its header, each size's ``shatters``, the summary and the texts follow."""
-    from .search_check import SearchReport
-
     report = SearchReport()
 
     def work() -> None:
