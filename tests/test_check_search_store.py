@@ -110,6 +110,14 @@ def test_an_answer_is_checked_with_its_store(
     rep = check_search(bad, folder)
     assert rep.verdict == "s REJECTED" and "by the store it does not shatter" in \
         rep.reasons[0]
-    bad = copy.deepcopy(ans)
-    bad["qualifier"] = "among 1-bit integer weights, proved"
-    assert check_search(bad, folder).verdict == "s REJECTED"
+    for field, change in (("qualifier", "among 1-bit integer weights, proved"),
+                          ("classes", {"found": 4, "infeasible": 0, "unknown": 0,
+                                       "unanswered": 0}),
+                          ("params", 99)):
+        bad = copy.deepcopy(ans)
+        if field == "qualifier":
+            bad[field] = change
+        else:
+            bad["sizes"][0][field] = change
+        rep = check_search(bad, folder)
+        assert rep.verdict == "s REJECTED" and field in rep.reasons[0], rep.reasons

@@ -79,6 +79,14 @@ class _Shape:
         self.refuted: list[tuple[int, ...]] = []
         self.unknown = 0
         self.params: set[int] = set()
+        self.last: dict[tuple[int, ...], str] = {}  # labelling -> its last record's status
+
+    def classes(self) -> dict[str, int]:
+        """Labelling classes per status, each by its last record (as the search counts)."""
+        out = {"found": 0, "infeasible": 0, "unknown": 0}
+        for status in self.last.values():
+            out[status] += 1
+        return out
 
 
 class Store:
@@ -130,6 +138,7 @@ class Store:
         status = sizes.entry(rec, where)
         one = self.shapes.setdefault(f"{label(sh, True)} {sh['readout']}", _Shape())
         one.params.add(rec["params"])
+        one.last[tuple(labels)] = status
         if status == "found":
             one.found.add(tuple(labels))
             net, layers, readout = network(rec["network"])
@@ -266,12 +275,22 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
             for field in ("sequences", "vocab", "classes", "bits"):
                 if answer[field] != header.get(field):
                     raise Failed(f"{field}: the answer and its store's header differ")
-        found = check_store_records(header, records, base, report)
+        store = Store(header, base, report)
+        for n, rec in enumerate(records):
+            try:
+                store.record(rec, f"record {n + 1}")
+            except Failed as exc:
+                report.failures.append(str(exc))
+            except Unusable as exc:
+                report.unusable.append(str(exc))
+        found = store.conclusions()
         if report.failures or report.unusable:
             return
         sizes = answer["sizes"]
         if type(sizes) is not list:
             raise Unusable("sizes: expected a list")
+        # the sizes' parameter counts are those of the search's probe (two readout rows)
+        fam = Family(integer(answer["vocab"], "vocab", 1, 64), 2)
         done = []
         words = {True: "shatters", False: "does not shatter", None: "is open"}
         for k, e in enumerate(sizes):
@@ -288,9 +307,17 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
             status = {True: "found", False: "infeasible", None: "unknown"}[said]
             if e["status"] != status:
                 raise Failed(f"sizes[{k}].status: {e['status']!r} with shatters {said}")
+            if said is not None and e.get("params") != fam.params(sh):
+                raise Failed(f"sizes[{k}].params: {e.get('params')!r}, but the shape has "
+                             f"{fam.params(sh)} parameters")
+            one = store.shapes.get(name)
+            counts = one.classes() if one is not None else {}
+            stated = e.get("classes")
+            if type(stated) is not dict or any(stated.get(x, 0) != counts.get(x, 0)
+                                               for x in ("found", "infeasible", "unknown")):
+                raise Failed(f"sizes[{k}].classes: {stated!r}, but the store answers "
+                             f"{counts or 'no labelling'} for {name}")
             done.append((e, status))
-        # the sizes' parameter counts are those of the search's probe (two readout rows)
-        fam = Family(integer(answer["vocab"], "vocab", 1, 64), 2)
         summary(answer, done, fam, answer["bits"])
         report.statement = statement(answer, answer["bits"]).replace(
             "status found: ", f"status found: shatters the {len(answer['sequences'])} "
