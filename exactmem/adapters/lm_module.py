@@ -54,6 +54,13 @@ def lm_kind(path: Path) -> str | None:
 
     if is_gpt2_dir(path):
         return "gpt2"
+    try:  # torch.save writes a zip archive (or, before torch 1.6, a pickle)
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return None
+    if not (head == b"PK\x03\x04" or head[:1] == b"\x80"):
+        return None  # a safetensors file: read without torch
     if is_nanogpt(path):
         return "nanogpt"
     return "torch-encoder" if is_torch_encoder(path) else None
