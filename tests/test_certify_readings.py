@@ -115,3 +115,25 @@ def test_the_readings_a_config_could_mistype(typo: Path) -> None:
     others = [describe(s, "torch-encoder") for s in alternatives(enc, "torch-encoder")]
     assert len(others) == 6 * 4 - 1 and "heads 2, pre-LN, GELU" in others
     assert all(s.tensors is enc.tensors for s in alternatives(enc, "torch-encoder"))
+
+
+def test_a_module_that_returns_the_last_position_only_is_asked_for_every_position() -> None:
+    """nanoGPT's GPT returns the last position at inference, every position with targets."""
+    from exactmem.adapters.lm_module import is_module, lm_layout, module_logits
+
+    class Last(torch.nn.Module):  # type: ignore[name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(5, 3)
+
+        def forward(self, idx: Any, targets: Any = None) -> Any:
+            x = self.emb(idx)
+            return (x if targets is not None else x[:, [-1], :]), None
+
+    toks = np.array([[0, 1, 2], [3, 4, 0]])
+    m = Last()
+    out = module_logits(m, toks)
+    assert out.shape == (2, 3, 3) and out.dtype == np.float64
+    assert np.array_equal(out, m.emb.weight.detach().double().numpy()[toks])
+    assert m.emb.weight.dtype == torch.float32  # the user's module is left as it was
+    assert is_module(m) and not lm_layout(m) and not is_module({"w": 1})
