@@ -71,11 +71,13 @@ def read_store(path: Path) -> tuple[dict[str, Any], list[Any]]:
 
 
 class _Shape:
-    """What one shape's records establish."""
+    """What one shape's records establish; ``covered``: one byte per labelling (its
+    labels as a base-``classes`` number), set when a found network answers it."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: int) -> None:
         self.found: set[tuple[int, ...]] = set()
-        self.covered: set[tuple[int, ...]] = set()
+        self.covered = bytearray(total)
+        self.count = 0  # labellings covered
         self.refuted: list[tuple[int, ...]] = []
         self.unknown = 0
         self.params: set[int] = set()
@@ -136,7 +138,9 @@ class Store:
         sizes = Sizes("token-ids", self.vocab, tuple(tuple(s) for s in self.seqs),
                       tuple(labels), digest, self.bits, self.base, self.report)
         status = sizes.entry(rec, where)
-        one = self.shapes.setdefault(f"{label(sh, True)} {sh['readout']}", _Shape())
+        name = f"{label(sh, True)} {sh['readout']}"
+        one = self.shapes.get(name) or self.shapes.setdefault(
+            name, _Shape(self.classes ** len(self.seqs)))
         one.params.add(rec["params"])
         one.last[tuple(labels)] = status
         if status == "found":
@@ -161,12 +165,13 @@ class Store:
         perms = [tuple(range(self.classes))]
         if rows:
             perms = [(*p, *range(rows, self.classes)) for p in permutations(range(rows))]
+        weights = [self.classes ** (len(labels) - 1 - i) for i in range(len(labels))]
         for image in images:
             for p in perms:
-                out = [0] * len(labels)
-                for i, y in enumerate(labels):
-                    out[image[i]] = p[y]
-                one.covered.add(tuple(out))
+                code = sum(p[y] * weights[image[i]] for i, y in enumerate(labels))
+                if not one.covered[code]:
+                    one.covered[code] = 1
+                    one.count += 1
 
     def conclusions(self) -> dict[str, bool | None]:
         """Per shape: ``True`` (shatters: every labelling covered), ``False`` (a
@@ -174,14 +179,14 @@ class Store:
         total = self.classes ** len(self.seqs)
         out: dict[str, bool | None] = {}
         for name, one in self.shapes.items():
-            counts = (f"{len(one.found)} labellings found ({len(one.covered)} of {total} "
+            counts = (f"{len(one.found)} labellings found ({one.count} of {total} "
                       f"with their symmetric images), {len(one.refuted)} refuted, "
                       f"{one.unknown} unknown")
             if one.refuted:
                 out[name] = False
                 text = (f"does not shatter the {len(self.seqs)} sequences (labelling "
                         f"{','.join(map(str, one.refuted[0]))} refuted)")
-            elif len(one.covered) == total:
+            elif one.count == total:
                 out[name] = True
                 text = f"shatters the {len(self.seqs)} sequences"
             else:
