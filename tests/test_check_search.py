@@ -197,7 +197,9 @@ def test_a_rewritten_claim_fails_the_whole_answer(answer: tuple[Path, dict[str, 
     bad.update(claim="minimal", claim_reason=None)
     verdict, why = _verdict(folder, bad)
     assert verdict == "s REJECTED" and why == [
-        "claim: the answer says 'minimal', the checked sizes say 'at most'"]
+        "claim: the answer says 'minimal', the checked sizes say 'at most'",
+        "claim_reason: the answer says null, the checked sizes say "
+        + repr(ans["claim_reason"])]
 
 
 def test_missing_files_and_fields_are_unusable(answer: tuple[Path, dict[str, Any]],

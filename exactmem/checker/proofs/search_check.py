@@ -78,14 +78,14 @@ def check_search(answer: Any, base: Path) -> SearchReport:
                 done.append((e, a.entry(e, f"sizes[{k}]")))
                 report.counts["unknown"] += done[-1][1] == "unknown"
             except Failed as exc:
-                report.failures.append(str(exc))
+                report.failures.extend(str(x) for x in exc.args)
             except Unusable as exc:
                 report.unusable.append(str(exc))
         if len(done) == len(sizes):
             summary(answer, done, a, a.bits)
             report.statement = statement(answer, a.bits)
     except Failed as exc:
-        report.failures.append(str(exc))
+        report.failures.extend(str(x) for x in exc.args)
     except (Unusable, MemoryError, RecursionError) as exc:
         report.unusable.append(str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer

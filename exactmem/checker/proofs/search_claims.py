@@ -23,7 +23,7 @@ CAPPED = ("layers", "heads", "d_model", "ff_width")  # the knobs of a family's c
 
 
 class Failed(Exception):
-    """A claim that does not hold."""
+    """A claim that does not hold (one reason per argument)."""
 
 
 def shape(value: Any, where: str) -> dict[str, Any]:
@@ -210,10 +210,10 @@ def summary(answer: dict[str, Any], done: list[tuple[dict[str, Any], str]], fam:
             "claim": (("minimal" if answer["proved_minimal"] else "at most")
                       if answer["status"] == "found" else None),
             "claim_reason": reason(answer, fam, done)}
-    for key, value in want.items():
-        if answer[key] != value:
-            raise Failed(f"{key}: the answer says {_quoted(answer[key])}, the checked sizes "
-                         f"say {_quoted(value)}")
+    wrong = [f"{key}: the answer says {_quoted(answer[key])}, the checked sizes say "
+             f"{_quoted(value)}" for key, value in want.items() if answer[key] != value]
+    if wrong:
+        raise Failed(*wrong)  # every rewritten text, one reason each
 
 
 def _quoted(value: Any) -> str:

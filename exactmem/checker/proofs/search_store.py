@@ -224,7 +224,7 @@ def check_store_records(header: Any, records: list[Any], base: Path, report: Sea
         try:
             store.record(rec, f"record {k + 1}")
         except Failed as exc:
-            report.failures.append(str(exc))
+            report.failures.extend(str(x) for x in exc.args)
         except Unusable as exc:
             report.unusable.append(str(exc))
     return store.conclusions()
@@ -234,7 +234,7 @@ def _guarded(report: SearchReport, work: Any) -> SearchReport:
     try:
         work()
     except Failed as exc:
-        report.failures.append(str(exc))
+        report.failures.extend(str(x) for x in exc.args)
     except (Unusable, MemoryError, RecursionError) as exc:
         report.unusable.append(str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer
@@ -285,7 +285,7 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
             try:
                 store.record(rec, f"record {n + 1}")
             except Failed as exc:
-                report.failures.append(str(exc))
+                report.failures.extend(str(x) for x in exc.args)
             except Unusable as exc:
                 report.unusable.append(str(exc))
         found = store.conclusions()
