@@ -121,3 +121,15 @@ def test_an_answer_is_checked_with_its_store(
             bad["sizes"][0][field] = change
         rep = check_search(bad, folder)
         assert rep.verdict == "s REJECTED" and field in rep.reasons[0], rep.reasons
+
+
+def test_a_scalar_readout_with_bits_asks_both_labellings_of_a_flip(tmp_path: Path) -> None:
+    """``y -> 1 - y`` negates the readout row and sets the bias to ``1 - b``: off the B-bit
+    grid for ``-2^(B-1)``, so a bit-bounded run asks both labellings, and the checker can
+    confirm its "shatters" from the store alone."""
+    ans = _run(tmp_path, "--N", "3", "--bits", "2", "--readout", "scalar",
+               "--max-ff-width", "0")
+    assert ans["status"] == "found" and ans["sizes"][0]["classes"]["found"] == 8
+    rep = check_search(copy.deepcopy(ans), tmp_path)
+    assert rep.verdict == "s VERIFIED", rep.reasons
+    assert "scalar: shatters the 3 sequences; 8 labellings found" in rep.lines[0]
