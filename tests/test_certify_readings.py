@@ -137,3 +137,24 @@ def test_a_module_that_returns_the_last_position_only_is_asked_for_every_positio
     assert np.array_equal(out, m.emb.weight.detach().double().numpy()[toks])
     assert m.emb.weight.dtype == torch.float32  # the user's module is left as it was
     assert is_module(m) and not lm_layout(m) and not is_module({"w": 1})
+
+
+def test_a_reading_with_the_same_logits_is_not_an_alternative(typo: Path) -> None:
+    """With every attention score zero the head count changes nothing: no ambiguity, so
+    even the strict test passes."""
+    import dataclasses
+
+    from exactmem.adapters.readings import judge
+    from exactmem.model.lm_float import logits64
+
+    spec = load_nanogpt(typo / "gpt_user.pt")
+    t = dict(spec.tensors)
+    for i in range(spec.layers):  # zero the query block: uniform causal attention
+        t[f"h{i}.attn.weight"] = t[f"h{i}.attn.weight"].copy()
+        t[f"h{i}.attn.weight"][:, :spec.d_model] = 0
+        t.pop(f"h{i}.attn.bias", None)
+    flat = dataclasses.replace(spec, tensors=t)
+    toks = np.random.default_rng(0).integers(0, VOCAB, size=(3, 8))
+    z = logits64(flat, toks)
+    res = judge(flat, "nanogpt", toks, z.argmax(-1).tolist(), z, strict=True)
+    assert res.others == () and res.fits == 24

@@ -11,10 +11,12 @@ was trained under fits the labels far better than a mistyped one.
 :func:`alternatives` lists the readings (every divisor of ``d_model`` as the head count;
 for a torch encoder stack also both norm placements and both activations);
 :func:`judge` counts, on at most :data:`MAX_SEQUENCES` sequences, the positions where each
-reading's float64 argmax is the label, and refuses (:class:`~exactmem.errors.SpecError`, one
-line naming the alternatives) when another reading fits the labels clearly better than the
-config's: by at least :func:`margin` positions (10% of them, at least 2); with ``strict``,
-whenever another reading fits at least as well.  docs/certify-model.md, "Which function".
+reading's float64 argmax is the label (a reading whose logits there are the config's, to
+:data:`SAME`, is the same function on the data, not an alternative), and refuses
+(:class:`~exactmem.errors.SpecError`, one line naming the alternatives) when another
+reading fits the labels clearly better than the config's: by at least :func:`margin`
+positions (10% of them, at least 2); with ``strict``, whenever another reading fits at
+least as well.  docs/certify-model.md, "Which function".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from exactmem.model.lm_float import logits64
 from exactmem.model.lm_spec import LMSpec
 
 MAX_SEQUENCES = 64  # sequences the readings are compared on (each reading: one float64 pass)
+SAME = 1e-6  # logits this close (relative to the largest) are one function on the data
 NAMES = {"relu": "ReLU", "gelu_erf": "GELU", "gelu_tanh": "GELU (tanh)"}
 
 
@@ -93,9 +96,14 @@ def judge(spec: LMSpec, kind: str, tokens: np.ndarray, labels: Sequence[Sequence
     ``strict``, any as good) with one :class:`SpecError` line."""
     toks = np.asarray(tokens)[:MAX_SEQUENCES]
     ys = np.asarray([list(y) for y in labels[:MAX_SEQUENCES]])
-    fits = matches(stated_logits[:MAX_SEQUENCES], ys)
-    scored = [(describe(alt, kind), matches(logits64(alt, toks), ys))
-              for alt in alternatives(spec, kind)]
+    stated = stated_logits[:MAX_SEQUENCES]
+    fits = matches(stated, ys)
+    scale = SAME * max(1.0, float(np.abs(stated).max()))
+    scored = []
+    for alt in alternatives(spec, kind):
+        z = logits64(alt, toks)
+        if float(np.abs(z - stated).max()) > scale:  # the same logits: not another reading
+            scored.append((describe(alt, kind), matches(z, ys)))
     scored.sort(key=lambda x: -x[1])
     result = Readings(describe(spec, kind), fits, int(ys.size), tuple(scored))
     need = fits if strict else fits + margin(int(ys.size))
