@@ -100,6 +100,13 @@ def _rehash(ans: Answer) -> None:
     ans["dataset"]["sha256"] = dataset_from_json(ans["dataset"]["data"]).sha256()
 
 
+TEXTS: dict[str, list[Any]] = {
+    "qualifier": ["among 1-bit integer weights, proved minimal", "real weights, solvers' word",
+                  "among 2-bit integer weights, LRAT-checked"],
+    "claim": ["minimal", None], "claim_reason": [None, "every smaller shape was refuted"],
+    "ties": ["margin"], "minimize": [None, "ff-width", "heads"]}
+
+
 def mutate(base: Answer, all_sizes: list[dict[str, Any]], folder: Path,
            rng: random.Random) -> tuple[str, Answer]:
     """A mutated copy and the mutation's name."""
@@ -108,7 +115,7 @@ def mutate(base: Answer, all_sizes: list[dict[str, Any]], folder: Path,
     kind = rng.choice(["found-as-infeasible", "params", "shape", "bits", "label", "token",
                        "minimal", "proved-minimal", "swap-files", "weight", "kind",
                        "cnf-literal", "cnf-clause", "cnf-header", "proof", "proof",
-                       "options"])
+                       "options", "text"])
     if kind == "found-as-infeasible":
         other = rng.choice([e for e in all_sizes if e["status"] == "infeasible"])
         found.update({k: other[k] for k in ("cnf", "proof", "cnf_sha256", "proof_sha256",
@@ -130,6 +137,9 @@ def mutate(base: Answer, all_sizes: list[dict[str, Any]], folder: Path,
             sh[knob] = max(0, sh[knob] + rng.choice([-1, 1]))
     elif kind == "bits":
         ans["bits"] = 2
+    elif kind == "text":  # the answer's words: each a claim recomputed by the checker
+        field, values = rng.choice(list(TEXTS.items()))
+        ans[field] = rng.choice([v for v in values if v != ans[field]])
     elif kind in ("label", "token"):
         data = ans["dataset"]["data"]
         i = rng.randrange(len(data["labels"]))

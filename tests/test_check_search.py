@@ -44,6 +44,10 @@ def test_a_real_answer_verifies_and_its_proofs_are_standard_lrat(
     proc = exactmem(folder, "check-search", "answer.json")
     assert proc.returncode == 0 and proc.stdout.splitlines() == ["s VERIFIED"]
     assert "1 found sizes certified, 17 LRAT refutations" in proc.stderr
+    claim = next(x for x in proc.stderr.splitlines() if x.startswith("c claim: "))
+    assert claim == ("c claim: status found: at most 28 parameters, among 1-bit integer "
+                     "weights, LRAT-checked (L2 H1 m2 s1 q0 res argmax); why at most: "
+                     + ans["claim_reason"])
     for e in refuted:
         cnf = (folder / e["cnf"]).read_text()
         assert cnf.startswith("c encoder exactmem.bits-cnf/1\n")
@@ -142,6 +146,60 @@ def test_changed_claims_are_rejected(answer: tuple[Path, dict[str, Any]]) -> Non
     cases.append(bad)
     for k, bad in enumerate(cases):
         assert _verdict(folder, bad)[0] == "s REJECTED", k
+
+
+def _summary_verdict(ans: dict[str, Any]) -> str:
+    """The summary and texts of ``ans`` against its sizes taken as checked (the sizes
+    themselves are checked by the other tests): ``""`` when they follow, else why not."""
+    from exactmem.checker.parse import Unusable
+    from exactmem.checker.proofs.search_claims import Failed, Family, summary
+
+    done = [(e, e["status"]) for e in ans["sizes"]]
+    try:
+        summary(ans, done, Family(3, 2), ans["bits"])
+    except (Failed, Unusable) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("qualifier", "among 1-bit integer weights, proved optimal"),
+    ("qualifier", "among 2-bit integer weights, LRAT-checked"),
+    ("claim", "minimal"),
+    ("claim", None),
+    ("claim_reason", None),
+    ("claim_reason", "every smaller shape was refuted"),
+    ("ties", "margin"),
+    ("minimize", None),
+    ("minimize", "ff-width"),
+    ("minimize", "heads"),
+    ("minimize", "everything"),
+])
+def test_rewritten_texts_are_rejected(answer: tuple[Path, dict[str, Any]], field: str,
+                                      value: Any) -> None:
+    """The texts of an answer are claims too: each is recomputed from the checked sizes
+    and must be what the answer says (a missing one is unusable)."""
+    _, ans = answer
+    assert _summary_verdict(ans) == ""
+    bad = copy.deepcopy(ans)
+    assert bad[field] != value
+    bad[field] = value
+    why = _summary_verdict(bad)
+    assert why.startswith("Unusable" if value == "everything" else "Failed") and field in why
+    del bad[field]
+    assert _summary_verdict(bad).startswith("Unusable")
+
+
+def test_a_rewritten_claim_fails_the_whole_answer(answer: tuple[Path, dict[str, Any]]
+                                                 ) -> None:
+    folder, ans = answer
+    bad = copy.deepcopy(ans)
+    bad.update(claim="minimal", claim_reason=None)
+    verdict, why = _verdict(folder, bad)
+    assert verdict == "s REJECTED" and why == [
+        "claim: the answer says 'minimal', the checked sizes say 'at most'",
+        "claim_reason: the answer says null, the checked sizes say "
+        + repr(ans["claim_reason"])]
 
 
 def test_missing_files_and_fields_are_unusable(answer: tuple[Path, dict[str, Any]],

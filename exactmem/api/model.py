@@ -16,6 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from exactmem.api.lm import LMResult
 from exactmem.api.results import CertifyResult, CheckResult
 from exactmem.api.verbs import PathLike, check_result, dataset_of, failing_sequences, sizes_of
 from exactmem.errors import SpecError
@@ -84,8 +85,22 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   output: PathLike | None = None, skeleton: object | None = None,
                   epsilon: object | None = None, bind_dataset: bool = False,
                   log: Callable[[str], None] | None = None,
-                  progress: Callable[[str, int, int], None] | None = None) -> CertifyResult:
+                  progress: Callable[[str, int, int], None] | None = None,
+                  partial: bool = False, module: Any = None, strict_config: bool = False,
+                  producer: str = "auto", kind: str = "auto") -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
+
+    A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
+    torch encoder checkpoint, or such a model as a live torch module (a nanoGPT ``GPT``, a
+    stack in the layout of :func:`~exactmem.adapters.torch_encoder.reference_module`) --
+    goes to :func:`~exactmem.api.lm.certify_lm` and gives an
+    :class:`~exactmem.api.lm.LMResult` (``partial``: certify the positions proved).  Its
+    float64 cross-check runs against the user's module when there is one (the live module
+    given as ``model``, or ``module=`` next to a checkpoint path); otherwise against the
+    reference module built from the saved config, after the config's reading is compared
+    with the other readings of its tensors (``strict_config``; docs/certify-model.md,
+    "Which function").  ``kind``: "auto" (detected), "export", or a language-model
+    importer ("gpt2", "nanogpt", "torch-encoder").
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -96,6 +111,16 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     written only when every sequence is memorized and the checker verifies; otherwise the
     result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
     """
+    if kind not in ("auto", "export", "gpt2", "nanogpt", "torch-encoder"):
+        raise SpecError(f"kind: expected auto, export, gpt2, nanogpt or torch-encoder, found "
+                        f"{kind!r}")
+    lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
+    if lm is not None:
+        return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
+                           strict_config=strict_config, bind_dataset=bind_dataset, log=log,
+                           progress=progress, producer=producer)
+    if partial or module is not None or strict_config:
+        raise SpecError("partial, module and strict_config apply to language models only")
     from exactmem.adapters.import_model import needs_torch, read_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
@@ -163,3 +188,39 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     return CertifyResult(report.verified, CONSTRUCTION, ds.N, sizes_of(cert), report,
                          out if report.verified else None, failing_sequences(report.failures),
                          report.failures, (), t, cert)
+
+
+def _lm_kind(model: Any, module: Any) -> str | None:
+    """The language-model kind of ``model`` ("module": a live torch module of a language
+    model layout), or ``None`` for the export layout."""
+    from exactmem.adapters.lm_module import is_module, lm_kind, lm_layout
+
+    if is_module(model):
+        return "module" if lm_layout(model) else None
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    kind = lm_kind(Path(model))
+    if kind is None and module is not None:
+        raise SpecError(f"{model}: module= is given, but the path is not a language-model "
+                        "checkpoint (GPT-2 directory, nanoGPT or torch encoder checkpoint)")
+    return kind
+
+
+def _certify_lm(model: Any, kind: str, dataset: Any, output: PathLike | None,
+                **kw: Any) -> LMResult:
+    import tempfile
+
+    from exactmem.api.lm import certify_lm
+
+    data = dataset if isinstance(dataset, Dataset) else Path(dataset)
+    if kind != "module":
+        return certify_lm(model, data, output, kind=kind, **kw)
+    from exactmem.adapters.lm_module import save_module
+
+    if kw["module"] is not None:
+        raise SpecError("module=: give the module as the model, or a checkpoint path with "
+                        "module=, not both")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "module.pt"
+        kind = save_module(model, path)
+        return certify_lm(path, data, output, kind=kind, **{**kw, "module": model})

@@ -28,7 +28,8 @@ def check_search(path: PathLike, base: PathLike | None = None) -> CheckResult:
 
     rep = check_search_file(str(path), None if base is None else str(base))
     return _result(rep.exit_code, rep.reasons,
-                   "every size of the answer is found or refuted as it states", Path(path))
+                   rep.statement or "every size of the answer is found or refuted as it states",
+                   Path(path))
 
 
 def check_proof(cnf: PathLike, proof: PathLike, fmt: str = "auto") -> CheckResult:

@@ -306,6 +306,7 @@ def _all_labelings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction |
         sizes.append({**s, "status": status})
     out = {"status": report["status"], "minimal": report["minimal"],
            "proved_minimal": report["proved_minimal"], "claim": report["claim"],
+           "minimize": minimize, "family": limits.as_dict(),
            "ties": q.ties, "bound": q.bound, "bits": q.bits, "sizes": sizes,
            "rlimit": q.rlimit, "encoding": q.encoding, "proof_kinds": _kinds(store, sizes),
            "sequences": [list(x) for x in seqs], "vocab": vocab, "classes": kw["classes"],

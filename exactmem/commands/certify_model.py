@@ -50,12 +50,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="language models: write the producer's proof without running the "
                         "checker first (the output says 'not checked yet: run exactmem check "
                         "CERT'; no code-length claims); the default checks before writing")
+    p.add_argument("--strict-config", action="store_true",
+                   help="language models: refuse unless the config's reading of the tensors "
+                        "(head count; for an encoder stack also norm placement and "
+                        "activation) fits the labels strictly better than every other reading "
+                        "(default: refuse only when another fits clearly better; "
+                        "docs/certify-model.md, 'Which function')")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
     from exactmem.api.model import certify_model
+    from exactmem.api.results import CertifyResult
     from exactmem.commands.certify_lm import run_lm, wants_lm
     from exactmem.errors import SpecError
 
@@ -80,9 +87,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = certify_model(args.model, args.data, output=out, skeleton=structure,
                                epsilon=args.epsilon, bind_dataset=args.bind_dataset, log=log,
-                               progress=tick)
+                               progress=tick, kind="export")
     finally:
         close()
+    assert isinstance(result, CertifyResult)
     for note in result.notes:
         log(note)
     if not result.verified:

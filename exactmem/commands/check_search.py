@@ -19,9 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Prints one line: 's VERIFIED' (exit 0), 's REJECTED' (exit 1: a claim "
                     "fails) or 's UNUSABLE' (exit 2: a missing or malformed file, or a "
                     "limit); reasons go to stderr. Files named in the answer are relative to "
-                    "its folder (or --base).",
+                    "its folder (or --base). The results store of 'search --all-labelings "
+                    "--bits B --results R.jsonl' (or the --json answer naming it) is read "
+                    "too: every record's network run on its labelling, every refuted "
+                    "labelling's CNF re-derived and its proof checked, and per shape what "
+                    "the records establish (shatters, does not shatter, open).",
         epilog="example: exactmem search data.json --bits 2 --minimize params --proofs P "
-               "--json > answer.json && exactmem check-search answer.json")
+               "--json > answer.json && exactmem check-search answer.json; "
+               "exactmem check-search search-results.jsonl")
     p.add_argument("answer", help="the JSON answer of 'exactmem search --bits ... --json'")
     p.add_argument("--base", default=None, metavar="DIR",
                    help="folder the answer's file names are relative to (default: the "
@@ -36,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     for line in report.reasons:
         print(f"c {line}", file=sys.stderr)
     c = report.counts
+    for line in report.lines:
+        print(f"c {line}", file=sys.stderr)
+    if report.statement is not None and report.exit_code == 0:
+        print(f"c claim: {report.statement}", file=sys.stderr)
     print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
           f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
           f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)

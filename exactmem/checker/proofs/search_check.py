@@ -25,331 +25,50 @@ missing or malformed, or a limit).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from ..dataset import dataset as read_dataset
-from ..parse import Unusable, choice, integer, obj, ratio, read_json
-from ..verify import VERDICTS, check_certificate
-from .lrat import check_lrat_files
-from .search_circuit import VariableLimit
-from .search_encode import ENCODER, Question, encode
-
-KNOBS = ("layers", "heads", "d_model", "head_dim", "ff_width")
-LIMITS = {"layers": 8, "heads": 16, "d_model": 64, "head_dim": 64, "ff_width": 1024}
-MAX_BITS = 8
-MAX_SEQUENCES = 4096
-MAX_SIZES = 100_000
-MAX_FAMILY = 100_000  # shapes enumerated for proved_minimal (the search's cap)
+from ..parse import Unusable, integer, read_json
+from .search_claims import (  # noqa: F401 (nests_in, params_of: re-exported)
+    Failed,
+    nests_in,
+    params_of,
+    statement,
+    summary,
+)
+from .search_sizes import MAX_BITS, MAX_SEQUENCES, MAX_SIZES, SearchReport, Sizes
+from .search_store import check_labelings_answer, check_store, is_store
 
 
-class SearchReport:
-    """Failures (a claim that does not hold) and unusable input, with counts."""
-
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-        self.unusable: list[str] = []
-        self.counts = {"found": 0, "lrat": 0, "nested": 0, "label-consistency": 0,
-                       "unknown": 0}
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failures else (2 if self.unusable else 0)
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
-    @property
-    def reasons(self) -> list[str]:
-        return self.failures + self.unusable
-
-
-def _shape(value: Any, where: str) -> dict[str, Any]:
-    obj(value, where, (*KNOBS, "residual", "readout"))
-    for k in KNOBS:
-        integer(value[k], f"{where}.{k}", 0 if k == "ff_width" else 1, LIMITS[k])
-    if type(value["residual"]) is not bool:
-        raise Unusable(f"{where}.residual: expected true or false")
-    choice(value["readout"], ("argmax", "scalar"), f"{where}.readout")
-    return value
-
-
-def params_of(sh: dict[str, Any], size: int, out_dim: int) -> int:
-    """Dense parameter count: embedding ``m x size``; per block, per head ``W_Q, W_K, W_V``
-    (``s x m``) and ``W_O`` (``m x s``), the feed-forward ``W1, b1, W2, b2``; the readout
-    ``k x m`` and its bias."""
-    m, s, q = sh["d_model"], sh["head_dim"], sh["ff_width"]
-    block = sh["heads"] * 4 * s * m + (2 * q * m + q + m if q else 0)
-    return m * size + sh["layers"] * block + out_dim * (m + 1)
-
-
-def nests_in(small: dict[str, Any], big: dict[str, Any]) -> bool:
-    """Every network of ``small`` is, padded with zeros (on every grid), one of ``big``:
-    extra blocks and feed-forwards are the identity only through the residual."""
-    if small["residual"] != big["residual"] or small["readout"] != big["readout"]:
-        return False
-    if any(small[k] > big[k] for k in KNOBS):
-        return False
-    return small["residual"] or (small["layers"] == big["layers"]
-                                 and (small["ff_width"] == 0) == (big["ff_width"] == 0))
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
-    except OSError as exc:
-        raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
-    return h.hexdigest()
-
-
-def _bound_file(entry: dict[str, Any], key: str, where: str, base: Path) -> Path:
-    """The file ``entry[key]`` (relative to the answer's folder); its SHA-256 must be
-    ``entry[key + '_sha256']``."""
-    name, digest = entry.get(key), entry.get(f"{key}_sha256")
-    if type(name) is not str or not name:
-        raise Unusable(f"{where}.{key}: expected a file name")
-    if type(digest) is not str:
-        raise Unusable(f"{where}.{key}_sha256: missing (the file is not bound to the answer)")
-    path = base / name
-    if not path.is_file():
-        raise Unusable(f"{where}.{key}: {name}: no such regular file")
-    if _sha256_file(path) != digest:
-        raise _Failed(f"{where}.{key}: {name} does not match its SHA-256")
-    return path
-
-
-class _Failed(Exception):
-    """A claim that does not hold."""
-
-
-class _Answer:
-    def __init__(self, answer: Any, base: Path, report: SearchReport) -> None:
-        self.base, self.report = base, report
-        if type(answer) is not dict:
-            raise Unusable("answer: expected a JSON object")
-        for key in ("bits", "sizes", "dataset", "status", "minimal", "proved_minimal"):
-            if key not in answer:  # other fields (timings, texts) are not claims checked
-                raise Unusable(f"answer.{key}: missing")
-        self.bits = integer(answer["bits"], "answer.bits", 1, MAX_BITS)
-        task, self.inputs, toks, labels, self.size, digest = read_dataset(answer["dataset"],
-                                                                          base)
-        if task != "next-token":
-            raise Unusable("dataset.task: the search answers next-token datasets only")
-        if len(toks) > MAX_SEQUENCES:
-            raise Unusable(f"dataset: more than {MAX_SEQUENCES} sequences")
-        self.sha256 = digest
-        if digest != answer["dataset"]["sha256"]:
-            raise _Failed("dataset: its SHA-256 does not match the one in the answer")
-        self.seqs = tuple(tuple(tuple(t) if type(t) is list else t for t in s) for s in toks)
-        self.labels = tuple(labels)
-        self.out_dim = max(2, max(self.labels) + 1)
-        self.refuted: dict[str, bool] = {}  # CNF path -> refutation checked
-
-    def out(self, sh: dict[str, Any]) -> int:
-        return 1 if sh["readout"] == "scalar" else self.out_dim
-
-    def entry(self, e: Any, where: str) -> str:
-        """Check one size; returns its status (raises on a failure)."""
-        if type(e) is not dict:
-            raise Unusable(f"{where}: expected an object")
-        sh = _shape(e.get("shape"), f"{where}.shape")
-        status = choice(e.get("status"), ("found", "infeasible", "unknown"), f"{where}.status")
-        params = integer(e.get("params"), f"{where}.params", 0)
-        if params != params_of(sh, self.size, self.out(sh)):
-            raise _Failed(f"{where}.params: {params}, but the shape has "
-                          f"{params_of(sh, self.size, self.out(sh))} parameters")
-        if status == "found":
-            self.found(e, sh, where)
-        elif status == "infeasible":
-            kind = e.get("proof_kind")
-            if kind == "lrat":
-                self.lrat(e, sh, where)
-            elif kind == "label-consistency":
-                self.consistency(where)
-            else:
-                raise _Failed(f"{where}: proof kind {kind!r} is not a checkable proof")
-        return status
-
-    def consistency(self, where: str) -> None:
-        seen: dict[tuple[Any, Any], set[int]] = {}
-        for s, y in zip(self.seqs, self.labels, strict=True):
-            seen.setdefault((tuple(sorted(s)), s[-1]), set()).add(y)
-        if all(len(ys) == 1 for ys in seen.values()):
-            raise _Failed(f"{where}: no two sequences with the same multiset and last token "
-                          "carry different labels")
-        self.report.counts["label-consistency"] += 1
-
-    def lrat(self, e: dict[str, Any], sh: dict[str, Any], where: str) -> None:
-        big = sh
-        if "nests_in" in e:
-            big = _shape(e["nests_in"], f"{where}.nests_in")
-            if not nests_in(sh, big):
-                raise _Failed(f"{where}: the shape does not nest in its nests_in shape")
-        opts = obj(e.get("question"), f"{where}.question",
-                   ("encoder", "symmetry", "segments", "fixed_embed"))
-        if opts["encoder"] != ENCODER:
-            raise Unusable(f"{where}.question.encoder: expected {ENCODER!r}")
-        if opts["fixed_embed"] is not None:
-            raise Unusable(f"{where}.question.fixed_embed: not supported by check-search")
-        if type(opts["symmetry"]) is not bool or type(opts["segments"]) is not bool:
-            raise Unusable(f"{where}.question: symmetry and segments are true or false")
-        cnf = _bound_file(e, "cnf", where, self.base)
-        proof = _bound_file(e, "proof", where, self.base)
-        key = f"{cnf.resolve()} {proof.resolve()} {sorted(big.items())} {sorted(opts.items())}"
-        if key not in self.refuted:
-            q = Question(self.inputs, self.size, self.seqs, self.labels, self.sha256,
-                         big["layers"], big["heads"], big["d_model"], big["head_dim"],
-                         big["ff_width"], big["residual"], big["readout"], self.bits,
-                         opts["symmetry"], opts["segments"])
-            have = cnf.read_bytes()
-            try:  # the work is bounded by the file offered: no more variables than bytes
-                want = encode(q, len(have)).encode("ascii")
-            except VariableLimit:
-                raise _Failed(f"{where}.cnf: not the CNF of the question (that needs more "
-                              f"variables than the file has bytes)") from None
-            if have != want:
-                line = next((k for k, (a, b) in enumerate(zip(have.splitlines(),
-                                                              want.splitlines()), 1)
-                             if a != b), min(len(have.splitlines()), len(want.splitlines())))
-                raise _Failed(f"{where}.cnf: not the CNF of the question (first difference "
-                              f"at line {line})")
-            rep = check_lrat_files(str(cnf), str(proof))
-            if rep.verdict == "s UNUSABLE":
-                raise Unusable(f"{where}.proof: " + "; ".join(rep.reasons))
-            if rep.verdict != "s VERIFIED":
-                raise _Failed(f"{where}.proof: " + "; ".join(rep.reasons))
-            self.refuted[key] = True
-        self.report.counts["nested" if big is not sh else "lrat"] += 1
-
-    def found(self, e: dict[str, Any], sh: dict[str, Any], where: str) -> None:
-        if "certificate_data" in e:
-            cert, cbase = e["certificate_data"], self.base
-        else:
-            path = _bound_file(e, "certificate", where, self.base)
-            cert, cbase = read_json(path), path.parent
-        rep = check_certificate(cert, cbase)
-        if not rep.verified:
-            raise _Failed(f"{where}: the certificate does not verify: "
-                          + "; ".join(rep.failures[:3]))
-        if cert["dataset"]["sha256"] != self.sha256:
-            raise _Failed(f"{where}: the certificate is about another dataset")
-        net = cert["network"]
-        got = network_shape(net)
-        if got != sh:
-            raise _Failed(f"{where}: the certificate's network has the shape {got}")
-        if cert["sizes"]["params_dense"] != e["params"]:
-            raise _Failed(f"{where}: the certificate's network has "
-                          f"{cert['sizes']['params_dense']} parameters")
-        off = _off_grid(net["layers"], self.bits)
-        if off is not None:
-            raise _Failed(f"{where}: the weight {off} is not a {self.bits}-bit integer")
-        self.report.counts["found"] += 1
-
-
-def network_shape(net: dict[str, Any]) -> dict[str, Any] | None:
-    """The shape of a verified certificate's network (``None`` if it is not one of the
-    searched family)."""
-    try:
-        layers = net["layers"]
-        att = [la for la in layers if la["type"] == "attention"]
-        ffs = [la for la in layers if la["type"] == "feedforward"]
-        heads = att[0]["heads"]
-        res = {att[0]["residual"], *(la["residual"] for la in att + ffs)}
-        if len(res) != 1 or any(la["kind"] != "hardmax" for la in att) or \
-                len({len(la["heads"]) for la in att}) != 1:
-            return None
-        return {"layers": len(att), "heads": len(heads),
-                "d_model": len(layers[0]["table"] if layers[0]["type"] == "embedding"
-                               else layers[0]["weight"]),
-                "head_dim": len(heads[0]["query"]),
-                "ff_width": len(ffs[0]["maps"][0]["weight"]) if ffs else 0,
-                "residual": res.pop(), "readout": net["readout"]["kind"]}
-    except (KeyError, IndexError, TypeError):
-        return None
-
-
-def _off_grid(value: Any, bits: int) -> str | None:
-    """A number in the layers' matrices that is not a ``bits``-bit integer, or ``None``."""
-    if type(value) is dict:
-        return next((x for v in value.values() if (x := _off_grid(v, bits)) is not None),
-                    None)
-    if type(value) is list:
-        for v in value:
-            if type(v) is str:
-                p, q = ratio(v, "network")
-                if q != 1 or not -(1 << (bits - 1)) <= p < 1 << (bits - 1):
-                    return v
-            elif (x := _off_grid(v, bits)) is not None:
-                return x
-    return None
-
-
-def _smaller(answer: dict[str, Any], a: _Answer) -> list[dict[str, Any]]:
-    """The shapes that must be refuted for ``proved_minimal``: with ``--minimize
-    ff-width`` / ``heads`` the minimal shape with that knob smaller; with ``params`` every
-    shape of the family (its caps, the minimal shape's residual and readout) with fewer
-    parameters -- and no shape beyond a cap may have as few as the minimal one."""
-    low, mode = answer["minimal"], answer.get("minimize")
-    base = {k: low[k] for k in (*KNOBS, "residual", "readout")}
-    if mode == "ff-width":
-        return [{**base, "ff_width": q} for q in range(low["ff_width"])]
-    if mode == "heads":
-        return [{**base, "heads": h} for h in range(1, low["heads"])]
-    if mode != "params":
-        raise _Failed("proved_minimal: only a sweep (--minimize) proves minimality")
-    fam = obj(answer.get("family"), "family",
-              ("max_layers", "max_heads", "max_d_model", "max_ff_width"))
-    cap = {k: integer(fam[f"max_{k}"], f"family.max_{k}", 0 if k == "ff_width" else 1,
-                      LIMITS[k]) for k in ("layers", "heads", "d_model", "ff_width")}
-    count = cap["layers"] * cap["heads"] * cap["d_model"] * (cap["d_model"] + 1) // 2 \
-        * (cap["ff_width"] + 1)
-    if count > MAX_FAMILY:
-        raise Unusable(f"family: {count} shapes, more than {MAX_FAMILY}")
-    one = {**base, "layers": 1, "heads": 1, "d_model": 1, "head_dim": 1, "ff_width": 0}
-    for k in cap:
-        if params_of({**one, k: cap[k] + 1}, a.size, a.out(one)) <= low["params"]:
-            raise _Failed(f"proved_minimal: a shape beyond the cap on {k} has at most "
-                          f"{low['params']} parameters")
-    return [sh for L in range(1, cap["layers"] + 1) for h in range(1, cap["heads"] + 1)
-            for m in range(1, cap["d_model"] + 1) for s in range(1, m + 1)
-            for q in range(cap["ff_width"] + 1)
-            if params_of(sh := {**base, "layers": L, "heads": h, "d_model": m, "head_dim": s,
-                                "ff_width": q}, a.size, a.out(base)) < low["params"]]
-
-
-def _summary(answer: dict[str, Any], done: list[tuple[dict[str, Any], str]],
-             a: _Answer) -> None:
-    """``status``, ``minimal`` and ``proved_minimal`` follow from the checked entries."""
-    found = [{**e["shape"], "params": e["params"]} for e, st in done if st == "found"]
-    choice(answer["status"], ("found", "infeasible", "unknown"), "status")
-    if answer["status"] == "found":
-        if answer["minimal"] not in found:
-            raise _Failed("minimal: not one of the found sizes")
-    elif found or answer["minimal"] is not None:
-        raise _Failed(f"status {answer['status']!r}, yet a size was found or minimal given")
-    if answer["status"] == "infeasible" and any(st != "infeasible" for _, st in done):
-        raise _Failed("status 'infeasible', yet a size is not refuted")
-    if answer["proved_minimal"] is True:
-        if answer["status"] != "found" or answer.get("ties") != "split":
-            raise _Failed("proved_minimal without a found size (or with restricted ties)")
-        refuted = [e["shape"] for e, st in done if st == "infeasible"]
-        for sh in _smaller(answer, a):
-            if sh not in refuted:
-                raise _Failed(f"proved_minimal, yet the smaller shape {sh} is not refuted")
-    elif answer["proved_minimal"] is not False:
-        raise Unusable("proved_minimal: expected true or false")
+def _answer_sizes(answer: Any, base: Path, report: SearchReport) -> Sizes:
+    """The question of an answer: its embedded dataset (SHA-256 recomputed) and bits."""
+    if type(answer) is not dict:
+        raise Unusable("answer: expected a JSON object")
+    for key in ("bits", "sizes", "dataset", "status", "minimal", "proved_minimal"):
+        if key not in answer:
+            raise Unusable(f"answer.{key}: missing")
+    bits = integer(answer["bits"], "answer.bits", 1, MAX_BITS)
+    task, inputs, toks, labels, size, digest = read_dataset(answer["dataset"], base)
+    if task != "next-token":
+        raise Unusable("dataset.task: the search answers next-token datasets only")
+    if len(toks) > MAX_SEQUENCES:
+        raise Unusable(f"dataset: more than {MAX_SEQUENCES} sequences")
+    if digest != answer["dataset"]["sha256"]:
+        raise Failed("dataset: its SHA-256 does not match the one in the answer")
+    seqs = tuple(tuple(tuple(t) if type(t) is list else t for t in s) for s in toks)
+    return Sizes(inputs, size, seqs, tuple(labels), digest, bits, base, report)
 
 
 def check_search(answer: Any, base: Path) -> SearchReport:
-    """Check a decoded answer; files it names are found relative to ``base``."""
+    """Check a decoded answer; files it names are found relative to ``base``.  An
+    ``--all-labelings`` answer (it names its results store) is checked with its store
+    (:mod:`.search_store`)."""
+    if type(answer) is dict and "sequences" in answer and "results" in answer:
+        return check_labelings_answer(answer, base)
     report = SearchReport()
     try:
-        a = _Answer(answer, base, report)
+        a = _answer_sizes(answer, base, report)
         sizes = answer["sizes"]
         if type(sizes) is not list or len(sizes) > MAX_SIZES:
             raise Unusable(f"sizes: expected a list of at most {MAX_SIZES} entries")
@@ -358,14 +77,15 @@ def check_search(answer: Any, base: Path) -> SearchReport:
             try:
                 done.append((e, a.entry(e, f"sizes[{k}]")))
                 report.counts["unknown"] += done[-1][1] == "unknown"
-            except _Failed as exc:
-                report.failures.append(str(exc))
+            except Failed as exc:
+                report.failures.extend(str(x) for x in exc.args)
             except Unusable as exc:
                 report.unusable.append(str(exc))
         if len(done) == len(sizes):
-            _summary(answer, done, a)
-    except _Failed as exc:
-        report.failures.append(str(exc))
+            summary(answer, done, a, a.bits)
+            report.statement = statement(answer, a.bits)
+    except Failed as exc:
+        report.failures.extend(str(x) for x in exc.args)
     except (Unusable, MemoryError, RecursionError) as exc:
         report.unusable.append(str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer
@@ -374,7 +94,10 @@ def check_search(answer: Any, base: Path) -> SearchReport:
 
 
 def check_search_file(path: str, base: str | None = None) -> SearchReport:
-    """Read and check an answer file; its files are relative to its folder (or ``base``)."""
+    """Read and check an answer file -- or the results store of an ``--all-labelings`` run
+    (:mod:`.search_store`); its files are relative to its folder (or ``base``)."""
+    if is_store(path):
+        return check_store(Path(path), None if base is None else Path(base))
     try:
         answer = read_json(path)
     except Unusable as exc:

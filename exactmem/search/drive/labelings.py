@@ -56,7 +56,8 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     (:func:`probe_and_walk`); with real weights, the random fronts that pick the likely
     refutations (:func:`~exactmem.search.drive.walks.suspects`); then the queries, pass by
     pass (:func:`ask_in_passes`)."""
-    sym = labels_symmetric(shape.readout, q.classes)
+    sym = labels_symmetric(shape.readout, q.classes,
+                           q.bits is not None or q.bound is not None)
     classes = labelling_classes(q.sequences, q.classes, sym)
     pending, hard, reused, padded = plan_queries(q, shape, classes, store, certificate_dir)
     failed = first_failure and any(store.records[record_key(shape, c.labels)]["status"] ==

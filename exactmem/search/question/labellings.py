@@ -5,11 +5,12 @@ For next-token datasets of token ids (no positional information, a free embeddin
 * the inputs are *consistency classes* -- a multiset of tokens plus the last token
   (Kajitsuka & Sato eq. 5); :func:`generate_inputs` draws ``N`` distinct ones;
 * symmetry: relabelling the vocabulary permutes embedding columns and, for an argmax
-  readout (or a scalar readout with two labels, ``y -> 1 - y``), permuting the labels
-  permutes readout rows; so two labelled datasets whose graphs (sequence, token and label
-  nodes) are isomorphic have the same answer.  :func:`labelling_classes` keeps one
-  representative per isomorphism class (networkx: Weisfeiler-Lehman hash buckets, then
-  exact isomorphism tests); :func:`token_symmetries` lists the token permutations.
+  readout (or a scalar readout with two labels and unbounded real weights, ``y -> 1 - y``),
+  permuting the labels permutes readout rows; so two labelled datasets whose graphs
+  (sequence, token and label nodes) are isomorphic have the same answer.
+  :func:`labelling_classes` keeps one representative per isomorphism class (networkx:
+  Weisfeiler-Lehman hash buckets, then exact isomorphism tests); :func:`token_symmetries`
+  lists the token permutations.
 
 The runs that answer every class live in :mod:`exactmem.search.drive.labelings`.
 """
@@ -50,9 +51,13 @@ def generate_inputs(N: int, n: int, vocab: int, seed: int = 0) -> tuple[tuple[in
     return tuple(sorted(rng.sample(classes, N)))
 
 
-def labels_symmetric(readout: str, classes: int) -> bool:
-    """Is every permutation of the labels a symmetry of the searched family?"""
-    return readout == "argmax" or classes == 2
+def labels_symmetric(readout: str, classes: int, bounded: bool = False) -> bool:
+    """Is every permutation of the labels a symmetry of the searched family?  An argmax
+    readout permutes its rows; a scalar readout with two labels maps ``y -> 1 - y`` by
+    negating its row and setting the bias to ``1 - b``, which leaves a bounded family
+    (``bounded``: B-bit integer weights, or ``|w| <= bound``: ``-(-2^(B-1))`` and ``1 - b``
+    can fall outside), so there it is not used."""
+    return readout == "argmax" or (classes == 2 and not bounded)
 
 
 def labelled_graph(seqs: Sequence[tuple[int, ...]], labels: Sequence[int],

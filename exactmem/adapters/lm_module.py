@@ -1,0 +1,153 @@
+"""A language model given as a live torch module: its own forward pass for the cross-check,
+and its checkpoint when no file is given.
+
+:func:`module_logits` runs a copy of the module in float64 (``eval``, no gradients) on
+token ids and returns the logits of every position: the module's output, its first element
+when it returns a tuple, or ``.logits`` (transformers' outputs); a module that returns only
+the last position at inference (nanoGPT's ``GPT``) is called again with ``targets`` equal to
+the tokens, which makes it return every position.
+
+:func:`save_module` writes the checkpoint of a module of a layout the importers read: a
+nanoGPT ``GPT`` (its ``config`` gives ``model_args``) or a stack in the layout of
+:func:`~exactmem.adapters.torch_encoder.reference_module` (the config read from the live
+layers: their head count, norm placement, activation, widths and norms).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.errors import MissingDependencyError, SpecError
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependencyError("a torch module needs torch: "
+                                     "pip install 'exactmem[trained]'") from exc
+    return torch
+
+
+def is_module(value: Any) -> bool:
+    """Is ``value`` a torch ``nn.Module`` (without importing torch when it is not)?"""
+    mod = type(value).__module__ or ""
+    if not (mod.startswith("torch") or hasattr(value, "state_dict")):
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return isinstance(value, torch.nn.Module)
+
+
+def lm_kind(path: Path) -> str | None:
+    """The importer that reads the checkpoint ``path`` ("gpt2", "nanogpt",
+    "torch-encoder"), or ``None``."""
+    from exactmem.adapters.gpt2 import is_gpt2_dir
+    from exactmem.adapters.gpt2_nanogpt import is_nanogpt
+    from exactmem.adapters.torch_encoder import is_torch_encoder
+
+    if is_gpt2_dir(path):
+        return "gpt2"
+    try:  # torch.save writes a zip archive (or, before torch 1.6, a pickle)
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return None
+    if not (head == b"PK\x03\x04" or head[:1] == b"\x80"):
+        return None  # a safetensors file: read without torch
+    if is_nanogpt(path):
+        return "nanogpt"
+    return "torch-encoder" if is_torch_encoder(path) else None
+
+
+def _nanogpt_config(module: Any) -> Any:
+    cfg = getattr(module, "config", None)
+    keys = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
+    return cfg if cfg is not None and all(hasattr(cfg, k) for k in keys) else None
+
+
+def lm_layout(module: Any) -> bool:
+    """Is the module a language model :func:`save_module` writes (a nanoGPT ``GPT``, a
+    reference-layout encoder stack)?"""
+    return _nanogpt_config(module) is not None or \
+        all(hasattr(module, k) for k in ("tok", "pos", "layers", "head"))
+
+
+def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
+    """The module's own float64 logits ``[N, n, vocab]`` on ``tokens``."""
+    torch = _torch()
+    m = copy.deepcopy(module).double().eval()
+    idx = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+
+    def first(out: Any) -> Any:
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        return getattr(out, "logits", out)
+
+    try:
+        with torch.no_grad():
+            out = first(m(idx))
+            if out.dim() == 3 and out.shape[1] == 1 and idx.shape[1] > 1:
+                out = first(m(idx, idx))  # nanoGPT: every position only with targets
+    except Exception as exc:  # noqa: BLE001 - the user's code: one message, not a traceback
+        raise SpecError(f"the module's forward pass failed on the dataset's tokens: "
+                        f"{type(exc).__name__}: {exc}") from None
+    if tuple(out.shape[:2]) != tuple(idx.shape):
+        raise SpecError(f"the module returns logits of shape {tuple(out.shape)}; expected "
+                        f"[{idx.shape[0]}, {idx.shape[1]}, vocab] (every position)")
+    return np.asarray(out.double().numpy())
+
+
+def save_module(module: Any, path: str | Path) -> str:
+    """Write ``module``'s checkpoint to ``path``; returns the importer kind ("nanogpt" or
+    "torch-encoder")."""
+    torch = _torch()
+    cfg = _nanogpt_config(module)
+    if cfg is not None:
+        args = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size",
+                                             "vocab_size", "bias", "dropout")
+                if hasattr(cfg, k)}
+        torch.save({"model": module.state_dict(), "model_args": args}, str(path))
+        return "nanogpt"
+    if all(hasattr(module, k) for k in ("tok", "pos", "layers", "head")):
+        return _save_encoder(module, path)
+    raise SpecError(f"a {type(module).__name__} module: expected a nanoGPT GPT (with its "
+                    "config) or a stack in the layout of exactmem.adapters.torch_encoder."
+                    "reference_module")
+
+
+def _save_encoder(module: Any, path: str | Path) -> str:
+    from exactmem.adapters.torch_encoder import save_encoder
+
+    nn = _torch().nn
+    layers = list(module.layers)
+    if not layers or not all(isinstance(la, nn.TransformerEncoderLayer) for la in layers):
+        raise SpecError("module.layers: expected nn.TransformerEncoderLayer modules")
+    first = layers[0]
+
+    def activation(la: Any) -> str:
+        act = getattr(la, "activation", None)
+        name = getattr(act, "__name__", type(act).__name__).lower()
+        if "gelu" in name and getattr(act, "approximate", "none") == "none":
+            return "gelu"
+        if "relu" in name:
+            return "relu"
+        raise SpecError(f"an encoder layer's activation {name!r}: expected ReLU or GELU "
+                        "(erf form)")
+
+    readings = {(la.norm_first, activation(la), la.self_attn.num_heads) for la in layers}
+    if len(readings) != 1:
+        raise SpecError("the encoder layers differ in norm placement, activation or head "
+                        "count; every layer of the stack must be read one way")
+    norm_first, act, heads = readings.pop()
+    config = {"vocab_size": module.tok.num_embeddings, "context": module.pos.num_embeddings,
+              "d_model": module.tok.embedding_dim, "heads": heads, "layers": len(layers),
+              "d_ff": first.linear1.out_features, "norm_first": norm_first,
+              "activation": act, "final_norm": getattr(module, "norm", None) is not None}
+    save_encoder(module, config, path)
+    return "torch-encoder"

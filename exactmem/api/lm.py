@@ -1,0 +1,244 @@
+"""``exactmem.certify_lm``: certify the positions where a trained language model (a GPT-2
+checkpoint directory, a nanoGPT checkpoint, a torch ``nn.TransformerEncoderLayer`` stack,
+or such a model as a live torch module) has the label as unique argmax: import,
+cross-check, prove positions, self-check, write.
+
+The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
+:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+spec's float64 forward pass must agree with a torch forward pass on DATA (else the import is
+wrong: exit 2) -- the user's own module when one is given (``module``), else the reference
+module built from the saved config, and then the config's reading of the tensors is
+compared on the labels with the other readings its config could mistype
+(:mod:`~exactmem.adapters.readings`; docs/certify-model.md, "Which function");
+:func:`~exactmem.model.lm_bounds.prove_positions` decides the positions with ball
+arithmetic; the stdlib checker re-proves the certificate before it is written.  Without
+``partial`` every position must be proved (the failing positions are returned with their
+margins, nothing written).  ``self_check=False`` writes the producer's positions unchecked
+(and without code-length claims, whose value is the checker's own bound).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactmem.errors import SpecError
+
+FORMATS = ("auto", "gpt2", "nanogpt", "torch-encoder", "export")
+CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
+
+
+def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
+    """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
+    if kind == "gpt2":
+        from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+
+        return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
+                "transformers' GPT2LMHeadModel")
+    if kind == "nanogpt":
+        from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
+
+        return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
+                "nanoGPT's forward pass (torch)")
+    if kind == "torch-encoder":
+        from exactmem.adapters.torch_encoder import encoder_logits, load_torch_encoder
+
+        return (load_torch_encoder(model), lambda toks: encoder_logits(model, toks),
+                "the nn.TransformerEncoderLayer stack's forward pass (torch)")
+    raise SpecError(f"--format: unknown language-model kind {kind!r}")
+
+
+@dataclass
+class LMResult:
+    """What certify-model did: positions proved, the failures, timings (seconds)."""
+
+    proved: int
+    positions: int
+    sequences_full: int
+    failed: list[tuple[int, int, float]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    written: bool = False
+    checked: bool = True  # False: written without the in-process checker (--no-self-check)
+    code_lengths: list[Any] = field(default_factory=list)  # rigorous upper bounds (Fraction)
+    float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
+    compared: str = ""  # what the float64 cross-check compared the imported function with
+    readings: str = ""  # the config's reading against the others (no module given)
+
+    def __bool__(self) -> bool:
+        return self.written or (self.proved == self.positions and not self.failed)
+
+    def __str__(self) -> str:
+        return (f"{self.proved} of {self.positions} positions proved ({self.sequences_full} "
+                f"sequences in full); cross-checked against {self.compared}")
+
+
+def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, partial: bool,
+               kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
+               progress: Any = None, producer: str = "auto",
+               self_check: bool = True, module: Any = None,
+               strict_config: bool = False) -> LMResult:
+    """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
+    checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
+    unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
+    are proved.  ``module``: the user's own torch module, whose float64 forward pass the
+    imported function is cross-checked against (else the reference module built from the
+    saved config, and the config's reading is compared with the others its tensors admit,
+    :func:`~exactmem.adapters.readings.judge`; ``strict_config``: the config's reading must
+    fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
+    ``"arb"`` (:func:`~exactmem.model.lm_bounds.prove_positions`).  ``self_check`` False
+    writes the producer's positions without running the checker (``result.checked``
+    False) and without code-length claims."""
+    from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
+    from exactmem.checker.lm_verify import check as check_lm
+    from exactmem.model.dataset import load_dataset
+    from exactmem.model.lm_bounds import prove_positions
+    from exactmem.model.lm_codelength import code_length_float, code_length_upper
+    from exactmem.model.lm_float import logits64
+
+    say = log or (lambda _msg: None)
+    t: dict[str, float] = {}
+    clock = time.perf_counter()
+    spec, own_forward, own_name = load_lm(model, kind)
+    if spec.layer_norm_eps == 0:
+        raise SpecError("layer_norm_eps is 0: a norm input of zero variance (RMSNorm: a zero "
+                        "input) would divide by 0, so the function is not defined everywhere; "
+                        "not certifying")
+    from exactmem.model.dataset import Dataset
+
+    ds = data if isinstance(data, Dataset) else load_dataset(data)
+    if bind_dataset and isinstance(data, Dataset):
+        raise SpecError("bind_dataset needs the dataset as a file path")
+    if (ds.task, ds.inputs) != ("seq2seq", "token-ids"):
+        raise SpecError(f"{data}: a language model is certified on a seq2seq token-id dataset "
+                        f"(a label at every position), found {ds.task}, {ds.inputs}")
+    if ds.vocab_size is not None and ds.vocab_size > spec.vocab_size:
+        raise SpecError(f"{data}: vocab_size {ds.vocab_size} exceeds the model's vocabulary "
+                        f"of {spec.vocab_size}")
+    if ds.num_classes > spec.vocab_size:
+        raise SpecError(f"{data}: label {ds.num_classes - 1} is not a token of the model's "
+                        f"vocabulary of {spec.vocab_size}")
+    if ds.n > spec.context:
+        raise SpecError(f"{data}: sequences of {ds.n} tokens exceed the context of "
+                        f"{spec.context}")
+    toks = np.array(ds.sequences)
+    t["import"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if module is not None:
+        from exactmem.adapters.lm_module import module_logits
+
+        theirs = module_logits(module, toks)
+        compared = f"your module ({type(module).__name__})"
+    else:
+        theirs = own_forward(toks)
+        compared = f"the reference module built from the saved config ({own_name})"
+    t["torch_float64"] = time.perf_counter() - clock
+    ours = logits64(spec, toks)
+    gap = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else float("inf")
+    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
+        raise SpecError(f"cross-check: the imported function's float64 logits differ from "
+                        f"{compared} by {gap:.3g}: not certifying")
+    say(f"cross-check: float64 logits agree with {compared} to {gap:.2g}")
+    readings = ""
+    if module is None:
+        from exactmem.adapters.readings import judge
+
+        clock = time.perf_counter()
+        readings = judge(spec, kind, toks, ds.labels, ours, strict_config,
+                         source=str(model)).line()
+        t["readings"] = time.perf_counter() - clock
+        say(f"cross-check: {readings}")
+        say("cross-check: not against your own module; pass it to cross-check against it: "
+            "exactmem.certify_model(module, data, ...)")
+    clock = time.perf_counter()
+    coded = self_check and next_token_labelled(ds)  # unchecked: no code-length claims
+    code_lengths: list[Any] = []
+
+    def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
+
+    bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
+                             on_logits=on_logits if coded else None, producer=producer,
+                             float_logits=ours)
+    t["bounds"] = time.perf_counter() - clock
+    if bounds.switch is not None:
+        say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
+            f"{bounds.switch}" if bounds.switch else "producer: float64 norm balls throughout")
+    if bounds.rerun:
+        say(f"producer: {bounds.rerun} further arb block steps for sequences left short"
+            if bounds.switch is not None else
+            f"producer: {bounds.rerun} sequences proved again in arb")
+    failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
+    result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
+                      failed, t, compared=compared, readings=readings)
+    if coded:
+        result.code_lengths = code_lengths
+        result.float_code_lengths = [code_length_float(x, y)
+                                     for x, y in zip(ours, ds.labels, strict=True)]
+    if (failed and not partial) or not bounds.count:
+        return result
+    out = Path(output) if output is not None else None
+    where = out.resolve().parent if out is not None else Path.cwd()
+    rel = os.path.relpath(Path(data).resolve(), where) if bind_dataset else None
+    positions = [list(r) for r in bounds.proved]
+    cls = code_lengths if coded else None
+    if not self_check:
+        if out is not None:
+            write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel), out)
+        result.written, result.checked, result.code_lengths = out is not None, False, []
+        return result
+    cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+    clock = time.perf_counter()
+    unproved: list[tuple[int, int]] = []
+    derived: dict[int, int] = {}
+    bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
+                                derived=derived)
+    t["check"] = time.perf_counter() - clock
+    longer = [b for b in bad if "claimed code length" in b]
+    if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
+        raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
+    tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
+        if coded and len(derived) == len(code_lengths) else code_lengths
+    if tight != code_lengths:
+        # the claim is the checker's own bound (it re-derives exactly that, so it verifies):
+        # raised where the producer's balls were narrower, lowered where they were wider
+        say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
+        code_lengths[:] = tight
+        result.code_lengths = code_lengths
+        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+    if unproved:  # re-proved separately, each position on its own: drop what it could not
+        say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
+            "by the checker's bounds; they are left out")
+        for i, p in unproved:
+            positions[i].remove(p)
+        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+        result.proved -= len(unproved)
+        result.sequences_full = sum(len(r) == ds.n for r in positions)
+    if out is not None:
+        write_lm_certificate(cert, out)
+        result.written = True
+    return result
+
+
+def checker_bound(upper: int) -> Any:
+    """The checker's code-length bound (units ``2**-P``) as a claim: rounded up to the
+    producer's grid of ``2**-DENOM_BITS`` bits, plus one unit."""
+    from fractions import Fraction
+
+    from exactmem.checker.lm_codelength import P
+    from exactmem.model.lm_codelength import DENOM_BITS
+
+    return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)
+
+
+def next_token_labelled(ds: Any) -> bool:
+    """Whether every sequence is labelled with its next tokens (label ``t`` = token
+    ``t + 1``), so that its code length is that of the sequence (docs/memorized-bits.md)."""
+    return all(list(y[:-1]) == list(x[1:]) and y[-1] < (ds.vocab_size or y[-1] + 1)
+               for x, y in zip(ds.sequences, ds.labels, strict=True))
+
+
