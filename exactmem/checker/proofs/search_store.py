@@ -217,8 +217,9 @@ def _token_symmetries(seqs: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def check_store_records(header: Any, records: list[Any], base: Path, report: SearchReport
-                        ) -> dict[str, bool | None]:
+def _checked_store(header: Any, records: list[Any], base: Path, report: SearchReport
+                   ) -> Store:
+    """The store with every record checked; failures go to ``report``."""
     store = Store(header, base, report)
     for k, rec in enumerate(records):
         try:
@@ -227,7 +228,12 @@ def check_store_records(header: Any, records: list[Any], base: Path, report: Sea
             report.failures.extend(str(x) for x in exc.args)
         except Unusable as exc:
             report.unusable.append(str(exc))
-    return store.conclusions()
+    return store
+
+
+def check_store_records(header: Any, records: list[Any], base: Path, report: SearchReport
+                        ) -> dict[str, bool | None]:
+    return _checked_store(header, records, base, report).conclusions()
 
 
 def _guarded(report: SearchReport, work: Any) -> SearchReport:
@@ -280,14 +286,7 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
             for field in ("sequences", "vocab", "classes", "bits"):
                 if answer[field] != header.get(field):
                     raise Failed(f"{field}: the answer and its store's header differ")
-        store = Store(header, base, report)
-        for n, rec in enumerate(records):
-            try:
-                store.record(rec, f"record {n + 1}")
-            except Failed as exc:
-                report.failures.extend(str(x) for x in exc.args)
-            except Unusable as exc:
-                report.unusable.append(str(exc))
+        store = _checked_store(header, records, base, report)
         found = store.conclusions()
         if report.failures or report.unusable:
             return
