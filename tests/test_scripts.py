@@ -63,3 +63,15 @@ def test_bench_regress_tiny() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "GREEN" in proc.stdout and proc.stdout.count(" ok") == 2
+
+
+@pytest.mark.parametrize("args", [["bench_dense_certify.py", "--exps", "6"],
+                                  ["bench_certify.py", "--N", "50", "--dense-max", "50", "-q"]],
+                         ids=lambda a: a[0])
+def test_benchmarks_tiny(args: list[str], tmp_path: Path) -> None:
+    """The certify benchmarks end to end on tiny inputs (scripts/bench_gpt2_tiny.py's imports
+    are resolved above; a run imports torch and transformers, seconds more)."""
+    extra = ["--work", str(tmp_path)] if args[0] == "bench_dense_certify.py" else []
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / args[0]), *args[1:], *extra],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
