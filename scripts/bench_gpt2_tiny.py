@@ -26,7 +26,8 @@ from exactmem.adapters.gpt2 import load_gpt2
 from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
 from exactmem.adapters.gpt2_random import random_gpt2, random_nanogpt, self_labelled
 from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
-from exactmem.checker.verify import check_file, check_sharded
+from exactmem.checker.sharded import check_sharded
+from exactmem.checker.verify import check_file
 from exactmem.model.lm_bounds import prove_positions
 from exactmem.model.lm_spec import LMSpec
 

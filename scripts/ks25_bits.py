@@ -64,7 +64,7 @@ def row(exp: int, n: int, vocab: int, seed: int) -> dict[str, object]:
 
 def crosscheck(n: int, vocab: int, seed: int, exp: int) -> int:
     """``weight_bits_total`` of ``exactmem certify`` + ``info --json`` at N = 2^exp."""
-    from exactmem.commands.info import info
+    from exactmem.certificate.figures import info
     from exactmem.pipeline import certify
 
     ds = generate("next-token", N=1 << exp, n=n, vocab=vocab, classes=2, seed=seed)

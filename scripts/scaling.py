@@ -53,7 +53,9 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
     use = resource.getrusage(resource.RUSAGE_SELF)
-    return {"sizes": outcome.certificate["sizes"], "timings": outcome.timings, "total": total,
+    return {"sizes": outcome.certificate["sizes"], "timings": outcome.timings,
+            "cpu_timings": {k: round(v, 2) for k, v in outcome.cpu_timings.items()},
+            "total": total,
             "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
             "peak_rss_mb": round(use.ru_maxrss / 1024, 1)}
 

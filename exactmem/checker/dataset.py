@@ -85,8 +85,9 @@ def dataset_object(data, where="dataset"):
             raise Unusable(f"{where}.sequences[{i}]: {found}, expected a list of n = "
                            f"{n or '>= 1'} tokens (all sequences of one length)")
         if inputs == "token-ids":
-            for k, t in enumerate(s):
-                integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
+            if not all(type(t) is int and 0 <= t < size for t in s):  # else: which one
+                for k, t in enumerate(s):
+                    integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
             norm_seqs.append(s)
             toks.append(s)
             continue

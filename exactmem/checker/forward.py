@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from fractions import Fraction
 from itertools import accumulate
 from math import gcd
-from operator import add, itemgetter, neg, sub
+from operator import add, itemgetter, mul, neg, sub
 
 from . import piecewise
 from .parse import bounded, lcm
@@ -321,7 +321,7 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
                     counts.append(len(ks))
                     continue
                 qc = qq[seq[q]]
-                scores = [sum(a * b for a, b in zip(kk[seq[p]], qc)) for p in ks]
+                scores = [sum(map(mul, kk[seq[p]], qc)) for p in ks]
                 best = max(scores)
                 ties = [c for c, s in zip(kv, scores) if s == best]
                 rows.append(ties[0] if len(ties) == 1 else

@@ -255,8 +255,13 @@ def choice(value, options, where):
     return value
 
 
+_SMALL = {str(i): (i, 1) for i in range(-64, 65)}  # the commonest weights, read at once
+
+
 def ratio(text, where):
     """Canonical ``"p"`` / ``"p/q"`` -> ``(p, q)``: ASCII digits, q > 1 and gcd 1, no -0."""
+    if type(text) is str and text in _SMALL:
+        return _SMALL[text]
     if type(text) is not str:
         hint = f" (write \"{text}\")" if type(text) is int and abs(text) < 10 ** 30 else ""
         raise Unusable(f"{where}: expected a 'p/q' string, found {kind_of(text)}{hint}")

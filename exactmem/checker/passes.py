@@ -36,7 +36,7 @@ class Ticker:
             self.progress(self.stage, self.done, self.total)
 
 
-CHUNK = 8192  # sequences the exact pass holds at once (docs/checker.md)
+CHUNK = 8192  # sequences an attention layer (or a float-exact pass) holds at once
 
 
 def outputs(state, read):
@@ -45,24 +45,100 @@ def outputs(state, read):
     return [[tuple(Fraction(x, den) for x in cols[seq[p]]) for p in read] for seq in index]
 
 
-def run(net, layers, read, toks, tick=forward.no_tick):
-    """Exact outputs ``[sequence][read position] -> tuple of Fractions``."""
-    cols, den, index = initial(net, toks, layers)
-    start = 1 if net["kind"] == "token-ids" else 0
-    needs = forward.needed_positions(layers, read, net["n"])
-    for i in range(start, len(layers)):
+def join(parts):
+    """One state from the states of consecutive slices of the sequences: the columns over the
+    least common denominator (each part is in lowest terms, so the join is too), equal
+    columns kept once, numbered by first appearance (as one pass over all sequences)."""
+    den = 1
+    for _, d, _ in parts:
+        den = forward.lcm(den, d)
+    table: dict = {}
+    cols: list = []
+    index: list = []
+    for part_cols, d, part_index in parts:
+        f = den // d
+        slot = []
+        for c in part_cols:
+            if f != 1:
+                c = tuple(x * f for x in c)
+            j = table.get(c)
+            if j is None:
+                j = table[c] = len(cols)
+                cols.append(c)
+            slot.append(j)
+        index += [[slot[j] if j >= 0 else -1 for j in seq] for seq in part_index]
+    return cols, den, index
+
+
+def _layers(layers, lo, hi, cols, den, index, needs, tick):
+    """Run ``layers[lo:hi]`` on a state."""
+    for i in range(lo, hi):
         la = layers[i]
         if la["type"] == "feedforward":
             cols, den = forward.feedforward(la, cols, den, tick)
         else:
             cols, den, index = forward.attention(la, cols, den, index, needs[i], tick=tick)
+    return cols, den, index
+
+
+def piecewise_block(layer):
+    """A block the pass evaluates piece by piece (it reads one scalar: one input with
+    non-zero weights, or one output row of its first map): run once on all columns."""
+    maps = layer["maps"]
+    rows = maps[0][0][0]
+    support = {j for r in rows for j, x in enumerate(r) if x}
+    return len(maps) > 1 and (len(support) <= 1 or len(rows) == 1)
+
+
+def _tail(layers, lo, hi, cols, den, tick, width):
+    """The token-wise ``layers[lo:hi]``: piecewise blocks on all columns at once, the others
+    ``width`` columns at a time (their row lists would grow with N), the blocks joined over
+    their least common denominator (each block is in lowest terms, so the join is too)."""
+    for i in range(lo, hi):
+        if piecewise_block(layers[i]) or len(cols) <= width:
+            cols, den = forward.feedforward(layers[i], cols, den, tick)
+            continue
+        parts = [forward.feedforward(layers[i], cols[c:c + width], den,
+                                     tick if c == 0 else forward.no_tick)
+                 for c in range(0, len(cols), width)]
+        den = 1
+        for _, d in parts:
+            den = forward.lcm(den, d)
+        cols = [c if den == d else tuple(x * (den // d) for x in c)
+                for part, d in parts for c in part]
+    return cols, den
+
+
+def run(net, layers, read, toks, tick=forward.no_tick, size=None):
+    """Exact outputs ``[sequence][read position] -> tuple of Fractions``.  The layers up to
+    the last attention layer run on :data:`CHUNK` (``size``) sequences at a time, their
+    states joined; the token-wise layers after it run once on the joined state, so a deep
+    block is walked once, not once per slice (the attention's per-sequence work lists stay
+    bounded by the slice; after the last attention only the read positions are held)."""
+    size = CHUNK if size is None else size
+    start = 1 if net["kind"] == "token-ids" else 0
+    split = max([i + 1 for i, la in enumerate(layers) if la["type"] == "attention"] + [start])
+    needs = forward.needed_positions(layers, read, net["n"])
+    slices = [toks[c:c + size] for c in range(0, len(toks), size)] if len(toks) > size \
+        else [toks]
+    parts = []
+    for part in slices:
+        cols, den, index = initial(net, part, layers)
+        parts.append(_layers(layers, start, split, cols, den, index, needs, tick))
+    cols, den, index = parts[0] if len(parts) == 1 else join(parts)
+    cols, den = _tail(layers, split, len(layers), cols, den, tick, size * max(len(read), 1))
     return outputs((cols, den, index), read)
 
 
 def exact_outputs(net, layers, read, toks, formats, tick, failures):
-    """Outputs ``[sequence][read position]`` of ``toks``, :data:`CHUNK` sequences at a time;
-    one failure line per claimed format that does not hold (added to ``failures``)."""
-    outs, left = [], list(formats)
+    """Outputs ``[sequence][read position]`` of ``toks``; one failure line per claimed format
+    that does not hold (added to ``failures``).  Float-exact claims are checked
+    :data:`CHUNK` sequences at a time, and a claim that holds on a slice gives its outputs;
+    the slices where none holds go through one exact pass (:func:`run`)."""
+    if not formats:
+        return run(net, layers, read, toks, tick)
+    parts: list = []
+    left, rest = list(formats), []
     needs = forward.needed_positions(layers, read, net["n"])
     for c in range(0, len(toks), CHUNK):  # one slice at a time: bounded memory
         chunk = toks[c:c + CHUNK]
@@ -73,8 +149,13 @@ def exact_outputs(net, layers, read, toks, formats, tick, failures):
                 failures += bad
                 left.remove(f)
         if final:  # a claim held: its exact values are the outputs (floatexact.check)
-            outs += outputs(final[0], read)
+            parts.append(outputs(final[0], read))
             tick(work_units(layers, len(chunk)))
         else:
-            outs += run(net, layers, read, chunk, tick)
+            parts.append(None)
+            rest += chunk
+    exact = iter(run(net, layers, read, rest, tick) if rest else [])
+    outs: list = []
+    for c, part in zip(range(0, len(toks), CHUNK), parts):
+        outs += part if part is not None else [next(exact) for _ in toks[c:c + CHUNK]]
     return outs

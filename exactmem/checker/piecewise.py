@@ -27,11 +27,26 @@ def _lcm(a, b):
     return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
-def _refine(starts, values, cuts):
-    """A row's per-piece ``values`` on the finer pieces ``cuts`` (every start is a cut)."""
-    if cuts is starts:
+def _refine(starts, values, cuts, where):
+    """A row's per-piece ``values`` on the finer pieces ``cuts`` (every start is a cut);
+    ``where[id(starts)]``: the piece of ``starts`` each cut lies in."""
+    if cuts is starts or where is None:  # equal pieces
         return values
-    return [values[bisect_right(starts, c) - 1] for c in cuts]
+    return [values[k] for k in where[id(starts)]]
+
+
+def _refinement(terms, cache):
+    """The common refinement of the rows' pieces and, per distinct ``starts`` list, the
+    piece each cut lies in; shared by every row of a map that reads the same lists
+    (``cache``, one map's: the lists are alive while it runs)."""
+    lists = {id(r[0]): r[0] for _, r in terms}
+    key = tuple(sorted(lists))
+    hit = cache.get(key)
+    if hit is None:
+        cuts = sorted(set().union(*lists.values()))
+        hit = cache[key] = (cuts, {k: [bisect_right(st, c) - 1 for c in cuts]
+                                   for k, st in lists.items()})
+    return hit
 
 
 def _compact(starts, a, b, size):
@@ -82,7 +97,7 @@ def _scaled(values, w):
     return values if w == 1 else [w * v for v in values]
 
 
-def _affine_row(rows, wrow, scale, bias, size):
+def _affine_row(rows, wrow, scale, bias, size, cache):
     """``scale * sum(w * row) + bias`` over the common refinement of the rows read."""
     terms = [(x * scale, rows[j]) for j, x in enumerate(wrow) if x]
     if not terms:
@@ -93,9 +108,9 @@ def _affine_row(rows, wrow, scale, bias, size):
             return terms[0][1]
         return (starts, None if a is None else _scaled(a, w),
                 [w * v + bias for v in b] if bias else _scaled(b, w))
-    cuts, merged = terms[0][1][0], False
+    cuts, merged, where = terms[0][1][0], False, None
     if any(r[0] is not cuts and r[0] != cuts for _, r in terms):
-        cuts, merged = sorted(set().union(*(r[0] for _, r in terms))), True
+        (cuts, where), merged = _refinement(terms, cache), True
     groups: dict = {}
     for w, row in terms:  # equal |w|: sum the rows first, multiply once (small * big)
         groups.setdefault(abs(w), []).append((w > 0, row))
@@ -105,11 +120,11 @@ def _affine_row(rows, wrow, scale, bias, size):
         ga = gb = None
         for positive, (starts, a, b) in group:
             op = add if positive else sub
-            part = _refine(starts, b, cuts)
+            part = _refine(starts, b, cuts, where)
             gb = (part if positive else [-v for v in part]) if gb is None else list(
                 map(op, gb, part))
             if a is not None:
-                part = _refine(starts, a, cuts)
+                part = _refine(starts, a, cuts, where)
                 ga = list(map(op, ga if ga is not None else [0] * len(cuts), part))
         gb = _scaled(gb, mag)
         b_sum = list(map(add, b_sum, gb)) if g else gb
@@ -152,9 +167,12 @@ def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
                 for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
-        rows = [_affine_row(rows, wrow, fw, bb * fb, size) for wrow, (bb,) in zip(w, b)]
+        cache: dict = {}
+        rows = [_affine_row(rows, wrow, fw, bb * fb, size, cache) for wrow, (bb,) in zip(w, b)]
         if out_den != den:
             rows, out_den = _normalize(rows, out_den)
+        pool: dict = {}  # rows on equal pieces share one starts list: no refinement between them
+        rows = [(pool.setdefault(tuple(st), st), a, bb) for st, a, bb in rows]
         den = out_den
         if tick is not None:
             tick(len(w))

@@ -271,7 +271,7 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         ids = chosen[lo:hi]
         part = ([toks[i] for i in ids], [labels[i] for i in ids], claims[lo:hi])
         soft_scores = softmax_interval.needed(layers)
-        slices = 1 if soft_scores else max(1, -(-(hi - lo) // exact.CHUNK))
+        slices = 1 if soft_scores or not formats else max(1, -(-(hi - lo) // exact.CHUNK))
         tick = Ticker(progress, "forward", work_units(layers, hi - lo, slices))
         if soft_scores:  # irrational softmax: rigorous interval check
             bad, bits, eps, exists = softmax_interval.check(

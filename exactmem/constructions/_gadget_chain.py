@@ -25,7 +25,9 @@ def emit_chain(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
 
     Returns per-network layout facts and the output expression (linear in the last channels).
     """
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    dens = {x.denominator for x in xs}  # one denominator (the usual case): integer keys
+    keys = [x.numerator for x in xs] if len(dens) == 1 else list(xs)
+    order = sorted(range(len(xs)), key=keys.__getitem__)
     size = group_points if group_points > 0 else len(xs)
     groups = [order[s:s + size] for s in range(0, len(order), size)]
     facts: list[dict[str, Any]] = []

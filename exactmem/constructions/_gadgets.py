@@ -285,7 +285,7 @@ def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Ran
     for v in points:
         for x in v:
             L = L * x.denominator // math.gcd(L, x.denominator)
-    ints = [tuple(int(x * L) for x in v) for v in points]
+    ints = [tuple(x.numerator * (L // x.denominator) for x in v) for v in points]
     K = max(4, len(points) ** 2)
     best: tuple[Fraction, list[int], int, int, list[int]] | None = None
     valid = 0

@@ -86,23 +86,25 @@ OPTIONS = (
 
 
 def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
-    """Lemma B.1 (greedy): a token set ``A`` on which the distinct multisets stay distinct."""
+    """Lemma B.1 (greedy): a token set ``A`` on which the distinct multisets stay distinct.
+
+    Each multiset seen so far keeps its key (its counts of the chosen tokens, in order); a
+    newly chosen token extends every key by one count instead of recomputing them all."""
     chosen: list[Any] = []
-    in_a: set[Any] = set()
+    keys: list[tuple[int, ...]] = []
     seen: dict[tuple[int, ...], int] = {}
-
-    def key(ms: Counter[Any]) -> tuple[int, ...]:
-        return tuple(ms[t] for t in chosen)
-
     for i, ms in enumerate(multisets):
-        j = seen.get(key(ms))
+        key = tuple(ms[t] for t in chosen)
+        j = seen.get(key)
         if j is not None:
             other = multisets[j]
             t = next(t for t in sorted({*ms, *other}, key=repr) if ms[t] != other[t])
             chosen.append(t)
-            in_a.add(t)
-            seen = {key(m): h for h, m in enumerate(multisets[:i])}
-        seen[key(ms)] = i
+            keys = [k + (m[t],) for k, m in zip(keys, multisets, strict=False)]
+            seen = {k: h for h, k in enumerate(keys)}
+            key += (ms[t],)
+        keys.append(key)
+        seen[key] = i
     if not chosen:
         chosen.append(next(iter(multisets[0])))
     return chosen

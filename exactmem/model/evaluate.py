@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from exactmem.model.dataset import Dataset
-from exactmem.model.forward import Progress, forward, ticker
+from exactmem.model.forward import Progress, ticker
+from exactmem.model.sliced import forward_sliced
 from exactmem.model.spec import NetworkSpec
 
 
@@ -38,26 +39,16 @@ class Evaluation:
 
 
 READOUT_BLOCK = 1000  # sequences per progress report of the readout
-SLICE = 8192  # sequences evaluated at once: the state's memory grows with them, not with N
+SLICE = 8192  # sequences the layers up to the last attention layer hold at once
 
 
 def evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> Evaluation:
-    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels, at most
-    :data:`SLICE` sequences at a time (each sequence is evaluated on its own, so the slices'
-    results, concatenated, are the whole evaluation).  ``progress(stage, done, total)`` is
-    called per layer unit (``"forward"``) and per block of sequences (``"readout"``) of each
-    slice, and per slice (``"slices"``) when there are several."""
-    if ds.N <= SLICE:
-        return _evaluate(spec, ds, progress)
-    parts: list[tuple[int, Evaluation]] = []
-    total = -(-ds.N // SLICE)
-    for k, lo in enumerate(range(0, ds.N, SLICE)):
-        if progress is not None:
-            progress("slices", k, total)
-        parts.append((lo, _evaluate(spec, ds.slice(lo, lo + SLICE), progress)))
-    if progress is not None:
-        progress("slices", total, total)
-    return join(parts)
+    """Run ``spec`` exactly on every sequence of ``ds`` and compare with the labels.  The
+    layers up to the last attention layer run on at most :data:`SLICE` sequences at a time,
+    the token-wise layers after it once on the joined state (:mod:`exactmem.model.sliced`),
+    so a deep block is walked once, not once per slice.  ``progress(stage, done, total)``
+    is called per layer unit (``"forward"``) and per block of sequences (``"readout"``)."""
+    return _evaluate(spec, ds, progress)
 
 
 def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
@@ -72,7 +63,7 @@ def join(parts: list[tuple[int, Evaluation]]) -> Evaluation:
 
 
 def _evaluate(spec: NetworkSpec, ds: Dataset, progress: Progress | None) -> Evaluation:
-    state = forward(spec, ds, progress)
+    state = forward_sliced(spec, ds, progress, SLICE)
     tick = ticker(progress, "readout", -(-ds.N // READOUT_BLOCK))
     positions = spec.read_positions()
     scalar = spec.readout.kind == "scalar"

@@ -277,11 +277,12 @@ def needed_positions(spec: NetworkSpec) -> list[list[int]]:
     return out
 
 
-def work_units(spec: NetworkSpec) -> int:
-    """Units of progress of a forward pass: one per affine map of a feed-forward block, per
-    attention head, per linear layer."""
+def work_units(spec: NetworkSpec, layers: range | None = None) -> int:
+    """Units of progress of a forward pass (of ``spec.layers[i]``, ``i`` in ``layers``): one
+    per affine map of a feed-forward block, per attention head, per linear layer."""
     total = 0
-    for layer in spec.layers:
+    for i in layers if layers is not None else range(len(spec.layers)):
+        layer = spec.layers[i]
         if isinstance(layer, FeedForward):
             total += len(layer.layers)
         elif isinstance(layer, Attention):
@@ -306,13 +307,11 @@ def ticker(progress: Progress | None, stage: str, total: int) -> Tick:
     return tick
 
 
-def forward(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> State:
-    """Run the network on every sequence exactly; the state holds the final outputs.
-    ``progress("forward", done, total)`` is called per affine map and per head."""
-    state, start = initial_state(spec, ds)
+def run_layers(spec: NetworkSpec, state: State, layers: range, tick: Tick = _no_tick,
+               ) -> State:
+    """Run ``spec.layers[i]`` for ``i`` in ``layers`` on ``state``, exactly."""
     need = needed_positions(spec)
-    tick = ticker(progress, "forward", work_units(spec))
-    for i in range(start, len(spec.layers)):
+    for i in layers:
         layer = spec.layers[i]
         if isinstance(layer, Linear):
             cols, den = apply_affine(layer.map, state.cols, state.den)
@@ -326,6 +325,15 @@ def forward(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) ->
         else:
             raise SpecError(f"layer {i}: an embedding may only be the first layer")
     return state
+
+
+def forward(spec: NetworkSpec, ds: Dataset, progress: Progress | None = None) -> State:
+    """Run the network on every sequence exactly; the state holds the final outputs.
+    ``progress("forward", done, total)`` is called per affine map and per head.  (In
+    bounded memory, a slice of the sequences at a time: :mod:`exactmem.model.sliced`.)"""
+    state, start = initial_state(spec, ds)
+    tick = ticker(progress, "forward", work_units(spec))
+    return run_layers(spec, state, range(start, len(spec.layers)), tick)
 
 
 def outputs(spec: NetworkSpec, state: State) -> list[list[tuple[Fraction, ...]]]:
