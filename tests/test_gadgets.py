@@ -91,7 +91,7 @@ def _bits(u: int, n: int) -> list[int]:
     return [(u >> (n - 1 - q)) & 1 for q in range(n)]
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(n=st.integers(1, 40), data=st.data())
 def test_threshold_bit_extraction(n: int, data: st.DataObject) -> None:
     us = data.draw(st.lists(st.integers(0, (1 << n) - 1), min_size=1, max_size=6))
@@ -128,7 +128,7 @@ def test_projection_refuses_duplicates() -> None:
         stage_one_projection([(Fraction(1),), (Fraction(1),)], random.Random(0))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10 ** 6), count=st.integers(1, 40), zeros=st.integers(0, 20),
        block=st.integers(0, 9), classes=st.integers(1, 40))
 def test_lemma_c1_memorizes_and_zeroes(seed: int, count: int, zeros: int, block: int,

@@ -69,7 +69,7 @@ shapes = st.builds(Shape, layers=st.integers(1, 2), heads=st.integers(1, 2),
                    readout=st.sampled_from(["argmax", "scalar"]))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(shapes, st.integers(1, 3), st.integers(0, 10 ** 6))
 def test_every_integer_network_satisfies_its_cnf_and_no_wrong_label_does(
         shape: Shape, bits: int, seed: int) -> None:

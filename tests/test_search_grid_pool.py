@@ -59,8 +59,8 @@ def test_integer_streams_are_the_exact_streams_times_the_scale(shape: Shape, n: 
 @pytest.mark.parametrize("bits", [1, 2])
 def test_exhaustive_walk_agrees_with_sat_on_every_labelling(shape: Shape, bits: int) -> None:
     """Found by the walk <=> SAT finds a network; every found network verified on the grid."""
-    # (five sequences for two 2-bit heads, whose refutations are slow; two of them remain)
-    seqs = generate_inputs(5 if bits == 2 and shape.heads > 1 else 6, 2, 3)
+    # (five sequences for 2-bit weights, whose refutations are slow; two of them remain)
+    seqs = generate_inputs(5 if bits == 2 else 6, 2, 3)
     classes = labelling_classes(seqs, 2, True)
     pool = GridPool(_dataset(seqs, (0,) * len(seqs), 3), shape, bits)
     words = {word_of(c.labels): c.labels for c in classes}
