@@ -17,10 +17,10 @@ pytest.importorskip("safetensors")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.adapters.gpt2_random import random_gpt2, self_labelled  # noqa: E402
 from exactmem.checker.dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
 from exactmem.model.dataset import Dataset, save_dataset  # noqa: E402
 
 
@@ -146,7 +146,7 @@ def test_certificates_are_byte_identical(gpt2: Path, small_cert: dict[str, Any])
 
 
 def test_info_counts_the_claimed_positions(small_cert: dict[str, Any]) -> None:
-    from exactmem.certificate.lm import lm_info
+    from exactmem.lm.certfile import lm_info
 
     cert = json.loads(json.dumps(small_cert))
     cert["claims"]["positions"][2] = [0, 5]

@@ -3,14 +3,14 @@ checkpoint directory, a nanoGPT checkpoint, a torch ``nn.TransformerEncoderLayer
 or such a model as a live torch module) has the label as unique argmax: import,
 cross-check, prove positions, self-check, write.
 
-The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
-:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+The stages (docs/trained-models.md): :func:`~exactmem.lm.checkpoints.gpt2.load_gpt2` or
+:func:`~exactmem.lm.checkpoints.nanogpt.load_nanogpt` reads the checkpoint exactly; the
 spec's float64 forward pass must agree with a torch forward pass on DATA (else the import is
 wrong: exit 2) -- the user's own module when one is given (``module``), else the reference
 module built from the saved config, and then the config's reading of the tensors is
 compared on the labels with the other readings its config could mistype
-(:mod:`~exactmem.adapters.readings`; docs/certify-model.md, "Which function");
-:func:`~exactmem.model.lm_bounds.prove_positions` decides the positions with ball
+(:mod:`~exactmem.lm.checkpoints.readings`; docs/certify-model.md, "Which function");
+:func:`~exactmem.lm.positions.prove_positions` decides the positions with ball
 arithmetic; the stdlib checker re-proves the certificate before it is written.  Without
 ``partial`` every position must be proved (the failing positions are returned with their
 margins, nothing written).  ``self_check=False`` writes the producer's positions unchecked
@@ -36,17 +36,17 @@ CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
 def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
     """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
     if kind == "gpt2":
-        from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+        from exactmem.lm.checkpoints.gpt2 import load_gpt2, torch_logits
 
         return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
                 "transformers' GPT2LMHeadModel")
     if kind == "nanogpt":
-        from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
+        from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits
 
         return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
                 "nanoGPT's forward pass (torch)")
     if kind == "torch-encoder":
-        from exactmem.adapters.torch_encoder import encoder_logits, load_torch_encoder
+        from exactmem.lm.checkpoints.torch_encoder import encoder_logits, load_torch_encoder
 
         return (load_torch_encoder(model), lambda toks: encoder_logits(model, toks),
                 "the nn.TransformerEncoderLayer stack's forward pass (torch)")
@@ -88,17 +88,17 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     are proved.  ``module``: the user's own torch module, whose float64 forward pass the
     imported function is cross-checked against (else the reference module built from the
     saved config, and the config's reading is compared with the others its tensors admit,
-    :func:`~exactmem.adapters.readings.judge`; ``strict_config``: the config's reading must
+    :func:`~exactmem.lm.checkpoints.readings.judge`; ``strict_config``: the config's reading must
     fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
-    ``"arb"`` (:func:`~exactmem.model.lm_bounds.prove_positions`).  ``self_check`` False
+    ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
     False) and without code-length claims."""
-    from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm
+    from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
+    from exactmem.lm.codelength import code_length_float, code_length_upper
+    from exactmem.lm.float64 import logits64
+    from exactmem.lm.positions import prove_positions
     from exactmem.model.dataset import load_dataset
-    from exactmem.model.lm_bounds import prove_positions
-    from exactmem.model.lm_codelength import code_length_float, code_length_upper
-    from exactmem.model.lm_float import logits64
 
     say = log or (lambda _msg: None)
     t: dict[str, float] = {}
@@ -129,7 +129,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     t["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
     if module is not None:
-        from exactmem.adapters.lm_module import module_logits
+        from exactmem.lm.checkpoints.live_module import module_logits
 
         theirs = module_logits(module, toks)
         compared = f"your module ({type(module).__name__})"
@@ -145,7 +145,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     say(f"cross-check: float64 logits agree with {compared} to {gap:.2g}")
     readings = ""
     if module is None:
-        from exactmem.adapters.readings import judge
+        from exactmem.lm.checkpoints.readings import judge
 
         clock = time.perf_counter()
         readings = judge(spec, kind, toks, ds.labels, ours, strict_config,
@@ -230,7 +230,7 @@ def checker_bound(upper: int) -> Any:
     from fractions import Fraction
 
     from exactmem.checker.lm_codelength import P
-    from exactmem.model.lm_codelength import DENOM_BITS
+    from exactmem.lm.codelength import DENOM_BITS
 
     return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)
 

@@ -3,10 +3,10 @@
 stack): import, cross-check, prove positions,
 self-check, write.
 
-The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
-:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+The stages (docs/trained-models.md): :func:`~exactmem.lm.checkpoints.gpt2.load_gpt2` or
+:func:`~exactmem.lm.checkpoints.nanogpt.load_nanogpt` reads the checkpoint exactly; the
 spec's float64 forward pass must agree with the checkpoint's own torch forward pass on DATA
-(else the import is wrong: exit 2); :func:`~exactmem.model.lm_bounds.prove_positions`
+(else the import is wrong: exit 2); :func:`~exactmem.lm.positions.prove_positions`
 decides the positions with ball arithmetic; the stdlib checker re-proves the certificate
 before it is written.  Without ``--partial`` every position must be proved (exit 1
 naming the failing positions with their margins, nothing written).  ``--no-self-check``
@@ -39,14 +39,14 @@ def wants_lm(args: argparse.Namespace) -> str | None:
     if fmt in ("gpt2", "nanogpt", "torch-encoder"):
         return str(fmt)
     if fmt == "auto":
-        from exactmem.adapters.gpt2 import is_gpt2_dir
-        from exactmem.adapters.gpt2_nanogpt import is_nanogpt
+        from exactmem.lm.checkpoints.gpt2 import is_gpt2_dir
+        from exactmem.lm.checkpoints.nanogpt import is_nanogpt
 
         if is_gpt2_dir(Path(args.model)):
             return "gpt2"
         if is_nanogpt(Path(args.model)):
             return "nanogpt"
-        from exactmem.adapters.torch_encoder import is_torch_encoder
+        from exactmem.lm.checkpoints.torch_encoder import is_torch_encoder
 
         if is_torch_encoder(Path(args.model)):
             return "torch-encoder"

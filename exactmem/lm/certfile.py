@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.arith import format_rational
+from exactmem.lm.decoder import LMSpec
 from exactmem.model.dataset import Dataset, canonical_json
-from exactmem.model.lm_spec import LMSpec
 
 LM_FORMAT = "exactmem.lm-certificate/1"
 
@@ -122,8 +122,8 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, 
     import numpy as np
 
     from exactmem.checker import lm_codelength
-    from exactmem.model.lm_codelength import code_length_float, memorized_bits
-    from exactmem.model.lm_float import logits64
+    from exactmem.lm.codelength import code_length_float, memorized_bits
+    from exactmem.lm.float64 import logits64
 
     vocab = ds.vocab_size or cert["model"]["vocab_size"]
     once: dict[tuple[Any, Any], int] = {}  # a repeated sequence counts once, as in the checker

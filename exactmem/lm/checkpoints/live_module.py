@@ -9,7 +9,7 @@ the tokens, which makes it return every position.
 
 :func:`save_module` writes the checkpoint of a module of a layout the importers read: a
 nanoGPT ``GPT`` (its ``config`` gives ``model_args``) or a stack in the layout of
-:func:`~exactmem.adapters.torch_encoder.reference_module` (the config read from the live
+:func:`~exactmem.lm.checkpoints.torch_encoder.reference_module` (the config read from the live
 layers: their head count, norm placement, activation, widths and norms).
 """
 
@@ -48,9 +48,9 @@ def is_module(value: Any) -> bool:
 def lm_kind(path: Path) -> str | None:
     """The importer that reads the checkpoint ``path`` ("gpt2", "nanogpt",
     "torch-encoder"), or ``None``."""
-    from exactmem.adapters.gpt2 import is_gpt2_dir
-    from exactmem.adapters.gpt2_nanogpt import is_nanogpt
-    from exactmem.adapters.torch_encoder import is_torch_encoder
+    from exactmem.lm.checkpoints.gpt2 import is_gpt2_dir
+    from exactmem.lm.checkpoints.nanogpt import is_nanogpt
+    from exactmem.lm.checkpoints.torch_encoder import is_torch_encoder
 
     if is_gpt2_dir(path):
         return "gpt2"
@@ -117,12 +117,12 @@ def save_module(module: Any, path: str | Path) -> str:
     if all(hasattr(module, k) for k in ("tok", "pos", "layers", "head")):
         return _save_encoder(module, path)
     raise SpecError(f"a {type(module).__name__} module: expected a nanoGPT GPT (with its "
-                    "config) or a stack in the layout of exactmem.adapters.torch_encoder."
+                    "config) or a stack in the layout of exactmem.lm.checkpoints.torch_encoder."
                     "reference_module")
 
 
 def _save_encoder(module: Any, path: str | Path) -> str:
-    from exactmem.adapters.torch_encoder import save_encoder
+    from exactmem.lm.checkpoints.torch_encoder import save_encoder
 
     nn = _torch().nn
     layers = list(module.layers)

@@ -1,5 +1,5 @@
 """nanoGPT-style checkpoints (``torch.save({"model": state_dict, "model_args": {...}})``, as
-Karpathy's nanoGPT ``train.py`` writes them) as an :class:`~exactmem.model.lm_spec.LMSpec`.
+Karpathy's nanoGPT ``train.py`` writes them) as an :class:`~exactmem.lm.decoder.LMSpec`.
 
 nanoGPT's ``GPT``: ``nn.Linear`` weights ``[out, in]`` (transposed here to the spec's
 ``[in, out]``), ``c_attn`` packing q | k | v, ``nn.GELU()`` (the erf form), LayerNorm with
@@ -19,7 +19,7 @@ import numpy as np
 
 from exactmem.adapters import reads_as
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
 
 EPS = 1e-5  # nanoGPT's LayerNorm: F.layer_norm(x, ..., 1e-5)
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")

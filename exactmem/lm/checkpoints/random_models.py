@@ -103,13 +103,13 @@ def self_labelled(path: str | Path, count: int, length: int, seed: int = 0) -> D
     import json
 
     if Path(path).is_dir():
-        from exactmem.adapters.gpt2 import torch_logits
+        from exactmem.lm.checkpoints.gpt2 import torch_logits
 
         vocab = int(json.loads((Path(path) / "config.json").read_text())["vocab_size"])
         toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
         logits = torch_logits(path, toks, "float64")
     else:
-        from exactmem.adapters.gpt2_nanogpt import nanogpt_logits, read_checkpoint
+        from exactmem.lm.checkpoints.nanogpt import nanogpt_logits, read_checkpoint
 
         vocab = read_checkpoint(path)[0]["vocab_size"]
         toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))

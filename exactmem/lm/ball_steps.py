@@ -1,16 +1,16 @@
 """The non-linear steps of the language-model function on entry-wise float64 balls
-(:mod:`exactmem.model.lm_interval`), whole arrays at a time: LayerNorm with the population
+(:mod:`exactmem.lm.balls`), whole arrays at a time: LayerNorm with the population
 variance, RMSNorm, causal softmax, GELU in its tanh or erf form.  Same semantics as
-:mod:`exactmem.model.lm_bounds` (the python-flint ``arb`` reference) and the checker;
-:mod:`exactmem.model.lm_norm` evaluates them at the midpoints of its norm balls.
+:mod:`exactmem.lm.positions` (the python-flint ``arb`` reference) and the checker;
+:mod:`exactmem.lm.normballs` evaluates them at the midpoints of its norm balls.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from exactmem.model import lm_interval as I
-from exactmem.model.lm_interval import Ball, exact
+from exactmem.lm import balls as I
+from exactmem.lm.balls import Ball, exact
 
 
 def layernorm(x: Ball, g: np.ndarray, b: np.ndarray, eps: float) -> Ball:
@@ -45,10 +45,10 @@ def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
 
     No centring, so ``|x_i|`` lies in ``[(|m_i| - r_i)_+, |m_i| + r_i]`` directly.  Upper end:
     ``|m_i| + r_i``, its square, the ``d``-term sum and the division by ``d`` are ``d + 3``
-    rounded operations on non-negative floats, so :func:`~exactmem.model.lm_interval.up`
+    rounded operations on non-negative floats, so :func:`~exactmem.lm.balls.up`
     ``(., d + 6)`` is above the exact mean of the squares.  Lower end: ``fl(|m_i| - r_i)`` is at
     most ``(|m_i| - r_i)(1 + u) + eta`` when positive and not positive otherwise, so
-    :func:`~exactmem.model.lm_interval.down` ``(., 1)`` is at most ``(|m_i| - r_i)_+``; its
+    :func:`~exactmem.lm.balls.down` ``(., 1)`` is at most ``(|m_i| - r_i)_+``; its
     square, sum and mean are the mirror image (``down(., d + 6)``).  Then ``eps`` is added
     (one rounding each way), ``1/sqrt`` is decreasing and ``sqrt`` and ``/`` are correctly
     rounded (4 roundings), exactly as in :func:`layernorm_var`; ``x s g + b`` by ball

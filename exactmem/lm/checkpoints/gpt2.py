@@ -1,5 +1,5 @@
 """Hugging Face GPT-2 checkpoints (``GPT2LMHeadModel.save_pretrained``: ``config.json`` +
-``model.safetensors``) as an :class:`~exactmem.model.lm_spec.LMSpec`, and their own torch
+``model.safetensors``) as an :class:`~exactmem.lm.decoder.LMSpec`, and their own torch
 forward pass for the cross-check.
 
 GPT-2's ``Conv1D`` stores weights ``[in, out]`` (``y = x W + b``), the layout of the spec;
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
 HF = {"ln_1": "ln1", "attn.c_attn": "attn", "attn.c_proj": "attn.proj", "ln_2": "ln2",

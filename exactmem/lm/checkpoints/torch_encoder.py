@@ -1,5 +1,5 @@
 """A stack of torch ``nn.TransformerEncoderLayer`` used as a causal language model, as an
-:class:`~exactmem.model.lm_spec.LMSpec` (layout: docs/trained-models.md, "torch encoder
+:class:`~exactmem.lm.decoder.LMSpec` (layout: docs/trained-models.md, "torch encoder
 stacks").
 
 The checkpoint is ``torch.save({"config": {...}, "state_dict": model.state_dict()}, path)``
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from exactmem.adapters import reads_as
-from exactmem.adapters.gpt2_random import randomize
 from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.lm.checkpoints.random_models import randomize
+from exactmem.lm.decoder import LMSpec
 from exactmem.model.dataset import Dataset
-from exactmem.model.lm_spec import LMSpec
 
 INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
 CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")
