@@ -21,11 +21,10 @@ import exactmem  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.errors import SpecError  # noqa: E402
 from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits  # noqa: E402
-from exactmem.lm.checkpoints.random_models import random_nanogpt  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_encoder, random_nanogpt  # noqa: E402
 from exactmem.lm.checkpoints.readings import alternatives  # noqa: E402
 from exactmem.lm.checkpoints.torch_encoder import (  # noqa: E402
     encoder_logits,
-    random_encoder,
     read_checkpoint,
     reference_module,
 )

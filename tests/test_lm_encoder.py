@@ -20,12 +20,8 @@ from lm_models import redigest  # noqa: E402
 from exactmem.checker.dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
-from exactmem.lm.checkpoints.torch_encoder import (  # noqa: E402
-    encoder_logits,
-    load_torch_encoder,
-    random_encoder,
-    self_labelled_encoder,
-)
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder  # noqa: E402
+from exactmem.lm.checkpoints.torch_encoder import encoder_logits, load_torch_encoder  # noqa: E402
 from exactmem.lm.float64 import logits64  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402
 

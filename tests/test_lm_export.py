@@ -26,7 +26,7 @@ from exactmem.cli import main  # noqa: E402
 from exactmem.lm import exporting as lm_export  # noqa: E402
 from exactmem.lm import onnx_graph as lm_onnx  # noqa: E402
 from exactmem.lm.certfile import spec_from_lm_certificate  # noqa: E402
-from exactmem.lm.checkpoints.torch_encoder import random_encoder, self_labelled_encoder  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder  # noqa: E402
 from exactmem.lm.float64 import logits64  # noqa: E402
 from exactmem.lm.torchrun import torch_logits  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402

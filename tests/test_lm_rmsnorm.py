@@ -29,13 +29,12 @@ from exactmem.lm import arb as A
 from exactmem.lm import ball_steps as F
 from exactmem.lm import balls as I
 from exactmem.lm.certfile import lm_info
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder
 from exactmem.lm.checkpoints.torch_encoder import (
     encoder_logits,
     load_torch_encoder,
-    random_encoder,
     reference_module,
     save_encoder,
-    self_labelled_encoder,
 )
 from exactmem.lm.float64 import logits64
 from exactmem.lm.normballs import NormWeights, logit_bounds

@@ -30,7 +30,11 @@ Activation = Literal["gelu_tanh", "gelu_erf", "relu"]
 ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
 Norm = Literal["layernorm", "rmsnorm"]
 NORMS = ("layernorm", "rmsnorm")
-BLOCK = ("ln1", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj")
+#: The tensors of a block: each name's weight shape in the dimensions ``d`` (``d_model``),
+#: ``3d`` (q | k | v) and ``f`` (``d_ff``); its bias has the weight's last dimension.
+BLOCK: dict[str, tuple[str, ...]] = {
+    "ln1": ("d",), "attn": ("d", "3d"), "attn.proj": ("d", "d"),
+    "ln2": ("d",), "mlp.fc": ("d", "f"), "mlp.proj": ("f", "d")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +103,18 @@ class LMSpec:
         return req, opt
 
     def shapes(self) -> dict[str, list[int]]:
+        """Every tensor's shape, the block's from :data:`BLOCK`."""
         v, t, d, f = self.vocab_size, self.context, self.d_model, self.d_ff
+        size = {"d": d, "3d": 3 * d, "f": f}
         out = {"wte": [v, d], "wpe": [t, d]}
         if self.final_norm:
             out.update({"lnf.weight": [d], "lnf.bias": [d]})
         if not self.tied_head:
             out["head"] = [v, d]
         for i in range(self.layers):
-            p = f"h{i}."
-            out.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
-                        p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d],
-                        p + "attn.bias": [3 * d], p + "attn.proj.weight": [d, d],
-                        p + "attn.proj.bias": [d], p + "mlp.fc.weight": [d, f],
-                        p + "mlp.fc.bias": [f], p + "mlp.proj.weight": [f, d],
-                        p + "mlp.proj.bias": [d]})
+            for name, dims in BLOCK.items():
+                out[f"h{i}.{name}.weight"] = [size[k] for k in dims]
+                out[f"h{i}.{name}.bias"] = [size[dims[-1]]]
         return out
 
     @property

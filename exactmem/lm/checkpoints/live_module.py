@@ -67,16 +67,18 @@ def lm_kind(path: Path) -> str | None:
 
 
 def _nanogpt_config(module: Any) -> Any:
+    from exactmem.lm.checkpoints.nanogpt import ARGS
+
     cfg = getattr(module, "config", None)
-    keys = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
-    return cfg if cfg is not None and all(hasattr(cfg, k) for k in keys) else None
+    return cfg if cfg is not None and all(hasattr(cfg, k) for k in ARGS) else None
 
 
 def lm_layout(module: Any) -> bool:
     """Is the module a language model :func:`save_module` writes (a nanoGPT ``GPT``, a
     reference-layout encoder stack)?"""
-    return _nanogpt_config(module) is not None or \
-        all(hasattr(module, k) for k in ("tok", "pos", "layers", "head"))
+    from exactmem.lm.checkpoints.torch_encoder import MODULES
+
+    return _nanogpt_config(module) is not None or all(hasattr(module, k) for k in MODULES)
 
 
 def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
@@ -106,48 +108,18 @@ def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
 def save_module(module: Any, path: str | Path) -> str:
     """Write ``module``'s checkpoint to ``path``; returns the importer kind ("nanogpt" or
     "torch-encoder")."""
+    from exactmem.lm.checkpoints.nanogpt import ARGS
+    from exactmem.lm.checkpoints.torch_encoder import MODULES, save_live_encoder
+
     torch = _torch()
     cfg = _nanogpt_config(module)
     if cfg is not None:
-        args = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size",
-                                             "vocab_size", "bias", "dropout")
-                if hasattr(cfg, k)}
+        args = {k: getattr(cfg, k) for k in (*ARGS, "bias", "dropout") if hasattr(cfg, k)}
         torch.save({"model": module.state_dict(), "model_args": args}, str(path))
         return "nanogpt"
-    if all(hasattr(module, k) for k in ("tok", "pos", "layers", "head")):
-        return _save_encoder(module, path)
+    if all(hasattr(module, k) for k in MODULES):
+        save_live_encoder(module, path)
+        return "torch-encoder"
     raise SpecError(f"a {type(module).__name__} module: expected a nanoGPT GPT (with its "
                     "config) or a stack in the layout of exactmem.lm.checkpoints.torch_encoder."
                     "reference_module")
-
-
-def _save_encoder(module: Any, path: str | Path) -> str:
-    from exactmem.lm.checkpoints.torch_encoder import save_encoder
-
-    nn = _torch().nn
-    layers = list(module.layers)
-    if not layers or not all(isinstance(la, nn.TransformerEncoderLayer) for la in layers):
-        raise SpecError("module.layers: expected nn.TransformerEncoderLayer modules")
-    first = layers[0]
-
-    def activation(la: Any) -> str:
-        act = getattr(la, "activation", None)
-        name = getattr(act, "__name__", type(act).__name__).lower()
-        if "gelu" in name and getattr(act, "approximate", "none") == "none":
-            return "gelu"
-        if "relu" in name:
-            return "relu"
-        raise SpecError(f"an encoder layer's activation {name!r}: expected ReLU or GELU "
-                        "(erf form)")
-
-    readings = {(la.norm_first, activation(la), la.self_attn.num_heads) for la in layers}
-    if len(readings) != 1:
-        raise SpecError("the encoder layers differ in norm placement, activation or head "
-                        "count; every layer of the stack must be read one way")
-    norm_first, act, heads = readings.pop()
-    config = {"vocab_size": module.tok.num_embeddings, "context": module.pos.num_embeddings,
-              "d_model": module.tok.embedding_dim, "heads": heads, "layers": len(layers),
-              "d_ff": first.linear1.out_features, "norm_first": norm_first,
-              "activation": act, "final_norm": getattr(module, "norm", None) is not None}
-    save_encoder(module, config, path)
-    return "torch-encoder"
