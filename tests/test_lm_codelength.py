@@ -155,8 +155,8 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
 
 
 def test_the_checkers_own_bounds_as_claims_are_verified(cert: Cert) -> None:
+    from exactmem.api.lm import checker_bound
     from exactmem.checker.lm_verify import check
-    from exactmem.commands.certify_lm import checker_bound
 
     derived: dict[int, int] = {}
     bad, unusable, _ = check(copy.deepcopy(cert), Path("."), derived=derived)
@@ -181,8 +181,8 @@ def test_certify_model_claims_tight_code_lengths_with_the_default_producer(
     import torch
     from transformers import GPT2LMHeadModel
 
+    from exactmem.api.lm import certify_lm
     from exactmem.checker.verify import check_file
-    from exactmem.commands.certify_lm import certify_lm
     from exactmem.lm.certfile import lm_info
     from exactmem.lm.checkpoints.random_models import random_gpt2
     from exactmem.model.dataset import save_dataset

@@ -231,3 +231,23 @@ def test_no_self_check_writes_unchecked_and_says_so(gpt2: Path, small_cert: dict
     assert cert["claims"]["positions"] == small_cert["claims"]["positions"]
     assert run("check", out, "-q") == 0
     assert capsys.readouterr().out.strip().endswith("s VERIFIED")
+
+
+def test_an_in_memory_transformers_model_gives_per_position_arrays(
+        gpt2: Path, small_cert: dict[str, Any]) -> None:
+    """``exactmem.certify_model`` on a live ``GPT2LMHeadModel`` with ``partial=True``: the
+    positions of the CLI's certificate, as a boolean array, and the float64 margins."""
+    import numpy as np
+    from transformers import GPT2LMHeadModel
+
+    import exactmem
+
+    model = GPT2LMHeadModel.from_pretrained(str(gpt2 / "m"))
+    res = exactmem.certify_model(model, gpt2 / "small.json", partial=True)
+    assert res.certified.shape == res.float_margins.shape == (6, 16)
+    want = np.zeros((6, 16), dtype=bool)
+    for i, row in enumerate(small_cert["claims"]["positions"]):
+        want[i, row] = True
+    assert (res.certified == want).all() and int(res.certified.sum()) == res.proved
+    assert (res.float_margins[res.certified] > 0).all()
+    assert "your module (GPT2LMHeadModel)" in res.compared

@@ -30,7 +30,29 @@ import numpy as np
 from exactmem.errors import SpecError
 
 FORMATS = ("auto", "gpt2", "nanogpt", "torch-encoder", "export")
+KINDS = ("gpt2", "nanogpt", "torch-encoder")  # the language-model importers
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
+
+
+def lm_kind_of(model: str | Path, fmt: str = "auto", partial: bool = False) -> str | None:
+    """The language-model importer for the checkpoint ``model`` ("gpt2", "nanogpt",
+    "torch-encoder"): ``fmt`` when it names one, detected when ``fmt`` is "auto"; ``None``
+    for the export layout (``fmt`` "export", or nothing detected).  ``partial`` applies to
+    language models only: with ``partial`` and no language model, a :class:`SpecError`."""
+    if fmt not in FORMATS:
+        raise SpecError(f"format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
+    if fmt in KINDS:
+        return fmt
+    if fmt == "auto":
+        from exactmem.lm.checkpoints.live_module import lm_kind
+
+        kind = lm_kind(Path(model))
+        if kind is not None:
+            return kind
+    if partial:
+        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory, "
+                        "a nanoGPT checkpoint or a torch encoder checkpoint)")
+    return None
 
 
 def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
@@ -55,7 +77,12 @@ def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
 
 @dataclass
 class LMResult:
-    """What certify-model did: positions proved, the failures, timings (seconds)."""
+    """What certify-model did: positions proved, the failures, timings (seconds).
+
+    Per position, as arrays ``[N, n]``: ``certified`` (bool: proved, and in the certificate
+    when one is written) and ``float_margins`` (the label's float64 logit minus the best
+    other's; > 0 where the float argmax is right).  ``code_lengths``: per sequence, the
+    rigorous upper bound of ``-sum log2 p(label)`` in bits (next-token data, self-checked)."""
 
     proved: int
     positions: int
@@ -68,6 +95,8 @@ class LMResult:
     float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
     compared: str = ""  # what the float64 cross-check compared the imported function with
     readings: str = ""  # the config's reading against the others (no module given)
+    certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __bool__(self) -> bool:
         return self.written or (self.proved == self.positions and not self.failed)
@@ -96,7 +125,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     from exactmem.checker.lm_verify import check as check_lm
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
-    from exactmem.lm.float64 import logits64
+    from exactmem.lm.float64 import label_margin, logits64
     from exactmem.lm.positions import prove_positions
     from exactmem.model.dataset import load_dataset
 
@@ -174,7 +203,9 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             f"producer: {bounds.rerun} sequences proved again in arb")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
-                      failed, t, compared=compared, readings=readings)
+                      failed, t, compared=compared, readings=readings,
+                      certified=_mask(bounds.proved, ds.N, ds.n),
+                      float_margins=label_margin(ours, np.asarray(ds.labels)))
     if coded:
         result.code_lengths = code_lengths
         result.float_code_lengths = [code_length_float(x, y)
@@ -218,10 +249,19 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
+        result.certified = _mask(positions, ds.N, ds.n)
     if out is not None:
         write_lm_certificate(cert, out)
         result.written = True
     return result
+
+
+def _mask(positions: Any, count: int, n: int) -> np.ndarray:
+    """``[count, n]`` booleans, True at the listed positions of each sequence."""
+    out = np.zeros((count, n), dtype=bool)
+    for i, row in enumerate(positions):
+        out[i, list(row)] = True
+    return out
 
 
 def checker_bound(upper: int) -> Any:

@@ -73,12 +73,20 @@ def _nanogpt_config(module: Any) -> Any:
     return cfg if cfg is not None and all(hasattr(cfg, k) for k in ARGS) else None
 
 
+def _transformers_gpt2(module: Any) -> bool:
+    """A ``transformers`` GPT-2 model (``GPT2LMHeadModel``): its config says ``gpt2`` and it
+    can ``save_pretrained``."""
+    cfg = getattr(module, "config", None)
+    return getattr(cfg, "model_type", None) == "gpt2" and hasattr(module, "save_pretrained")
+
+
 def lm_layout(module: Any) -> bool:
     """Is the module a language model :func:`save_module` writes (a nanoGPT ``GPT``, a
-    reference-layout encoder stack)?"""
+    reference-layout encoder stack, a ``transformers`` GPT-2)?"""
     from exactmem.lm.checkpoints.torch_encoder import MODULES
 
-    return _nanogpt_config(module) is not None or all(hasattr(module, k) for k in MODULES)
+    return _nanogpt_config(module) is not None or _transformers_gpt2(module) or \
+        all(hasattr(module, k) for k in MODULES)
 
 
 def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
@@ -106,12 +114,15 @@ def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
 
 
 def save_module(module: Any, path: str | Path) -> str:
-    """Write ``module``'s checkpoint to ``path``; returns the importer kind ("nanogpt" or
-    "torch-encoder")."""
+    """Write ``module``'s checkpoint to ``path``; returns the importer kind ("gpt2": a
+    ``save_pretrained`` directory at ``path``; "nanogpt" or "torch-encoder": a file)."""
     from exactmem.lm.checkpoints.nanogpt import ARGS
     from exactmem.lm.checkpoints.torch_encoder import MODULES, save_live_encoder
 
     torch = _torch()
+    if _transformers_gpt2(module):
+        module.save_pretrained(str(path), safe_serialization=True)
+        return "gpt2"
     cfg = _nanogpt_config(module)
     if cfg is not None:
         args = {k: getattr(cfg, k) for k in (*ARGS, "bias", "dropout") if hasattr(cfg, k)}
@@ -120,6 +131,6 @@ def save_module(module: Any, path: str | Path) -> str:
     if all(hasattr(module, k) for k in MODULES):
         save_live_encoder(module, path)
         return "torch-encoder"
-    raise SpecError(f"a {type(module).__name__} module: expected a nanoGPT GPT (with its "
-                    "config) or a stack in the layout of exactmem.lm.checkpoints.torch_encoder."
-                    "reference_module")
+    raise SpecError(f"a {type(module).__name__} module: expected a transformers GPT-2, a "
+                    "nanoGPT GPT (with its config) or a stack in the layout of "
+                    "exactmem.lm.checkpoints.torch_encoder.reference_module")
