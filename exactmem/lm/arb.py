@@ -90,6 +90,8 @@ def _gelu(rows: Rows, kind: str) -> Rows:
     if kind == "relu":
         return [[_relu(x) for x in r] for r in rows]
     one = flint.arb(1)
+    if kind == "silu":
+        return [[x / (one + (-x).exp()) for x in r] for r in rows]
     if kind == "gelu_tanh":
         c = (2 / flint.arb.pi()).sqrt()
         a = flint.arb(flint.fmpq(44715, 10 ** 6))

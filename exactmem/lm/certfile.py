@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.arith import format_rational
-from exactmem.lm.decoder import LMSpec
+from exactmem.errors import SpecError
+from exactmem.lm.decoder import CERTIFIED_ACTIVATIONS, LMSpec
 from exactmem.model.dataset import Dataset, canonical_json
 
 LM_FORMAT = "exactmem.lm-certificate/1"
@@ -45,6 +46,10 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
     ``code_lengths``, the claimed upper bound of each sequence's code length in bits."""
+    if spec.activation not in CERTIFIED_ACTIVATIONS:
+        raise SpecError(f"activation: {spec.activation!r} is not in the certificate format "
+                        f"(the checker proves {', '.join(CERTIFIED_ACTIVATIONS)}); not writing "
+                        "a certificate")
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
         data["data"] = ds.to_json()

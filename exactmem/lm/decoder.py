@@ -11,7 +11,8 @@ sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored nu
 unless stored); ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
-form (``nn.GELU()``), or ReLU.  Linear maps are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
+form (``nn.GELU()``), or ReLU (or SiLU ``x / (1 + e^-x)``, not yet certified).  Linear maps
+are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
 stored weight is a binary float, so it *is* a dyadic rational; :meth:`LMSpec.exact` gives it
 as an integer over one power of two per tensor, exactly.
 """
@@ -26,8 +27,12 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-Activation = Literal["gelu_tanh", "gelu_erf", "relu"]
-ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
+Activation = Literal["gelu_tanh", "gelu_erf", "relu", "silu"]
+ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu", "silu")
+#: the activations an ``exactmem.lm-certificate/1`` carries (the checker's); ``silu``
+#: (``x / (1 + e^-x)``, LLaMA's SwiGLU gate) runs in every producer domain but no importer
+#: reads it and no certificate is written with it until the checker proves it
+CERTIFIED_ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
 Norm = Literal["layernorm", "rmsnorm"]
 NORMS = ("layernorm", "rmsnorm")
 #: The tensors of a block: each name's weight shape in the dimensions ``d`` (``d_model``),

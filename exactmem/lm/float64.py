@@ -18,6 +18,8 @@ from exactmem.lm.decoder import LMSpec
 def _gelu(spec: LMSpec, x: np.ndarray) -> np.ndarray:
     if spec.activation == "relu":
         return np.maximum(x, 0.0)
+    if spec.activation == "silu":
+        return x / (1 + np.exp(-x))
     if spec.activation == "gelu_tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     erf = np.vectorize(math.erf, otypes=[np.float64])

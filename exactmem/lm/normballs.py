@@ -34,7 +34,7 @@ import numpy as np
 
 from exactmem.lm import balls as I
 from exactmem.lm import block
-from exactmem.lm.ball_steps import GELU_LIP, gelu, layernorm_var, rmsnorm_var, softmax
+from exactmem.lm.ball_steps import LIPSCHITZ, activation, layernorm_var, rmsnorm_var, softmax
 from exactmem.lm.block import Ops
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import label_margin
@@ -198,12 +198,13 @@ class NormWeights(Ops[NBall]):
         return hm, I.up(self.spectral[name] * h2[1] + self.gained[name] * z2 + norm_up(hr), 4)
 
     def activation(self, x: NBall) -> NBall:
-        """ReLU: exact at the float midpoint, 1-Lipschitz; GELU: :data:`GELU_LIP`."""
+        """ReLU: exact at the float midpoint, 1-Lipschitz; GELU and SiLU: the bound of
+        their derivative (:data:`~exactmem.lm.ball_steps.LIPSCHITZ`)."""
         hm, rho = x
         if self.spec.activation == "relu":
             return np.maximum(hm, 0.0), rho
-        gm, gr = gelu(I.exact(hm), self.spec.activation)
-        return gm, I.up(GELU_LIP * rho + norm_up(gr), 3)
+        gm, gr = activation(I.exact(hm), self.spec.activation)
+        return gm, I.up(LIPSCHITZ[self.spec.activation] * rho + norm_up(gr), 3)
 
     def residual(self, x: NBall, h: NBall, name: str) -> NBall:
         return add(x, self.linear(h, name))

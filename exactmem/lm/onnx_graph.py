@@ -119,6 +119,8 @@ class OnnxOps(Ops[str]):
 def _activation(g: Any, spec: LMSpec, x: str) -> str:
     if spec.activation == "relu":
         return g.op("Relu", [x])
+    if spec.activation == "silu":
+        return g.op("Mul", [x, g.op("Sigmoid", [x])])
     if spec.activation == "gelu_tanh":
         cube = g.op("Mul", [g.op("Mul", [x, x]), x])
         inner = g.op("Add", [x, g.op("Mul", [g.scalar(0.044715), cube])])

@@ -71,6 +71,8 @@ class TorchOps(Ops[Any]):
 
         if self.spec.activation == "relu":
             return F.relu(x)
+        if self.spec.activation == "silu":
+            return F.silu(x)
         return F.gelu(x, approximate="tanh" if self.spec.activation == "gelu_tanh" else "none")
 
     def residual(self, x: Any, h: Any, name: str) -> Any:
