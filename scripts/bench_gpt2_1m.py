@@ -142,14 +142,14 @@ def main() -> int:
                     help="an untrained stand-in of the same shape, self-labelled (see above)")
     ap.add_argument("--out", default="docs/results/gpt2_1m.csv")
     args = ap.parse_args()
+    from exactmem.lm.tokens import next_token_dataset, read_tokens
     from exactmem.model.dataset import save_dataset
-    from exactmem.model.lm_dataset import next_token_dataset, read_tokens
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     model = work / ("standin" if args.standin else "gpt2_1m")
     if args.standin:
-        from exactmem.adapters.gpt2_random import random_gpt2, self_labelled
+        from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
 
         if not (model / "config.json").exists():
             random_gpt2(model, seed=0, layers=4, d_model=128, heads=4, vocab=V,
@@ -175,7 +175,7 @@ def main() -> int:
     got = re.search(r"c claim: (\d+) of (\d+) positions", out)
     certified = int(got[1]) if got else 0
     verdict = out.strip().splitlines()[-1] if out.strip() else ""
-    from exactmem.adapters.gpt2 import load_gpt2
+    from exactmem.lm.checkpoints.gpt2 import load_gpt2
 
     row = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "model": "stand-in (random, self-labelled)" if args.standin else "trained",

@@ -22,14 +22,14 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy on one thread, as torch below
 import numpy as np  # noqa: E402
 
-from exactmem.adapters.gpt2 import load_gpt2
-from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
-from exactmem.adapters.gpt2_random import random_gpt2, random_nanogpt, self_labelled
-from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
 from exactmem.checker.sharded import check_sharded
 from exactmem.checker.verify import check_file
-from exactmem.model.lm_bounds import prove_positions
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
+from exactmem.lm.checkpoints.gpt2 import load_gpt2
+from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits
+from exactmem.lm.checkpoints.random_models import random_gpt2, random_nanogpt, self_labelled
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.positions import prove_positions
 
 
 def best_of(step: Callable[[], object], repeat: int = 5) -> float:

@@ -83,8 +83,8 @@ def _certify(task: str, N: int, n: int, classes: int, seed: int,  # noqa: N803
 
 
 def _lm(tiny: bool, work: Path) -> bool:
-    from exactmem.adapters.gpt2_random import random_gpt2, self_labelled
     from exactmem.cli import main as cli
+    from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
     from exactmem.model.dataset import save_dataset
 
     shape = dict(layers=1, d_model=16, heads=2, vocab=64, context=8) if tiny else \

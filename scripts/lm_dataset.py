@@ -13,8 +13,8 @@ import argparse
 import sys
 
 from exactmem.errors import ExactmemError
+from exactmem.lm.tokens import next_token_dataset, read_tokens
 from exactmem.model.dataset import save_dataset
-from exactmem.model.lm_dataset import next_token_dataset, read_tokens
 
 
 def main() -> int:

@@ -191,10 +191,10 @@ def key(row: tuple[str, int, int, int, int, int]) -> str:
 
 def run_row(row: tuple[str, int, int, int, int, int], work: Path,
             check_shards: int = 1) -> dict[str, Any]:
-    from exactmem.certificate.lm import lm_info
-    from exactmem.commands.certify_lm import certify_lm
+    from exactmem.api.lm import certify_lm
+    from exactmem.lm.certfile import lm_info
+    from exactmem.lm.tokens import next_token_dataset
     from exactmem.model.dataset import save_dataset
-    from exactmem.model.lm_dataset import next_token_dataset
 
     name, d, layers, heads, n_seq, steps = row
     base = work / f"{name}_N{n_seq}_s{steps}"

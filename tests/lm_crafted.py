@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.certificate.lm import build_lm_certificate
 from exactmem.checker.dataset import canonical
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
-from exactmem.model.lm_float import logits64
-from exactmem.model.lm_spec import LMSpec
 
 Cert = dict[str, Any]
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from exactmem.checker import lm_forward as L
 from exactmem.checker.dataset import canonical
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
 
 
 def redigest(cert: dict[str, Any]) -> dict[str, Any]:

@@ -18,17 +18,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import exactmem  # noqa: E402
-from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits  # noqa: E402
-from exactmem.adapters.gpt2_random import random_nanogpt  # noqa: E402
-from exactmem.adapters.readings import alternatives  # noqa: E402
-from exactmem.adapters.torch_encoder import (  # noqa: E402
+from exactmem.cli import main  # noqa: E402
+from exactmem.errors import SpecError  # noqa: E402
+from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_encoder, random_nanogpt  # noqa: E402
+from exactmem.lm.checkpoints.readings import alternatives  # noqa: E402
+from exactmem.lm.checkpoints.torch_encoder import (  # noqa: E402
     encoder_logits,
-    random_encoder,
     read_checkpoint,
     reference_module,
 )
-from exactmem.cli import main  # noqa: E402
-from exactmem.errors import SpecError  # noqa: E402
 
 VOCAB = 16
 
@@ -105,8 +104,8 @@ def test_the_user_s_module_is_the_cross_check_through_the_api(typo: Path) -> Non
 
 
 def test_the_readings_a_config_could_mistype(typo: Path) -> None:
-    from exactmem.adapters.readings import describe
-    from exactmem.adapters.torch_encoder import load_torch_encoder
+    from exactmem.lm.checkpoints.readings import describe
+    from exactmem.lm.checkpoints.torch_encoder import load_torch_encoder
 
     gpt = load_nanogpt(typo / "gpt_user.pt")  # d_model 32: heads 1, 2, 4, 8, 16, 32
     assert [describe(s, "nanogpt") for s in alternatives(gpt, "nanogpt")] == \
@@ -119,7 +118,7 @@ def test_the_readings_a_config_could_mistype(typo: Path) -> None:
 
 def test_a_module_that_returns_the_last_position_only_is_asked_for_every_position() -> None:
     """nanoGPT's GPT returns the last position at inference, every position with targets."""
-    from exactmem.adapters.lm_module import is_module, lm_layout, module_logits
+    from exactmem.lm.checkpoints.live_module import is_module, lm_layout, module_logits
 
     class Last(torch.nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
@@ -144,8 +143,8 @@ def test_a_reading_with_the_same_logits_is_not_an_alternative(typo: Path) -> Non
     even the strict test passes."""
     import dataclasses
 
-    from exactmem.adapters.readings import judge
-    from exactmem.model.lm_float import logits64
+    from exactmem.lm.checkpoints.readings import judge
+    from exactmem.lm.float64 import logits64
 
     spec = load_nanogpt(typo / "gpt_user.pt")
     t = dict(spec.tensors)

@@ -128,10 +128,10 @@ def test_softmax_weights_contain_every_point(ss: list[int], r: int, rnd) -> None
 def test_the_forward_pass_contains_the_float64_logits() -> None:
     """A random pre-LN decoder (no checkpoint needed): the checker's logit balls hold the
     float64 logits up to float64's own error, and the radii are tiny."""
-    from exactmem.certificate.lm import build_lm_certificate
     from exactmem.checker import lm_verify
+    from exactmem.lm.certfile import build_lm_certificate
+    from exactmem.lm.float64 import logits64
     from exactmem.model.dataset import Dataset
-    from exactmem.model.lm_float import logits64
 
     spec = random_spec(np.random.default_rng(5), "gelu_erf", tied=False)
     toks = np.random.default_rng(6).integers(0, spec.vocab_size, size=(2, 6))
@@ -153,11 +153,11 @@ def test_the_forward_pass_contains_the_float64_logits() -> None:
 def test_producer_and_checker_agree_on_a_random_model(act: str) -> None:
     """The arb producer and the stdlib checker, sharing no code, prove the same positions
     (labels: the float64 argmax; one label made wrong is proved by neither)."""
-    from exactmem.certificate.lm import build_lm_certificate
     from exactmem.checker.lm_verify import check
+    from exactmem.lm.certfile import build_lm_certificate
+    from exactmem.lm.float64 import logits64
+    from exactmem.lm.positions import prove_positions
     from exactmem.model.dataset import Dataset
-    from exactmem.model.lm_bounds import prove_positions
-    from exactmem.model.lm_float import logits64
 
     spec = random_spec(np.random.default_rng(1), act, tied=True)
     toks = np.random.default_rng(2).integers(0, spec.vocab_size, size=(3, 8))

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from lm_models import random_spec, redigest
 
-from exactmem.certificate.lm import build_lm_certificate
 from exactmem.checker.verify import check_certificate
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
-from exactmem.model.lm_float import logits64
 
 Cert = dict[str, Any]
 

@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import random_spec, redigest
 
-from exactmem.certificate.lm import build_lm_certificate, lm_info
 from exactmem.checker import lm_codelength
 from exactmem.checker.verify import check_certificate
-from exactmem.model.lm_bounds import prove_positions
-from exactmem.model.lm_codelength import code_length_float, code_length_upper
-from exactmem.model.lm_dataset import next_token_dataset
-from exactmem.model.lm_float import logits64
+from exactmem.lm.certfile import build_lm_certificate, lm_info
+from exactmem.lm.codelength import code_length_float, code_length_upper
+from exactmem.lm.float64 import logits64
+from exactmem.lm.positions import prove_positions
+from exactmem.lm.tokens import next_token_dataset
 
 Cert = dict[str, Any]
 P = lm_codelength.P
@@ -155,8 +155,8 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
 
 
 def test_the_checkers_own_bounds_as_claims_are_verified(cert: Cert) -> None:
+    from exactmem.api.lm import checker_bound
     from exactmem.checker.lm_verify import check
-    from exactmem.commands.certify_lm import checker_bound
 
     derived: dict[int, int] = {}
     bad, unusable, _ = check(copy.deepcopy(cert), Path("."), derived=derived)
@@ -181,10 +181,10 @@ def test_certify_model_claims_tight_code_lengths_with_the_default_producer(
     import torch
     from transformers import GPT2LMHeadModel
 
-    from exactmem.adapters.gpt2_random import random_gpt2
-    from exactmem.certificate.lm import lm_info
+    from exactmem.api.lm import certify_lm
     from exactmem.checker.verify import check_file
-    from exactmem.commands.certify_lm import certify_lm
+    from exactmem.lm.certfile import lm_info
+    from exactmem.lm.checkpoints.random_models import random_gpt2
     from exactmem.model.dataset import save_dataset
 
     random_gpt2(tmp_path / "m", seed=3)

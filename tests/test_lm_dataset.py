@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from exactmem.errors import DatasetError
+from exactmem.lm.tokens import next_token_dataset, read_tokens
 from exactmem.model.dataset import load_dataset
-from exactmem.model.lm_dataset import next_token_dataset, read_tokens
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lm_dataset.py"
 

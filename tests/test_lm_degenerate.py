@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exactmem.certificate.lm import build_lm_certificate
 from exactmem.checker.verify import check_certificate
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import logits64
+from exactmem.lm.positions import prove_positions
 from exactmem.model.dataset import Dataset
-from exactmem.model.lm_bounds import prove_positions
-from exactmem.model.lm_float import logits64
-from exactmem.model.lm_spec import LMSpec
 
 
 def spec_of(v: int = 7, t: int = 4, d: int = 4, heads: int = 2,
@@ -114,8 +114,8 @@ def test_a_gpt2_with_an_all_zero_query_head_certifies_and_checks(tmp_path: Path)
     import torch
     from transformers import GPT2LMHeadModel
 
-    from exactmem.adapters.gpt2_random import random_gpt2, self_labelled
     from exactmem.cli import main
+    from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
     from exactmem.model.dataset import save_dataset
 
     folder = random_gpt2(tmp_path / "m", seed=1, layers=1, d_model=16, heads=2, vocab=16,

@@ -17,17 +17,13 @@ torch = pytest.importorskip("torch")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.adapters.torch_encoder import (  # noqa: E402
-    encoder_logits,
-    load_torch_encoder,
-    random_encoder,
-    self_labelled_encoder,
-)
 from exactmem.checker.dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder  # noqa: E402
+from exactmem.lm.checkpoints.torch_encoder import encoder_logits, load_torch_encoder  # noqa: E402
+from exactmem.lm.float64 import logits64  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402
-from exactmem.model.lm_float import logits64  # noqa: E402
 
 KINDS = {"pre_gelu": (True, "gelu", True), "post_relu": (False, "relu", False),
          "post_gelu": (False, "gelu", True), "pre_relu": (True, "relu", True)}
@@ -135,7 +131,7 @@ def test_the_checker_reads_the_new_fields_strictly(certs: dict[str, dict[str, An
 def test_a_wrong_import_is_caught_by_the_cross_check(
         enc: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A loader that keeps in_proj_weight's [out, in] layout for q | k | v misreads it."""
-    from exactmem.adapters import torch_encoder
+    from exactmem.lm.checkpoints import torch_encoder
 
     real = torch_encoder.load_torch_encoder
 
@@ -192,7 +188,7 @@ def test_fast_and_arb_producers_certify_the_same_positions(enc: Path, name: str)
 def test_fast_bounds_enclose_the_float_logits(enc: Path) -> None:
     """The fast producer's logit balls hold the float64 logits (a wrong step order or a
     missing norm would miss them by far more than rounding)."""
-    from exactmem.model.lm_norm import NormWeights, logit_bounds
+    from exactmem.lm.normballs import NormWeights, logit_bounds
 
     toks = np.random.default_rng(2).integers(0, 64, size=(4, 16))
     for name in ("post_relu", "post_gelu"):

@@ -22,12 +22,14 @@ pytest.importorskip("safetensors")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.adapters import lm_export, lm_onnx  # noqa: E402
-from exactmem.adapters.torch_encoder import random_encoder, self_labelled_encoder  # noqa: E402
-from exactmem.certificate.lm import spec_from_lm_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
+from exactmem.lm import exporting as lm_export  # noqa: E402
+from exactmem.lm import onnx_graph as lm_onnx  # noqa: E402
+from exactmem.lm.certfile import spec_from_lm_certificate  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder  # noqa: E402
+from exactmem.lm.float64 import logits64  # noqa: E402
+from exactmem.lm.torchrun import torch_logits  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402
-from exactmem.model.lm_float import logits64  # noqa: E402
 
 MODELS = ("gpt2", "post_relu", "rms_erf")
 FORMATS = ("onnx", "torch", "safetensors")
@@ -41,7 +43,7 @@ def run(*args: object) -> int:
 def _model(folder: Path, name: str) -> Path:
     if name == "gpt2":
         pytest.importorskip("transformers")
-        from exactmem.adapters.gpt2_random import random_gpt2, self_labelled
+        from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
 
         path = random_gpt2(folder / "gpt2", seed=0)
         save_dataset(self_labelled(path, 16, 16, seed=0), folder / "d_gpt2.json")
@@ -81,7 +83,7 @@ def _reload(fmt: str, path: Path, tokens: np.ndarray) -> np.ndarray:
         logits, labels = sess.run(["logits", "labels"], {"tokens": tokens})
         assert np.array_equal(labels, logits.argmax(-1))
         return np.asarray(logits, dtype=np.float64)
-    return lm_export.torch_logits(*lm_export.read_file(fmt, path), tokens)
+    return torch_logits(*lm_export.read_file(fmt, path), tokens)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

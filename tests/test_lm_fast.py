@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from lm_models import random_spec
 
-from exactmem.model import lm_arb as A
-from exactmem.model import lm_fast as F
-from exactmem.model import lm_interval as I
-from exactmem.model.lm_bounds import PositionBounds, prove_positions
-from exactmem.model.lm_float import logits64
+from exactmem.lm import arb as A
+from exactmem.lm import ball_steps as F
+from exactmem.lm import balls as I
+from exactmem.lm.float64 import logits64
+from exactmem.lm.positions import PositionBounds, prove_positions
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +118,7 @@ def test_unknown_producer() -> None:
 def test_spectral_norm_bound() -> None:
     """Above the 2-norm (numpy's SVD as the float reference) and within 5% of it; far below
     the entry-wise bound ``max column sum of |W|`` that entry-wise radii pay per layer."""
-    from exactmem.model.lm_norm import spectral_up
+    from exactmem.lm.normballs import spectral_up
 
     rng = np.random.default_rng(5)
     for shape in [(32, 96), (128, 512), (512, 128), (7, 1)]:

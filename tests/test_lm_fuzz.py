@@ -16,8 +16,8 @@ from lm_crafted import self_labelled, small_spec
 from lm_fuzzing import campaign, crafted, genuine, run_one, write
 from lm_reference import logits, read
 
-from exactmem.certificate.lm import build_lm_certificate
-from exactmem.model.lm_float import logits64
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.float64 import logits64
 
 
 @pytest.fixture(scope="module")

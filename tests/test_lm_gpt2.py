@@ -17,10 +17,10 @@ pytest.importorskip("safetensors")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.adapters.gpt2_random import random_gpt2, self_labelled  # noqa: E402
 from exactmem.checker.dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
 from exactmem.model.dataset import Dataset, save_dataset  # noqa: E402
 
 
@@ -146,7 +146,7 @@ def test_certificates_are_byte_identical(gpt2: Path, small_cert: dict[str, Any])
 
 
 def test_info_counts_the_claimed_positions(small_cert: dict[str, Any]) -> None:
-    from exactmem.certificate.lm import lm_info
+    from exactmem.lm.certfile import lm_info
 
     cert = json.loads(json.dumps(small_cert))
     cert["claims"]["positions"][2] = [0, 5]
@@ -231,3 +231,23 @@ def test_no_self_check_writes_unchecked_and_says_so(gpt2: Path, small_cert: dict
     assert cert["claims"]["positions"] == small_cert["claims"]["positions"]
     assert run("check", out, "-q") == 0
     assert capsys.readouterr().out.strip().endswith("s VERIFIED")
+
+
+def test_an_in_memory_transformers_model_gives_per_position_arrays(
+        gpt2: Path, small_cert: dict[str, Any]) -> None:
+    """``exactmem.certify_model`` on a live ``GPT2LMHeadModel`` with ``partial=True``: the
+    positions of the CLI's certificate, as a boolean array, and the float64 margins."""
+    import numpy as np
+    from transformers import GPT2LMHeadModel
+
+    import exactmem
+
+    model = GPT2LMHeadModel.from_pretrained(str(gpt2 / "m"))
+    res = exactmem.certify_model(model, gpt2 / "small.json", partial=True)
+    assert res.certified.shape == res.float_margins.shape == (6, 16)
+    want = np.zeros((6, 16), dtype=bool)
+    for i, row in enumerate(small_cert["claims"]["positions"]):
+        want[i, row] = True
+    assert (res.certified == want).all() and int(res.certified.sum()) == res.proved
+    assert (res.float_margins[res.certified] > 0).all()
+    assert "your module (GPT2LMHeadModel)" in res.compared

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from lm_models import random_spec
 
-from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
 from exactmem.cli import main
+from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
 from exactmem.model.dataset import Dataset, save_dataset
 
 

@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from exactmem.adapters.gpt2_random import random_nanogpt, self_labelled  # noqa: E402
 from exactmem.cli import main  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_nanogpt, self_labelled  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def test_the_cross_check_catches_a_wrong_import(nano: Path, monkeypatch: pytest.
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A loader that forgets nn.Linear's [out, in] layout for one square matrix gives a
     model of the right shapes but another function: refused before any bounds."""
-    from exactmem.adapters import gpt2_nanogpt
+    from exactmem.lm.checkpoints import nanogpt as gpt2_nanogpt
 
     real = gpt2_nanogpt.load_nanogpt
 

@@ -20,26 +20,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import checker_norm_case, random_spec, redigest
 
-from exactmem.adapters.torch_encoder import (
-    encoder_logits,
-    load_torch_encoder,
-    random_encoder,
-    reference_module,
-    save_encoder,
-    self_labelled_encoder,
-)
-from exactmem.certificate.lm import lm_info
 from exactmem.checker import lm_forward as L
 from exactmem.checker.dataset import canonical
 from exactmem.checker.verify import check_certificate
 from exactmem.cli import main
 from exactmem.errors import SpecError
-from exactmem.model import lm_arb as A
-from exactmem.model import lm_fast as F
-from exactmem.model import lm_interval as I
+from exactmem.lm import arb as A
+from exactmem.lm import ball_steps as F
+from exactmem.lm import balls as I
+from exactmem.lm.certfile import lm_info
+from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder
+from exactmem.lm.checkpoints.torch_encoder import (
+    encoder_logits,
+    load_torch_encoder,
+    reference_module,
+    save_encoder,
+)
+from exactmem.lm.float64 import logits64
+from exactmem.lm.normballs import NormWeights, logit_bounds
 from exactmem.model.dataset import save_dataset
-from exactmem.model.lm_float import logits64
-from exactmem.model.lm_norm import NormWeights, logit_bounds
 
 SEQS = 32  # sequences of 16 tokens per stack (the 200 are measured in the docs)
 

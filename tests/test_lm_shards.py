@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from lm_models import random_spec, redigest
 
-from exactmem.certificate.lm import build_lm_certificate
 from exactmem.checker import lm_verify
 from exactmem.checker.sharded import _count, check_certificate_sharded, check_sharded
 from exactmem.checker.verify import check_certificate
-from exactmem.model.lm_bounds import prove_positions
-from exactmem.model.lm_codelength import code_length_upper
-from exactmem.model.lm_dataset import next_token_dataset
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.codelength import code_length_upper
+from exactmem.lm.positions import prove_positions
+from exactmem.lm.tokens import next_token_dataset
 
 Cert = dict[str, Any]
 N = 5

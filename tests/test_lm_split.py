@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from lm_models import random_spec
 
-from exactmem.model import lm_norm as N
-from exactmem.model.lm_bounds import prove_positions
-from exactmem.model.lm_float import logits64
-from exactmem.model.lm_spec import LMSpec
-from exactmem.model.lm_split import choose_switch, to_nball
+from exactmem.lm import normballs as N
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import logits64
+from exactmem.lm.positions import prove_positions
+from exactmem.lm.split import choose_switch, to_nball
 
 FIELDS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff", "activation",
           "layer_norm_eps", "tied_head")
@@ -102,7 +102,7 @@ def test_to_nball_encloses_the_arb_balls() -> None:
 def test_centred_spread_bounds_the_weighted_sum() -> None:
     """``||sum_j w_j vm_j - om_p|| <= rounding of om + centred_spread`` for exact weight rows
     summing to 1 inside the weight balls (exact rationals as the reference)."""
-    from exactmem.model import lm_interval as I
+    from exactmem.lm import balls as I
 
     rng = np.random.default_rng(8)
     for trial in range(20):
@@ -142,7 +142,7 @@ def test_norm_balls_of_real_radius_enclose_points(norm_first: bool) -> None:
     x: N.NBall = (mid, np.full((2, n), rho))
     x = N.layer(w, x, 1)
     lo, hi = N.decide(*N.head_bounds(w, x), np.zeros((2, n), dtype=np.int64))[2:]
-    from exactmem.model.lm_arb import ArbNet
+    from exactmem.lm.arb import ArbNet
 
     net = ArbNet(spec)
     old = flint.ctx.prec
@@ -180,6 +180,6 @@ def test_gained_norms() -> None:
     w = N.NormWeights(base)
     g, wf = base.get("h0.ln2.weight"), base.get("h0.mlp.fc.weight")
     true = float(np.linalg.norm(g[:, None] * wf, 2))
-    assert true <= float(w.gained["h0.mlp.fc"]) <= float(np.abs(g).max()) * w.norm["h0.mlp.fc"]
+    assert true <= float(w.gained["h0.mlp.fc"]) <= float(np.abs(g).max()) * w.spectral["h0.mlp.fc"]
     rows = np.linalg.norm(base.get("lnf.weight")[None, :] * base.get("wte"), axis=1)
     assert (rows <= w.gained["head"]).all()

@@ -3,14 +3,14 @@ checkpoint directory, a nanoGPT checkpoint, a torch ``nn.TransformerEncoderLayer
 or such a model as a live torch module) has the label as unique argmax: import,
 cross-check, prove positions, self-check, write.
 
-The stages (docs/trained-models.md): :func:`~exactmem.adapters.gpt2.load_gpt2` or
-:func:`~exactmem.adapters.gpt2_nanogpt.load_nanogpt` reads the checkpoint exactly; the
+The stages (docs/trained-models.md): :func:`~exactmem.lm.checkpoints.gpt2.load_gpt2` or
+:func:`~exactmem.lm.checkpoints.nanogpt.load_nanogpt` reads the checkpoint exactly; the
 spec's float64 forward pass must agree with a torch forward pass on DATA (else the import is
 wrong: exit 2) -- the user's own module when one is given (``module``), else the reference
 module built from the saved config, and then the config's reading of the tensors is
 compared on the labels with the other readings its config could mistype
-(:mod:`~exactmem.adapters.readings`; docs/certify-model.md, "Which function");
-:func:`~exactmem.model.lm_bounds.prove_positions` decides the positions with ball
+(:mod:`~exactmem.lm.checkpoints.readings`; docs/certify-model.md, "Which function");
+:func:`~exactmem.lm.positions.prove_positions` decides the positions with ball
 arithmetic; the stdlib checker re-proves the certificate before it is written.  Without
 ``partial`` every position must be proved (the failing positions are returned with their
 margins, nothing written).  ``self_check=False`` writes the producer's positions unchecked
@@ -30,23 +30,45 @@ import numpy as np
 from exactmem.errors import SpecError
 
 FORMATS = ("auto", "gpt2", "nanogpt", "torch-encoder", "export")
+KINDS = ("gpt2", "nanogpt", "torch-encoder")  # the language-model importers
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
+
+
+def lm_kind_of(model: str | Path, fmt: str = "auto", partial: bool = False) -> str | None:
+    """The language-model importer for the checkpoint ``model`` ("gpt2", "nanogpt",
+    "torch-encoder"): ``fmt`` when it names one, detected when ``fmt`` is "auto"; ``None``
+    for the export layout (``fmt`` "export", or nothing detected).  ``partial`` applies to
+    language models only: with ``partial`` and no language model, a :class:`SpecError`."""
+    if fmt not in FORMATS:
+        raise SpecError(f"format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
+    if fmt in KINDS:
+        return fmt
+    if fmt == "auto":
+        from exactmem.lm.checkpoints.live_module import lm_kind
+
+        kind = lm_kind(Path(model))
+        if kind is not None:
+            return kind
+    if partial:
+        raise SpecError("--partial: only for language-model checkpoints (a GPT-2 directory, "
+                        "a nanoGPT checkpoint or a torch encoder checkpoint)")
+    return None
 
 
 def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
     """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
     if kind == "gpt2":
-        from exactmem.adapters.gpt2 import load_gpt2, torch_logits
+        from exactmem.lm.checkpoints.gpt2 import load_gpt2, torch_logits
 
         return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
                 "transformers' GPT2LMHeadModel")
     if kind == "nanogpt":
-        from exactmem.adapters.gpt2_nanogpt import load_nanogpt, nanogpt_logits
+        from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits
 
         return (load_nanogpt(model), lambda toks: nanogpt_logits(model, toks),
                 "nanoGPT's forward pass (torch)")
     if kind == "torch-encoder":
-        from exactmem.adapters.torch_encoder import encoder_logits, load_torch_encoder
+        from exactmem.lm.checkpoints.torch_encoder import encoder_logits, load_torch_encoder
 
         return (load_torch_encoder(model), lambda toks: encoder_logits(model, toks),
                 "the nn.TransformerEncoderLayer stack's forward pass (torch)")
@@ -55,7 +77,12 @@ def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
 
 @dataclass
 class LMResult:
-    """What certify-model did: positions proved, the failures, timings (seconds)."""
+    """What certify-model did: positions proved, the failures, timings (seconds).
+
+    Per position, as arrays ``[N, n]``: ``certified`` (bool: proved, and in the certificate
+    when one is written) and ``float_margins`` (the label's float64 logit minus the best
+    other's; > 0 where the float argmax is right).  ``code_lengths``: per sequence, the
+    rigorous upper bound of ``-sum log2 p(label)`` in bits (next-token data, self-checked)."""
 
     proved: int
     positions: int
@@ -68,6 +95,8 @@ class LMResult:
     float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
     compared: str = ""  # what the float64 cross-check compared the imported function with
     readings: str = ""  # the config's reading against the others (no module given)
+    certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __bool__(self) -> bool:
         return self.written or (self.proved == self.positions and not self.failed)
@@ -88,17 +117,17 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     are proved.  ``module``: the user's own torch module, whose float64 forward pass the
     imported function is cross-checked against (else the reference module built from the
     saved config, and the config's reading is compared with the others its tensors admit,
-    :func:`~exactmem.adapters.readings.judge`; ``strict_config``: the config's reading must
+    :func:`~exactmem.lm.checkpoints.readings.judge`; ``strict_config``: the config's reading must
     fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
-    ``"arb"`` (:func:`~exactmem.model.lm_bounds.prove_positions`).  ``self_check`` False
+    ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
     False) and without code-length claims."""
-    from exactmem.certificate.lm import build_lm_certificate, write_lm_certificate
     from exactmem.checker.lm_verify import check as check_lm
+    from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
+    from exactmem.lm.codelength import code_length_float, code_length_upper
+    from exactmem.lm.float64 import label_margin, logits64
+    from exactmem.lm.positions import prove_positions
     from exactmem.model.dataset import load_dataset
-    from exactmem.model.lm_bounds import prove_positions
-    from exactmem.model.lm_codelength import code_length_float, code_length_upper
-    from exactmem.model.lm_float import logits64
 
     say = log or (lambda _msg: None)
     t: dict[str, float] = {}
@@ -129,7 +158,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     t["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
     if module is not None:
-        from exactmem.adapters.lm_module import module_logits
+        from exactmem.lm.checkpoints.live_module import module_logits
 
         theirs = module_logits(module, toks)
         compared = f"your module ({type(module).__name__})"
@@ -145,7 +174,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     say(f"cross-check: float64 logits agree with {compared} to {gap:.2g}")
     readings = ""
     if module is None:
-        from exactmem.adapters.readings import judge
+        from exactmem.lm.checkpoints.readings import judge
 
         clock = time.perf_counter()
         readings = judge(spec, kind, toks, ds.labels, ours, strict_config,
@@ -174,7 +203,9 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             f"producer: {bounds.rerun} sequences proved again in arb")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
-                      failed, t, compared=compared, readings=readings)
+                      failed, t, compared=compared, readings=readings,
+                      certified=_mask(bounds.proved, ds.N, ds.n),
+                      float_margins=label_margin(ours, np.asarray(ds.labels)))
     if coded:
         result.code_lengths = code_lengths
         result.float_code_lengths = [code_length_float(x, y)
@@ -218,10 +249,19 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
+        result.certified = _mask(positions, ds.N, ds.n)
     if out is not None:
         write_lm_certificate(cert, out)
         result.written = True
     return result
+
+
+def _mask(positions: Any, count: int, n: int) -> np.ndarray:
+    """``[count, n]`` booleans, True at the listed positions of each sequence."""
+    out = np.zeros((count, n), dtype=bool)
+    for i, row in enumerate(positions):
+        out[i, list(row)] = True
+    return out
 
 
 def checker_bound(upper: int) -> Any:
@@ -230,7 +270,7 @@ def checker_bound(upper: int) -> Any:
     from fractions import Fraction
 
     from exactmem.checker.lm_codelength import P
-    from exactmem.model.lm_codelength import DENOM_BITS
+    from exactmem.lm.codelength import DENOM_BITS
 
     return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)
 

@@ -92,7 +92,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
     torch encoder checkpoint, or such a model as a live torch module (a nanoGPT ``GPT``, a
-    stack in the layout of :func:`~exactmem.adapters.torch_encoder.reference_module`) --
+    stack in the layout of :func:`~exactmem.lm.checkpoints.torch_encoder.reference_module`) --
     goes to :func:`~exactmem.api.lm.certify_lm` and gives an
     :class:`~exactmem.api.lm.LMResult` (``partial``: certify the positions proved).  Its
     float64 cross-check runs against the user's module when there is one (the live module
@@ -193,7 +193,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
 def _lm_kind(model: Any, module: Any) -> str | None:
     """The language-model kind of ``model`` ("module": a live torch module of a language
     model layout), or ``None`` for the export layout."""
-    from exactmem.adapters.lm_module import is_module, lm_kind, lm_layout
+    from exactmem.lm.checkpoints.live_module import is_module, lm_kind, lm_layout
 
     if is_module(model):
         return "module" if lm_layout(model) else None
@@ -215,7 +215,7 @@ def _certify_lm(model: Any, kind: str, dataset: Any, output: PathLike | None,
     data = dataset if isinstance(dataset, Dataset) else Path(dataset)
     if kind != "module":
         return certify_lm(model, data, output, kind=kind, **kw)
-    from exactmem.adapters.lm_module import save_module
+    from exactmem.lm.checkpoints.live_module import save_module
 
     if kw["module"] is not None:
         raise SpecError("module=: give the module as the model, or a checkpoint path with "

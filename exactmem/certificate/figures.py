@@ -34,13 +34,13 @@ LM_KEYS = ("certified_positions", "positions", "sequences_in_full", "N", "n", "p
 
 
 def lm_summary(path: str) -> dict[str, Any] | None:
-    """:func:`exactmem.certificate.lm.lm_info` of a language-model certificate (the dataset
+    """:func:`exactmem.lm.certfile.lm_info` of a language-model certificate (the dataset
     embedded or bound by path beside it), or None when ``path`` holds another format."""
     from pathlib import Path
 
-    from exactmem.certificate.lm import LM_FORMAT, lm_info
     from exactmem.checker.parse import Unusable, read_json
     from exactmem.errors import CertificateError
+    from exactmem.lm.certfile import LM_FORMAT, lm_info
 
     try:
         cert = read_json(Path(path))

@@ -61,12 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
+    from exactmem.api.lm import lm_kind_of
     from exactmem.api.model import certify_model
     from exactmem.api.results import CertifyResult
-    from exactmem.commands.certify_lm import run_lm, wants_lm
     from exactmem.errors import SpecError
 
-    kind = wants_lm(args)
+    kind = lm_kind_of(args.model, args.format, args.partial)
     if kind:
         return run_lm(args, kind)
     if args.quiet:
@@ -111,4 +111,52 @@ def run(args: argparse.Namespace) -> int:
     print(f"certified {args.model} on {result.N} sequences -> {out} "
           f"(params nonzero {sz.params_nonzero}, dense {sz.params_dense}, depth {sz.depth}, "
           f"width {sz.width}, max bits {sz.max_bits})")
+    return 0
+
+
+def run_lm(args: argparse.Namespace, kind: str) -> int:
+    """certify-model on a language-model checkpoint: :func:`exactmem.api.lm.certify_lm`."""
+    from exactmem import progress
+    from exactmem.api.lm import certify_lm
+
+    if args.quiet:
+        progress.configure(quiet=True)
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    tick, close = progress.hook("certify-model", heartbeat=True)
+    try:
+        r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
+                       bind_dataset=args.bind_dataset, log=log, progress=tick,
+                       producer=getattr(args, "producer", "auto"),
+                       self_check=not getattr(args, "no_self_check", False),
+                       strict_config=getattr(args, "strict_config", False))
+    finally:
+        close()
+    times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
+    log(f"times: {times}")
+    if not r.written:
+        for i, p, m in r.failed[:50]:
+            print(f"  sequence {i}, position {p}: not proved (float margin {m:.3g})",
+                  file=sys.stderr)
+        if len(r.failed) > 50:
+            print(f"  ... and {len(r.failed) - 50} more positions", file=sys.stderr)
+        print(f"not certified: {r.proved} of {r.positions} positions proved"
+              + ("" if args.partial else " (without --partial all must be)")
+              + f"; {args.output} was not written")
+        return 1
+    if not r.checked:
+        print(f"not checked yet: run exactmem check {args.output} ({r.proved} of "
+              f"{r.positions} positions proved by the producer, {r.sequences_full} sequences "
+              f"in full, written to {args.output} without the in-process checker)")
+        return 0
+    print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
+          f"full) of {args.data} for {args.model} -> {args.output}")
+    if r.code_lengths:
+        total = sum(r.code_lengths)
+        log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "
+            f"{sum(r.float_code_lengths):.6f}); `exactmem check` states how far it lies "
+            "below the uniform code")
     return 0

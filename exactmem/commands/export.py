@@ -1,7 +1,7 @@
 """``exactmem export CERT --format torch|safetensors|onnx -o OUT``: the certified network
 in the float formats users load, or with int8 / bfloat16 weight matrices for a certificate
 that claims them (``--dtype int8|bfloat16``); a language model's certificate through
-:mod:`exactmem.adapters.lm_export`."""
+:mod:`exactmem.lm.exporting`."""
 
 from __future__ import annotations
 
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
     from exactmem.adapters.runtimes import DTYPES, NARROW
     from exactmem.certificate import dataset_from_certificate
-    from exactmem.certificate.lm import LM_FORMAT
     from exactmem.errors import SpecError
+    from exactmem.lm.certfile import LM_FORMAT
     from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
@@ -125,7 +125,7 @@ def _read(path: str) -> dict[str, Any]:
     """The certificate, read strictly once: an ``exactmem.certificate/1`` (its network
     parsed) or a language model's."""
     from exactmem.certificate.build import read_certificate
-    from exactmem.certificate.lm import LM_FORMAT
+    from exactmem.lm.certfile import LM_FORMAT
 
     return read_certificate(path, (LM_FORMAT,))
 
@@ -134,9 +134,9 @@ def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
     """A language-model certificate (docs/trained-models.md, "Exporting a certified
     language model"): check it, write the file, run it in its runtime, count the certified
     positions where it keeps the label as the unique argmax."""
-    from exactmem.adapters import lm_export as lm
     from exactmem.certificate import dataset_from_certificate
     from exactmem.errors import SpecError
+    from exactmem.lm import exporting as lm
     from exactmem.model.atomic import atomic_path, check_writable
 
     if args.dtype not in lm.DTYPES:

@@ -1,10 +1,10 @@
 """The ONNX graph of a certified language model (opset 17), for ``exactmem export``
-(:mod:`exactmem.adapters.lm_export`; docs/trained-models.md, "Exporting a certified
+(:mod:`exactmem.lm.exporting`; docs/trained-models.md, "Exporting a certified
 language model").
 
 Input ``tokens`` (int64 ``[batch, n]``, ``n <= context``); outputs ``logits`` ``[batch, n,
 vocab]`` and ``labels`` (``ArgMax``, int64 ``[batch, n]``).  The function of
-:mod:`exactmem.model.lm_spec` op for op: LayerNorm with the population variance and ``eps``
+:mod:`exactmem.lm.decoder` op for op: LayerNorm with the population variance and ``eps``
 as stored (``ReduceMean``, ``Sqrt``, ``Div``; not ``LayerNormalization``, whose ``epsilon``
 attribute is a float32), RMSNorm, the causal mask (``Where`` key > query gives ``-inf``),
 scores divided by ``sqrt(d_head)``, ``Softmax`` over the keys, GELU tanh with the decimal
@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.block import Ops, forward
+from exactmem.lm.decoder import LMSpec
 
 ERF_CLIP = 5.9
+OPSET = 17
 
 
 def _erf64(g: Any, z: str) -> str:
@@ -47,9 +49,78 @@ def _erf64(g: Any, z: str) -> str:
     return g.op("Clip", [erf, g.scalar(-1.0), g.scalar(1.0)])
 
 
+class Graph:
+    """An ONNX graph under construction in ``dtype`` (float64 or float32): initializers and
+    nodes, each output named ``<hint>_<count>``."""
+
+    def __init__(self, dtype: str) -> None:
+        import onnx
+
+        self.onnx = onnx
+        self.np: Any = {"float64": np.float64, "float32": np.float32}[dtype]
+        self.elem = onnx.TensorProto.DOUBLE if dtype == "float64" else onnx.TensorProto.FLOAT
+        self.dtype = dtype
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.count = 0
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{hint}_{self.count}"
+
+    def const(self, hint: str, arr: np.ndarray) -> str:
+        n = self.name(hint)
+        self.inits.append(self.onnx.numpy_helper.from_array(arr, n))
+        return n
+
+    def scalar(self, value: float) -> str:
+        return self.const("c", np.array(value, dtype=self.np))
+
+    def ints(self, values: list[int]) -> str:
+        return self.const("idx", np.array(values, dtype=np.int64))
+
+    def op(self, kind: str, inputs: list[str], **attrs: Any) -> str:
+        out = self.name(kind.lower())
+        self.nodes.append(self.onnx.helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+
+class OnnxOps(Ops[str]):
+    """The block's operations as ONNX nodes: a value is the name of a node's output."""
+
+    def __init__(self, spec: LMSpec, g: Graph, hidden: str) -> None:
+        self.spec, self.g, self.hidden = spec, g, hidden
+
+    def norm(self, x: str, name: str) -> str:
+        return _norm(self.g, self.spec, x, name)
+
+    def linear(self, x: str, name: str) -> str:
+        return _affine(self.g, self.spec, x, name)
+
+    def attention(self, x: str, name: str) -> str:
+        return _attention(self.g, self.spec, x, name, self.hidden)
+
+    def activation(self, x: str) -> str:
+        return _activation(self.g, self.spec, x)
+
+    def residual(self, x: str, h: str, name: str) -> str:
+        return self.g.op("Add", [x, _affine(self.g, self.spec, h, name)])
+
+    def head(self, x: str) -> str:
+        """``x head^T`` as the graph output ``logits``."""
+        g = self.g
+        head = self.spec.get("wte" if self.spec.tied_head else "head")
+        g.nodes.append(g.onnx.helper.make_node(
+            "MatMul", [x, g.const("head", np.ascontiguousarray(head.T.astype(g.np)))],
+            ["logits"]))
+        return "logits"
+
+
 def _activation(g: Any, spec: LMSpec, x: str) -> str:
     if spec.activation == "relu":
         return g.op("Relu", [x])
+    if spec.activation == "silu":
+        return g.op("Mul", [x, g.op("Sigmoid", [x])])
     if spec.activation == "gelu_tanh":
         cube = g.op("Mul", [g.op("Mul", [x, x]), x])
         inner = g.op("Add", [x, g.op("Mul", [g.scalar(0.044715), cube])])
@@ -85,10 +156,11 @@ def _affine(g: Any, spec: LMSpec, x: str, name: str, part: slice | None = None) 
     return g.op("Add", [y, _t(g, spec, name + ".bias", part)])
 
 
-def _attention(g: Any, spec: LMSpec, x: str, p: str, hidden: str) -> str:
+def _attention(g: Any, spec: LMSpec, x: str, name: str, hidden: str) -> str:
+    """Causal multi-head attention without the output projection."""
     d, h, dh = spec.d_model, spec.heads, spec.d_head
     split = g.ints([0, 0, h, dh])
-    q, k, v = (g.op("Reshape", [_affine(g, spec, x, p + "attn", slice(j * d, (j + 1) * d)),
+    q, k, v = (g.op("Reshape", [_affine(g, spec, x, name, slice(j * d, (j + 1) * d)),
                                 split]) for j in range(3))  # [B, n, h, dh]
     q = g.op("Transpose", [q], perm=[0, 2, 1, 3])
     kt = g.op("Transpose", [k], perm=[0, 2, 3, 1])
@@ -96,17 +168,14 @@ def _attention(g: Any, spec: LMSpec, x: str, p: str, hidden: str) -> str:
     s = g.op("Where", [hidden, g.scalar(-math.inf), s])
     w = g.op("Softmax", [s], axis=-1)
     o = g.op("MatMul", [w, g.op("Transpose", [v], perm=[0, 2, 1, 3])])
-    o = g.op("Reshape", [g.op("Transpose", [o], perm=[0, 2, 1, 3]), g.ints([0, 0, d])])
-    return _affine(g, spec, o, p + "attn.proj")
+    return g.op("Reshape", [g.op("Transpose", [o], perm=[0, 2, 1, 3]), g.ints([0, 0, d])])
 
 
 def build_onnx(spec: LMSpec, dtype: str) -> Any:
     """The ONNX ``ModelProto`` of ``spec`` in ``dtype`` (module docstring)."""
     import onnx
 
-    from exactmem.adapters.onnx_export import OPSET, _Graph
-
-    g = _Graph(dtype)
+    g = Graph(dtype)
     one = g.const("one", np.array(1, dtype=np.int64))
     n = g.op("Gather", [g.op("Shape", ["tokens"]), one], axis=0)
     pos = g.op("Range", [g.const("zero", np.array(0, dtype=np.int64)), n, one])
@@ -114,24 +183,7 @@ def build_onnx(spec: LMSpec, dtype: str) -> Any:
                               g.op("Unsqueeze", [pos, g.ints([1])])])  # key > query
     x = g.op("Add", [g.op("Gather", [_t(g, spec, "wte"), "tokens"], axis=0),
                      g.op("Gather", [_t(g, spec, "wpe"), pos], axis=0)])
-    for i in range(spec.layers):
-        p = f"h{i}."
-        a = _attention(g, spec, _norm(g, spec, x, p + "ln1") if spec.norm_first else x, p,
-                       hidden)
-        x = g.op("Add", [x, a])
-        if not spec.norm_first:
-            x = _norm(g, spec, x, p + "ln1")
-        f_in = _norm(g, spec, x, p + "ln2") if spec.norm_first else x
-        m = _affine(g, spec, _activation(g, spec, _affine(g, spec, f_in, p + "mlp.fc")),
-                    p + "mlp.proj")
-        x = g.op("Add", [x, m])
-        if not spec.norm_first:
-            x = _norm(g, spec, x, p + "ln2")
-    if spec.final_norm:
-        x = _norm(g, spec, x, "lnf")
-    head = spec.get("wte" if spec.tied_head else "head")
-    g.nodes.append(onnx.helper.make_node(
-        "MatMul", [x, g.const("head", np.ascontiguousarray(head.T.astype(g.np)))], ["logits"]))
+    forward(OnnxOps(spec, g, hidden), x)
     g.nodes.append(onnx.helper.make_node("ArgMax", ["logits"], ["labels"], axis=-1,
                                          keepdims=0))
     i64 = onnx.TensorProto.INT64

@@ -103,18 +103,53 @@ def self_labelled(path: str | Path, count: int, length: int, seed: int = 0) -> D
     import json
 
     if Path(path).is_dir():
-        from exactmem.adapters.gpt2 import torch_logits
+        from exactmem.lm.checkpoints.gpt2 import torch_logits
 
         vocab = int(json.loads((Path(path) / "config.json").read_text())["vocab_size"])
         toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
         logits = torch_logits(path, toks, "float64")
     else:
-        from exactmem.adapters.gpt2_nanogpt import nanogpt_logits, read_checkpoint
+        from exactmem.lm.checkpoints.nanogpt import nanogpt_logits, read_checkpoint
 
         vocab = read_checkpoint(path)[0]["vocab_size"]
         toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
         logits = nanogpt_logits(path, toks)
     labels = logits.argmax(-1)
+    return Dataset(task="seq2seq", inputs="token-ids",
+                   sequences=tuple(tuple(int(t) for t in s) for s in toks),
+                   labels=tuple(tuple(int(y) for y in r) for r in labels), vocab_size=vocab)
+
+
+def random_encoder(path: str | Path, seed: int = 0, norm_first: bool = True,
+                   activation: str = "gelu", final_norm: bool = True, layers: int = 2,
+                   d_model: int = 32, heads: int = 2, vocab: int = 64, context: int = 16,
+                   d_ff: int = 64, std: float = 0.3, bias_std: float = 0.1,
+                   norm: str = "layernorm", eps: float | None = 1e-5) -> Path:
+    """Write a random reference module (every parameter from ``seed``: weights ``N(0,
+    std)``, biases ``N(0, bias_std)``, norm gains ``1 + N(0, bias_std)``) to ``path``;
+    ``norm`` "layernorm" or "rmsnorm" (``eps`` None: torch's default, RMSNorm only)."""
+    import torch
+
+    from exactmem.lm.checkpoints.torch_encoder import reference_module
+    cfg = {"vocab_size": vocab, "context": context, "d_model": d_model, "heads": heads,
+           "layers": layers, "d_ff": d_ff, "norm_first": norm_first, "activation": activation,
+           "layer_norm_eps": eps, "final_norm": final_norm, "norm": norm}
+    model = reference_module(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    randomize(model, gen, std, bias_std, "norm")
+    path = Path(path)
+    torch.save({"config": cfg, "state_dict": model.state_dict()}, str(path))
+    return path
+
+
+def self_labelled_encoder(path: str | Path, count: int, length: int, seed: int = 0) -> Dataset:
+    """``count`` random sequences of ``length`` tokens labelled at every position with the
+    checkpoint's own float64 argmax."""
+    from exactmem.lm.checkpoints.torch_encoder import encoder_logits, read_checkpoint
+
+    vocab = read_checkpoint(path)[0]["vocab_size"]
+    toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
+    labels = encoder_logits(path, toks).argmax(-1)
     return Dataset(task="seq2seq", inputs="token-ids",
                    sequences=tuple(tuple(int(t) for t in s) for s in toks),
                    labels=tuple(tuple(int(y) for y in r) for r in labels), vocab_size=vocab)

@@ -1,5 +1,5 @@
 """The split producer (``prove_positions(..., producer="auto")``, the default): python-flint
-``arb`` balls for the first ``k`` blocks, float64 norm balls (:mod:`exactmem.model.lm_norm`)
+``arb`` balls for the first ``k`` blocks, float64 norm balls (:mod:`exactmem.lm.normballs`)
 from block ``k`` to the logits.
 
 Why: a rounding error made early is stretched by every later block, so the first blocks of a
@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 import flint
 import numpy as np
 
-from exactmem.model import lm_interval as I
-from exactmem.model import lm_norm as N
-from exactmem.model.lm_arb import PREC, ArbNet, Rows, decide_rows
-from exactmem.model.lm_float import label_margin, logits64
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm import balls as I
+from exactmem.lm import normballs as N
+from exactmem.lm.arb import PREC, ArbNet, Rows, decide_rows
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import label_margin, logits64
 
 PROBE = 32  # sequences the switch is chosen on
 FLOAT_BLOCK = 0.1  # a norm-ball block's time in arb blocks (about that on the benchmark)
@@ -41,7 +41,7 @@ def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
 
     ``m = float(mid)`` is within ``2u|m| + eta`` of the arb midpoint (any faithful rounding);
     ``float(rad)`` is the radius (a 30-bit mantissa, so exact in float64 range; widened
-    by :func:`~exactmem.model.lm_interval.up` anyway).  An infinite radius stays infinite:
+    by :func:`~exactmem.lm.balls.up` anyway).  An infinite radius stays infinite:
     nothing is proved from it."""
     m = np.array([[float(v.mid()) for v in r] for r in rows], dtype=np.float64)
     r = np.array([[float(v.rad()) for v in r] for r in rows], dtype=np.float64)
@@ -53,7 +53,7 @@ def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
 def float_margin(spec: LMSpec, toks: np.ndarray, ys: np.ndarray,
                  logits: np.ndarray | None = None) -> np.ndarray:
     """``[B, n]``: the label's logit minus the best other logit in the float64 forward pass
-    (:func:`~exactmem.model.lm_float.logits64`, or ``logits`` when the caller has them;
+    (:func:`~exactmem.lm.float64.logits64`, or ``logits`` when the caller has them;
     > 0 where the float argmax is right).  Only a choice of where to spend work, never a
     proof."""
     with np.errstate(all="ignore"):  # an overflow gives NaN margins: no climbing there
@@ -92,7 +92,7 @@ def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
 
 def _from(w: N.NormWeights, x: N.NBall, start: int, ys: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Norm balls from block ``start`` to the logits: :func:`~exactmem.model.lm_norm.decide`'s
+    """Norm balls from block ``start`` to the logits: :func:`~exactmem.lm.normballs.decide`'s
     ``(proved, margin, lo, hi)``."""
     with np.errstate(all="ignore"):  # an overflow is an infinite radius: never proved
         for i in range(start, w.spec.layers):
@@ -107,7 +107,7 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 float_logits: np.ndarray | None = None
                 ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int, int]:
     """``(proved, failed, k, climbs)`` per sequence as
-    :func:`~exactmem.model.lm_norm.prove_fast` returns them: arb for blocks ``0 .. k-1``
+    :func:`~exactmem.lm.normballs.prove_fast` returns them: arb for blocks ``0 .. k-1``
     (``k = switch``, or :func:`choose_switch`), then norm balls.  A sequence with a position
     left unproved although its float argmax is right climbs: its arb state goes one block
     further and the norm balls start there, up to arb logits (the union of the proofs is

@@ -9,7 +9,7 @@ the tokens, which makes it return every position.
 
 :func:`save_module` writes the checkpoint of a module of a layout the importers read: a
 nanoGPT ``GPT`` (its ``config`` gives ``model_args``) or a stack in the layout of
-:func:`~exactmem.adapters.torch_encoder.reference_module` (the config read from the live
+:func:`~exactmem.lm.checkpoints.torch_encoder.reference_module` (the config read from the live
 layers: their head count, norm placement, activation, widths and norms).
 """
 
@@ -48,9 +48,9 @@ def is_module(value: Any) -> bool:
 def lm_kind(path: Path) -> str | None:
     """The importer that reads the checkpoint ``path`` ("gpt2", "nanogpt",
     "torch-encoder"), or ``None``."""
-    from exactmem.adapters.gpt2 import is_gpt2_dir
-    from exactmem.adapters.gpt2_nanogpt import is_nanogpt
-    from exactmem.adapters.torch_encoder import is_torch_encoder
+    from exactmem.lm.checkpoints.gpt2 import is_gpt2_dir
+    from exactmem.lm.checkpoints.nanogpt import is_nanogpt
+    from exactmem.lm.checkpoints.torch_encoder import is_torch_encoder
 
     if is_gpt2_dir(path):
         return "gpt2"
@@ -67,16 +67,26 @@ def lm_kind(path: Path) -> str | None:
 
 
 def _nanogpt_config(module: Any) -> Any:
+    from exactmem.lm.checkpoints.nanogpt import ARGS
+
     cfg = getattr(module, "config", None)
-    keys = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
-    return cfg if cfg is not None and all(hasattr(cfg, k) for k in keys) else None
+    return cfg if cfg is not None and all(hasattr(cfg, k) for k in ARGS) else None
+
+
+def _transformers_gpt2(module: Any) -> bool:
+    """A ``transformers`` GPT-2 model (``GPT2LMHeadModel``): its config says ``gpt2`` and it
+    can ``save_pretrained``."""
+    cfg = getattr(module, "config", None)
+    return getattr(cfg, "model_type", None) == "gpt2" and hasattr(module, "save_pretrained")
 
 
 def lm_layout(module: Any) -> bool:
     """Is the module a language model :func:`save_module` writes (a nanoGPT ``GPT``, a
-    reference-layout encoder stack)?"""
-    return _nanogpt_config(module) is not None or \
-        all(hasattr(module, k) for k in ("tok", "pos", "layers", "head"))
+    reference-layout encoder stack, a ``transformers`` GPT-2)?"""
+    from exactmem.lm.checkpoints.torch_encoder import MODULES
+
+    return _nanogpt_config(module) is not None or _transformers_gpt2(module) or \
+        all(hasattr(module, k) for k in MODULES)
 
 
 def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
@@ -104,50 +114,23 @@ def module_logits(module: Any, tokens: np.ndarray) -> np.ndarray:
 
 
 def save_module(module: Any, path: str | Path) -> str:
-    """Write ``module``'s checkpoint to ``path``; returns the importer kind ("nanogpt" or
-    "torch-encoder")."""
+    """Write ``module``'s checkpoint to ``path``; returns the importer kind ("gpt2": a
+    ``save_pretrained`` directory at ``path``; "nanogpt" or "torch-encoder": a file)."""
+    from exactmem.lm.checkpoints.nanogpt import ARGS
+    from exactmem.lm.checkpoints.torch_encoder import MODULES, save_live_encoder
+
     torch = _torch()
+    if _transformers_gpt2(module):
+        module.save_pretrained(str(path), safe_serialization=True)
+        return "gpt2"
     cfg = _nanogpt_config(module)
     if cfg is not None:
-        args = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "block_size",
-                                             "vocab_size", "bias", "dropout")
-                if hasattr(cfg, k)}
+        args = {k: getattr(cfg, k) for k in (*ARGS, "bias", "dropout") if hasattr(cfg, k)}
         torch.save({"model": module.state_dict(), "model_args": args}, str(path))
         return "nanogpt"
-    if all(hasattr(module, k) for k in ("tok", "pos", "layers", "head")):
-        return _save_encoder(module, path)
-    raise SpecError(f"a {type(module).__name__} module: expected a nanoGPT GPT (with its "
-                    "config) or a stack in the layout of exactmem.adapters.torch_encoder."
-                    "reference_module")
-
-
-def _save_encoder(module: Any, path: str | Path) -> str:
-    from exactmem.adapters.torch_encoder import save_encoder
-
-    nn = _torch().nn
-    layers = list(module.layers)
-    if not layers or not all(isinstance(la, nn.TransformerEncoderLayer) for la in layers):
-        raise SpecError("module.layers: expected nn.TransformerEncoderLayer modules")
-    first = layers[0]
-
-    def activation(la: Any) -> str:
-        act = getattr(la, "activation", None)
-        name = getattr(act, "__name__", type(act).__name__).lower()
-        if "gelu" in name and getattr(act, "approximate", "none") == "none":
-            return "gelu"
-        if "relu" in name:
-            return "relu"
-        raise SpecError(f"an encoder layer's activation {name!r}: expected ReLU or GELU "
-                        "(erf form)")
-
-    readings = {(la.norm_first, activation(la), la.self_attn.num_heads) for la in layers}
-    if len(readings) != 1:
-        raise SpecError("the encoder layers differ in norm placement, activation or head "
-                        "count; every layer of the stack must be read one way")
-    norm_first, act, heads = readings.pop()
-    config = {"vocab_size": module.tok.num_embeddings, "context": module.pos.num_embeddings,
-              "d_model": module.tok.embedding_dim, "heads": heads, "layers": len(layers),
-              "d_ff": first.linear1.out_features, "norm_first": norm_first,
-              "activation": act, "final_norm": getattr(module, "norm", None) is not None}
-    save_encoder(module, config, path)
-    return "torch-encoder"
+    if all(hasattr(module, k) for k in MODULES):
+        save_live_encoder(module, path)
+        return "torch-encoder"
+    raise SpecError(f"a {type(module).__name__} module: expected a transformers GPT-2, a "
+                    "nanoGPT GPT (with its config) or a stack in the layout of "
+                    "exactmem.lm.checkpoints.torch_encoder.reference_module")

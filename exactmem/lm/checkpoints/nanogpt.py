@@ -1,7 +1,8 @@
 """nanoGPT-style checkpoints (``torch.save({"model": state_dict, "model_args": {...}})``, as
-Karpathy's nanoGPT ``train.py`` writes them) as an :class:`~exactmem.model.lm_spec.LMSpec`.
+Karpathy's nanoGPT ``train.py`` writes them) as an :class:`~exactmem.lm.decoder.LMSpec`.
 
-nanoGPT's ``GPT``: ``nn.Linear`` weights ``[out, in]`` (transposed here to the spec's
+nanoGPT's ``GPT``: GPT-2's tensor names (:func:`~exactmem.lm.checkpoints.gpt2.tensor_names`)
+under ``transformer.``, ``nn.Linear`` weights ``[out, in]`` (transposed here to the spec's
 ``[in, out]``), ``c_attn`` packing q | k | v, ``nn.GELU()`` (the erf form), LayerNorm with
 ``eps = 1e-5`` and an optional bias (``model_args["bias"]``), the MLP width ``4 d``, the LM head
 tied to ``wte``.  A ``_orig_mod.`` prefix (``torch.compile``) is dropped; the causal-mask buffer
@@ -19,12 +20,11 @@ import numpy as np
 
 from exactmem.adapters import reads_as
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.checkpoints.gpt2 import tensor_names
+from exactmem.lm.decoder import LMSpec
 
 EPS = 1e-5  # nanoGPT's LayerNorm: F.layer_norm(x, ..., 1e-5)
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
-LINEAR = {"attn.c_attn": "attn", "attn.c_proj": "attn.proj", "mlp.c_fc": "mlp.fc",
-          "mlp.c_proj": "mlp.proj"}
 
 
 def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -55,15 +55,7 @@ def load_nanogpt(path: str | Path) -> LMSpec:
     """Read a nanoGPT checkpoint; shapes checked against ``model_args``, NaN and infinite
     weights refused (:class:`SpecError`, naming the tensor)."""
     args, state = read_checkpoint(path)
-    names = {"transformer.wte.weight": "wte", "transformer.wpe.weight": "wpe",
-             "transformer.ln_f.weight": "lnf.weight", "transformer.ln_f.bias": "lnf.bias"}
-    for i in range(args["n_layer"]):
-        for ln in ("ln_1", "ln_2"):
-            for kind in ("weight", "bias"):
-                names[f"transformer.h.{i}.{ln}.{kind}"] = f"h{i}.{ln.replace('_', '')}.{kind}"
-        for theirs, ours in LINEAR.items():
-            for kind in ("weight", "bias"):
-                names[f"transformer.h.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
+    names = tensor_names(args["n_layer"], "transformer.")
     tensors: dict[str, np.ndarray] = {}
     for key, value in state.items():
         if not hasattr(value, "is_floating_point") or not value.is_floating_point():

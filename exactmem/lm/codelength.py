@@ -4,7 +4,7 @@
 The code length of a sequence is ``-sum_t log2 p(y_t | x_<=t)`` over its predicted positions
 (the label of position ``t`` is token ``t + 1``; token 0 is not predicted).  From rigorous
 logit bounds ``lo <= l <= hi`` (float64, from
-:func:`~exactmem.model.lm_bounds.prove_positions`'s ``on_logits``) the code length of a label
+:func:`~exactmem.lm.positions.prove_positions`'s ``on_logits``) the code length of a label
 ``y`` is at most ``log2 sum_j e**(hi_j - lo_y)``, evaluated in arb ball arithmetic and rounded
 up to a multiple of ``2**-DENOM_BITS``.  The reference entropy of ``n`` tokens uniform over
 ``V`` is ``n log2 V``; memorized bits = reference - code length, per sequence, summed with

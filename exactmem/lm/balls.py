@@ -1,5 +1,5 @@
 """Rigorous midpoint-radius interval arithmetic in float64 numpy (the INTLAB / Rump approach)
-for the language-model producer (:mod:`exactmem.model.lm_fast`, :mod:`exactmem.model.lm_norm`).
+for the language-model producer (:mod:`exactmem.lm.ball_steps`, :mod:`exactmem.lm.normballs`).
 
 A *ball* is a pair of float64 arrays ``(m, r)``, ``r >= 0``: it stands for every real ``x``
 with ``|x - m| <= r``, entrywise.  Each operation returns a ball that contains the exact real

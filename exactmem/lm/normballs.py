@@ -6,7 +6,7 @@ more than the map can stretch a vector (the wrapping effect), and over several l
 factor compounds beyond what float64 can carry.  Here every position carries its float
 midpoint vector ``m`` and one radius ``rho``: the exact vector lies in
 ``{x : ||x - m||_2 <= rho}``.  A step ``f`` maps it to ``f(m)``, enclosed entry-wise by the
-rigorous point evaluation of :mod:`exactmem.model.lm_interval` (only rounding widens it), plus
+rigorous point evaluation of :mod:`exactmem.lm.balls` (only rounding widens it), plus
 a bound of ``f``'s Lipschitz constant in the 2-norm times ``rho`` (mean value theorem on the
 segment from ``m`` to ``x``):
 
@@ -14,11 +14,11 @@ segment from ``m`` to ``x``):
 - LayerNorm: ``max|g| / sigma_min``, since the Jacobian of ``z -> P z / sqrt(|P z|^2/d +
   eps)`` (``P`` the centring projection) is ``(I - z z^T / (d sigma^2)) P / sigma``, of norm at
   most ``1/sigma``, and ``sigma >= sqrt((|P m| - rho)_+^2 / d + eps)`` on the ball;
-- GELU: ``max |GELU'| <= 1.14`` (:data:`~exactmem.model.lm_fast.GELU_LIP`, either form);
+- GELU: ``max |GELU'| <= 1.14`` (:data:`~exactmem.lm.ball_steps.GELU_LIP`, either form);
   ReLU: 1, and exact at the float midpoint;
 - attention: scores ``q.k`` move by at most ``|q| rho_k + rho_q |k| + rho_q rho_k`` (per head,
   ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
-  (:func:`~exactmem.model.lm_fast.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
+  (:func:`~exactmem.lm.ball_steps.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
   ``v_j``, plus ``sum_j w_j rho_{v_j}``;
 - logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
 An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers and
@@ -28,13 +28,16 @@ a missing final norm only reorder or drop these steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 
-from exactmem.model import lm_interval as I
-from exactmem.model.lm_fast import GELU_LIP, gelu, layernorm_var, rmsnorm_var, softmax
-from exactmem.model.lm_float import label_margin
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm import balls as I
+from exactmem.lm import block
+from exactmem.lm.ball_steps import LIPSCHITZ, activation, layernorm_var, rmsnorm_var, softmax
+from exactmem.lm.block import Ops
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import label_margin
 
 NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
@@ -89,8 +92,9 @@ def gain_times(g: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     return p
 
 
-class NormWeights:
-    """The spec's tensors, their absolute values and the norms the steps need, read once.
+class NormWeights(Ops[NBall]):
+    """The spec's tensors, their absolute values and the norms the steps need, read once;
+    the operations of :mod:`exactmem.lm.block` on norm balls ``[B, n, d]``.
 
     ``gained[name]``: for a norm whose output feeds only the linear map ``name`` (pre-LN
     ``ln1`` -> ``attn``, ``ln2`` -> ``mlp.fc``; ``lnf`` -> the head rows), a bound of
@@ -105,13 +109,13 @@ class NormWeights:
         self.t["head.T"] = np.ascontiguousarray(head.T)
         self.abs = {name: np.abs(w) for name, w in self.t.items() if w.ndim == 2}
         self.head_rows = norm_up(head)
-        self.norm: dict[str, float] = {}
+        self.spectral: dict[str, float] = {}
         self.blocks: dict[str, np.ndarray] = {}
         d, dh = spec.d_model, spec.d_head
         for i in range(spec.layers):
             p = f"h{i}."
             for name in ("attn.proj", "mlp.fc", "mlp.proj"):
-                self.norm[p + name] = spectral_up(self.t[p + name + ".weight"])
+                self.spectral[p + name] = spectral_up(self.t[p + name + ".weight"])
             wa = self.t[p + "attn.weight"]
             self.blocks[p + "attn"] = np.array(
                 [spectral_up(wa[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
@@ -121,7 +125,8 @@ class NormWeights:
             for ln, name in (("ln1", "attn"), ("ln2", "mlp.fc")):
                 g = self.t[p + ln + ".weight"]
                 gw = gain_times(g, self.t[p + name + ".weight"])
-                plain = self.blocks[p + name] if name == "attn" else np.array(self.norm[p + name])
+                plain = self.blocks[p + name] if name == "attn" \
+                    else np.array(self.spectral[p + name])
                 if gw is None:
                     self.gained[p + name] = I.up(float(np.abs(g).max()) * plain, 1)
                 elif name == "attn":
@@ -142,9 +147,9 @@ class NormWeights:
 
     def linear(self, x: NBall, name: str) -> NBall:
         m, r = self.affine(x, name)
-        return m, I.up(self.norm[name] * x[1] + norm_up(r), 3)
+        return m, I.up(self.spectral[name] * x[1] + norm_up(r), 3)
 
-    def ln(self, x: NBall, name: str) -> NBall:
+    def norm(self, x: NBall, name: str) -> NBall:
         """The norm ``name`` on a norm ball: its value at the midpoint ``m`` (entry-wise
         rounding radius), plus ``max|g| / sigma_min`` times ``rho``.
 
@@ -154,12 +159,14 @@ class NormWeights:
         lie in ``[0, 1/sigma]`` and its norm is at most ``1/sigma`` (times ``max|g|`` for the
         gain).  On the ball ``|P z| >= |P m| - rho``, so ``sigma >= sqrt((|P m| - rho)_+^2 / d
         + eps)``; ``|P m|`` from below by the variance (LayerNorm) or mean-square (RMSNorm)
-        lower bound of :func:`~exactmem.model.lm_fast.layernorm_var` /
-        :func:`~exactmem.model.lm_fast.rmsnorm_var` at the midpoint.  Mean value theorem on
+        lower bound of :func:`~exactmem.lm.ball_steps.layernorm_var` /
+        :func:`~exactmem.lm.ball_steps.rmsnorm_var` at the midpoint.  Mean value theorem on
         the segment from ``m`` to ``x``."""
         (m, r), rho_z = self.ln_parts(x, name)
         g = self.t[name + ".weight"]
         return m, I.up(float(np.abs(g).max()) * rho_z + r, 2)
+
+    ln = norm
 
     def ln_parts(self, x: NBall, name: str) -> tuple[NBall, np.ndarray]:
         """:meth:`ln` in two parts: ``((m, |e|_2), rho / sigma_min)``, the midpoint with its
@@ -174,6 +181,51 @@ class NormWeights:
         t = I.down(centred - x[1], 1)
         sigma = I.down(np.sqrt(I.down(t * t / d + eps, 3)), 1)
         return (m, norm_up(r)), I.up(x[1] / sigma, 1)
+
+    # the other operations of the block --------------------------------------------------
+    def attention(self, x: NBall, name: str) -> NBall:
+        return attention(self, x, name)
+
+    def norm_attention(self, x: NBall, norm: str, name: str) -> NBall:
+        """The norm's gain carried into ``q | k | v`` (:meth:`ln_parts`)."""
+        a_in, z1 = self.ln_parts(x, norm)
+        return attention(self, a_in, name, z1)
+
+    def norm_linear(self, x: NBall, norm: str, name: str) -> NBall:
+        """``norm`` then ``name`` with the gain carried into the map (:attr:`gained`)."""
+        h2, z2 = self.ln_parts(x, norm)
+        hm, hr = self.affine(h2, name)
+        return hm, I.up(self.spectral[name] * h2[1] + self.gained[name] * z2 + norm_up(hr), 4)
+
+    def activation(self, x: NBall) -> NBall:
+        """ReLU: exact at the float midpoint, 1-Lipschitz; GELU and SiLU: the bound of
+        their derivative (:data:`~exactmem.lm.ball_steps.LIPSCHITZ`)."""
+        hm, rho = x
+        if self.spec.activation == "relu":
+            return np.maximum(hm, 0.0), rho
+        gm, gr = activation(I.exact(hm), self.spec.activation)
+        return gm, I.up(LIPSCHITZ[self.spec.activation] * rho + norm_up(gr), 3)
+
+    def residual(self, x: NBall, h: NBall, name: str) -> NBall:
+        return add(x, self.linear(h, name))
+
+    def head(self, x: NBall) -> tuple[np.ndarray, np.ndarray]:
+        """Midpoints and radii ``[B, n, vocab]`` of the logits ``x head^T``."""
+        return self._head(x, 0.0)
+
+    def norm_head(self, x: NBall, norm: str) -> tuple[np.ndarray, np.ndarray]:
+        """The final norm and the head, the gain carried into the head's rows."""
+        h, z = self.ln_parts(x, norm)
+        return self._head(h, z[..., None] * self.gained["head"])
+
+    def _head(self, h: NBall, extra: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        zm, zr = I.matmul_exact(I.exact(h[0]), self.t["head.T"], self.abs["head.T"])
+        return zm, I.up(zr + h[1][..., None] * self.head_rows + extra, 4)
+
+    def embed(self, tokens: np.ndarray) -> NBall:
+        """``wte[t_p] + wpe[p]`` of ``tokens [B, n]`` as norm balls."""
+        m = self.t["wte"][tokens] + self.t["wpe"][:tokens.shape[1]][None]
+        return m, norm_up(2 * I.U * np.abs(m))
 
 
 def add(a: NBall, b: NBall) -> NBall:
@@ -239,62 +291,24 @@ def attention(w: NormWeights, h: NBall, name: str, rho_z: np.ndarray | None = No
 
 
 def layer(w: NormWeights, x: NBall, i: int) -> NBall:
-    """Block ``i`` on norm balls ``x [B, n, d]`` (pre-LN, or post-LN when ``norm_first`` is
-    False: ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``)."""
-    spec = w.spec
-    post = not spec.norm_first
-    p = f"h{i}."
-    if post:
-        a = attention(w, x, p + "attn")
-    else:
-        a_in, z1 = w.ln_parts(x, p + "ln1")
-        a = attention(w, a_in, p + "attn", z1)
-    x = add(x, w.linear(a, p + "attn.proj"))
-    if post:
-        x = w.ln(x, p + "ln1")
-        h2 = x
-        hm, hr = w.affine(h2, p + "mlp.fc")
-        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + norm_up(hr), 3)
-    else:
-        h2, z2 = w.ln_parts(x, p + "ln2")
-        hm, hr = w.affine(h2, p + "mlp.fc")
-        rho = I.up(w.norm[p + "mlp.fc"] * h2[1] + w.gained[p + "mlp.fc"] * z2 + norm_up(hr), 4)
-    g: NBall
-    if spec.activation == "relu":  # exact at the float midpoint, 1-Lipschitz
-        g = (np.maximum(hm, 0.0), rho)
-    else:
-        gm, gr = gelu(I.exact(hm), spec.activation)
-        g = (gm, I.up(GELU_LIP * rho + norm_up(gr), 3))
-    x = add(x, w.linear(g, p + "mlp.proj"))
-    if post:
-        x = w.ln(x, p + "ln2")
-    return x
+    """Block ``i`` on norm balls ``x [B, n, d]`` (:func:`~exactmem.lm.block.layer`)."""
+    return block.layer(w, x, i)
 
 
 def embed(w: NormWeights, tokens: np.ndarray) -> NBall:
     """``wte[t_p] + wpe[p]`` of ``tokens [B, n]`` as norm balls."""
-    m = w.t["wte"][tokens] + w.t["wpe"][:tokens.shape[1]][None]
-    return m, norm_up(2 * I.U * np.abs(m))
+    return w.embed(tokens)
 
 
 def head_bounds(w: NormWeights, x: NBall) -> tuple[np.ndarray, np.ndarray]:
     """Midpoints and radii ``[B, n, vocab]`` of the logits: the final norm (when there is
     one) and the head."""
-    if not w.spec.final_norm:
-        h, extra = x, 0.0
-    else:
-        h, z = w.ln_parts(x, "lnf")
-        extra = z[..., None] * w.gained["head"]
-    zm, zr = I.matmul_exact(I.exact(h[0]), w.t["head.T"], w.abs["head.T"])
-    return zm, I.up(zr + h[1][..., None] * w.head_rows + extra, 4)
+    return cast(tuple[np.ndarray, np.ndarray], block.logits(w, x))
 
 
 def logit_bounds(w: NormWeights, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Midpoints and radii ``[B, n, vocab]`` of the exact logits of ``tokens [B, n]``."""
-    x = embed(w, tokens)
-    for i in range(w.spec.layers):
-        x = layer(w, x, i)
-    return head_bounds(w, x)
+    return cast(tuple[np.ndarray, np.ndarray], block.forward(w, w.embed(tokens)))
 
 
 def decide(mid: np.ndarray, rad: np.ndarray, ys: np.ndarray
@@ -323,7 +337,7 @@ def prove_fast(spec: LMSpec, sequences: Sequence[Sequence[int]],
                progress: Callable[[str, int, int], None] | None = None, batch: int = 64,
                on_logits: OnLogits | None = None
                ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]]]:
-    """``(proved, failed)`` per sequence, as :class:`~exactmem.model.lm_bounds.PositionBounds`
+    """``(proved, failed)`` per sequence, as :class:`~exactmem.lm.positions.PositionBounds`
     holds them; ``on_logits(i, lo, hi)`` receives float bounds ``lo <= logit <= hi``
     ``[n, vocab]`` of every sequence ``i``."""
     w = NormWeights(spec)

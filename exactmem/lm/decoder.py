@@ -11,7 +11,8 @@ sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored nu
 unless stored); ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
-form (``nn.GELU()``), or ReLU.  Linear maps are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
+form (``nn.GELU()``), or ReLU (or SiLU ``x / (1 + e^-x)``, not yet certified).  Linear maps
+are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
 stored weight is a binary float, so it *is* a dyadic rational; :meth:`LMSpec.exact` gives it
 as an integer over one power of two per tensor, exactly.
 """
@@ -26,11 +27,19 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-Activation = Literal["gelu_tanh", "gelu_erf", "relu"]
-ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
+Activation = Literal["gelu_tanh", "gelu_erf", "relu", "silu"]
+ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu", "silu")
+#: the activations an ``exactmem.lm-certificate/1`` carries (the checker's); ``silu``
+#: (``x / (1 + e^-x)``, LLaMA's SwiGLU gate) runs in every producer domain but no importer
+#: reads it and no certificate is written with it until the checker proves it
+CERTIFIED_ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
 Norm = Literal["layernorm", "rmsnorm"]
 NORMS = ("layernorm", "rmsnorm")
-BLOCK = ("ln1", "attn", "attn.proj", "ln2", "mlp.fc", "mlp.proj")
+#: The tensors of a block: each name's weight shape in the dimensions ``d`` (``d_model``),
+#: ``3d`` (q | k | v) and ``f`` (``d_ff``); its bias has the weight's last dimension.
+BLOCK: dict[str, tuple[str, ...]] = {
+    "ln1": ("d",), "attn": ("d", "3d"), "attn.proj": ("d", "d"),
+    "ln2": ("d",), "mlp.fc": ("d", "f"), "mlp.proj": ("f", "d")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +108,18 @@ class LMSpec:
         return req, opt
 
     def shapes(self) -> dict[str, list[int]]:
+        """Every tensor's shape, the block's from :data:`BLOCK`."""
         v, t, d, f = self.vocab_size, self.context, self.d_model, self.d_ff
+        size = {"d": d, "3d": 3 * d, "f": f}
         out = {"wte": [v, d], "wpe": [t, d]}
         if self.final_norm:
             out.update({"lnf.weight": [d], "lnf.bias": [d]})
         if not self.tied_head:
             out["head"] = [v, d]
         for i in range(self.layers):
-            p = f"h{i}."
-            out.update({p + "ln1.weight": [d], p + "ln1.bias": [d], p + "ln2.weight": [d],
-                        p + "ln2.bias": [d], p + "attn.weight": [d, 3 * d],
-                        p + "attn.bias": [3 * d], p + "attn.proj.weight": [d, d],
-                        p + "attn.proj.bias": [d], p + "mlp.fc.weight": [d, f],
-                        p + "mlp.fc.bias": [f], p + "mlp.proj.weight": [f, d],
-                        p + "mlp.proj.bias": [d]})
+            for name, dims in BLOCK.items():
+                out[f"h{i}.{name}.weight"] = [size[k] for k in dims]
+                out[f"h{i}.{name}.bias"] = [size[dims[-1]]]
         return out
 
     @property

@@ -1,5 +1,5 @@
 """Hugging Face GPT-2 checkpoints (``GPT2LMHeadModel.save_pretrained``: ``config.json`` +
-``model.safetensors``) as an :class:`~exactmem.model.lm_spec.LMSpec`, and their own torch
+``model.safetensors``) as an :class:`~exactmem.lm.decoder.LMSpec`, and their own torch
 forward pass for the cross-check.
 
 GPT-2's ``Conv1D`` stores weights ``[in, out]`` (``y = x W + b``), the layout of the spec;
@@ -19,12 +19,27 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
-HF = {"ln_1": "ln1", "attn.c_attn": "attn", "attn.c_proj": "attn.proj", "ln_2": "ln2",
-      "mlp.c_fc": "mlp.fc", "mlp.c_proj": "mlp.proj"}
+#: GPT-2's tensor names (Hugging Face's ``GPT2Model`` and nanoGPT's ``GPT`` spell them alike,
+#: nanoGPT under ``transformer.``) and the spec's: outside the blocks, then per block
+#: ``h.{i}.<theirs>.{weight,bias}`` -> ``h{i}.<ours>.{weight,bias}``.
+TOP = {"wte.weight": "wte", "wpe.weight": "wpe", "ln_f.weight": "lnf.weight",
+       "ln_f.bias": "lnf.bias"}
+BLOCK = {"ln_1": "ln1", "attn.c_attn": "attn", "attn.c_proj": "attn.proj", "ln_2": "ln2",
+         "mlp.c_fc": "mlp.fc", "mlp.c_proj": "mlp.proj"}
 IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of old checkpoints
+
+
+def tensor_names(layers: int, prefix: str = "") -> dict[str, str]:
+    """GPT-2's tensor name (under ``prefix``) -> the spec's, for ``layers`` blocks."""
+    names = {prefix + theirs: ours for theirs, ours in TOP.items()}
+    for i in range(layers):
+        for theirs, ours in BLOCK.items():
+            for kind in ("weight", "bias"):
+                names[f"{prefix}h.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
+    return names
 
 
 def is_gpt2_dir(path: Path) -> bool:
@@ -85,12 +100,7 @@ def load_gpt2(path: str | Path) -> LMSpec:
     raw = _tensors(path)
     d = int(cfg["n_embd"])
     tied = bool(cfg.get("tie_word_embeddings", True))
-    names: dict[str, str] = {"wte.weight": "wte", "wpe.weight": "wpe", "ln_f.weight": "lnf.weight",
-                             "ln_f.bias": "lnf.bias"}
-    for i in range(int(cfg["n_layer"])):
-        for hf, ours in HF.items():
-            for kind in ("weight", "bias"):
-                names[f"h.{i}.{hf}.{kind}"] = f"h{i}.{ours}.{kind}"
+    names = tensor_names(int(cfg["n_layer"]))
     tensors: dict[str, np.ndarray] = {}
     for key, value in raw.items():
         short = key.removeprefix("transformer.")

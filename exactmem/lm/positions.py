@@ -1,7 +1,7 @@
 """Which positions of a language model provably have the label as unique argmax: the
 producer's decision (:func:`prove_positions`), with rigorous logit balls from python-flint
-``arb`` (:mod:`exactmem.model.lm_arb`), float64 norm balls (:mod:`exactmem.model.lm_norm`),
-or arb for the first blocks and norm balls for the rest (:mod:`exactmem.model.lm_split`).
+``arb`` (:mod:`exactmem.lm.arb`), float64 norm balls (:mod:`exactmem.lm.normballs`),
+or arb for the first blocks and norm balls for the rest (:mod:`exactmem.lm.split`).
 
 A position is proved when its label's logit ball lies strictly above every other logit ball.
 This is the producer's decision only: the certificate is re-proved by the stdlib checker
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import flint
 import numpy as np
 
-from exactmem.model.lm_arb import PREC, ArbNet, decide_rows, float64
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.arb import PREC, ArbNet, decide_rows, float64
+from exactmem.lm.decoder import LMSpec
 
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
 Progress = Callable[[str, int, int], None]
@@ -46,7 +46,7 @@ class PositionBounds:
 def prove_arb(spec: LMSpec, sequences: Sequence[Sequence[int]],
               labels: Sequence[Sequence[int]], progress: Progress | None = None,
               batch: int = 64, on_logits: OnLogits | None = None) -> tuple[Proved, Failed]:
-    """Every block in arb at :data:`~exactmem.model.lm_arb.PREC` bits."""
+    """Every block in arb at :data:`~exactmem.lm.arb.PREC` bits."""
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:
@@ -85,14 +85,14 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
 
     ``producer``: ``"auto"`` (arb for the first blocks, float64 norm balls from the block
-    :func:`~exactmem.model.lm_split.choose_switch` picks, or ``switch``; a sequence with a
+    :func:`~exactmem.lm.split.choose_switch` picks, or ``switch``; a sequence with a
     position left unproved although the float argmax is right goes on in arb block by block),
     ``"fast"`` (float64 norm balls throughout), ``"hybrid"`` (fast, then that arb rerun) or
     ``"arb"`` (python-flint at 128 bits throughout: the slow reference).  Where two passes
     ran, the proved positions are the union of both proofs.  ``on_logits(i, lo, hi)``,
     called once per sequence ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <=
     logit <= hi`` at every position (from the first pass; arb ball ends rounded outward),
-    e.g. for the code length of :mod:`exactmem.model.lm_codelength`.  ``float_logits``
+    e.g. for the code length of :mod:`exactmem.lm.codelength`.  ``float_logits``
     (``"auto"``): the float64 forward pass's logits ``[N, n, vocab]`` when the caller has
     them, so that ``"auto"`` does not compute them again."""
     if producer not in PRODUCERS:
@@ -102,12 +102,12 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
         got, miss = prove_arb(spec, sequences, labels, progress, batch, on_logits)
         return PositionBounds(tuple(got), tuple(miss))
     if producer == "auto":
-        from exactmem.model.lm_split import prove_split
+        from exactmem.lm.split import prove_split
 
         got, miss, k, climbs = prove_split(spec, sequences, labels, progress, batch, on_logits,
                                            switch, float_logits)
         return PositionBounds(tuple(got), tuple(miss), k, climbs)
-    from exactmem.model.lm_norm import prove_fast
+    from exactmem.lm.normballs import prove_fast
 
     got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)
     again = [i for i, row in enumerate(miss) if any(m > 0 for _, m in row)]

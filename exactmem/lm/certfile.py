@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.arith import format_rational
+from exactmem.errors import SpecError
+from exactmem.lm.decoder import CERTIFIED_ACTIVATIONS, LMSpec
 from exactmem.model.dataset import Dataset, canonical_json
-from exactmem.model.lm_spec import LMSpec
 
 LM_FORMAT = "exactmem.lm-certificate/1"
 
@@ -45,6 +46,10 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
     ``code_lengths``, the claimed upper bound of each sequence's code length in bits."""
+    if spec.activation not in CERTIFIED_ACTIVATIONS:
+        raise SpecError(f"activation: {spec.activation!r} is not in the certificate format "
+                        f"(the checker proves {', '.join(CERTIFIED_ACTIVATIONS)}); not writing "
+                        "a certificate")
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
         data["data"] = ds.to_json()
@@ -122,8 +127,8 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, 
     import numpy as np
 
     from exactmem.checker import lm_codelength
-    from exactmem.model.lm_codelength import code_length_float, memorized_bits
-    from exactmem.model.lm_float import logits64
+    from exactmem.lm.codelength import code_length_float, memorized_bits
+    from exactmem.lm.float64 import logits64
 
     vocab = ds.vocab_size or cert["model"]["vocab_size"]
     once: dict[tuple[Any, Any], int] = {}  # a repeated sequence counts once, as in the checker

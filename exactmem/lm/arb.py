@@ -1,6 +1,6 @@
 """The language-model function on python-flint ``arb`` balls (the reference producer,
-:func:`~exactmem.model.lm_bounds.prove_positions` with ``producer="arb"``), one layer at a
-time so that :mod:`exactmem.model.lm_split` can hand over to float64 norm balls part way.
+:func:`~exactmem.lm.positions.prove_positions` with ``producer="arb"``), one layer at a
+time so that :mod:`exactmem.lm.split` can hand over to float64 norm balls part way.
 
 Every stored weight enters exactly (a binary float is an ``arb`` of radius 0).  Matrix products
 run as ``arb_mat`` products over all positions of all sequences at once; LayerNorm (or
@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import cast
 
 import flint
 
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm import block
+from exactmem.lm.block import Ops
+from exactmem.lm.decoder import LMSpec
 
 PREC = 128  # bits of the ball midpoints (as the checker carries)
 Rows = list[list[flint.arb]]
@@ -87,6 +90,8 @@ def _gelu(rows: Rows, kind: str) -> Rows:
     if kind == "relu":
         return [[_relu(x) for x in r] for r in rows]
     one = flint.arb(1)
+    if kind == "silu":
+        return [[x / (one + (-x).exp()) for x in r] for r in rows]
     if kind == "gelu_tanh":
         c = (2 / flint.arb.pi()).sqrt()
         a = flint.arb(flint.fmpq(44715, 10 ** 6))
@@ -127,24 +132,41 @@ def _add(x: Rows, o: Rows) -> Rows:
     return [[a + c for a, c in zip(r, s, strict=True)] for r, s in zip(x, o, strict=True)]
 
 
-class ArbNet:
-    """The spec's weights as ``arb_mat`` / float lists, read once; the function's steps."""
+class ArbNet(Ops[Rows]):
+    """The spec's weights as ``arb_mat`` / float lists, read once; the operations of
+    :mod:`exactmem.lm.block` on arb rows (``n``: the sequence length of the rows in hand)."""
 
     def __init__(self, spec: LMSpec) -> None:
         self.spec = spec
+        self.n = spec.context
         self.eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
         shapes = spec.shapes()
         self.w = {name[:-len(".weight")]: _augmented(spec.get(name).tolist(),
                                                      spec.get(name[:-6] + "bias").tolist())
                   for name in shapes if len(shapes[name]) == 2 and name.endswith(".weight")}
         self.vec = {name: spec.get(name).tolist() for name in shapes if len(shapes[name]) == 1}
-        self.head = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
+        self.head_mat = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
         self.wte, self.wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
 
-    def ln(self, x: Rows, name: str) -> Rows:
+    def norm(self, x: Rows, name: str) -> Rows:
         """The norm ``name`` (LayerNorm, or RMSNorm when ``spec.norm`` says so)."""
         norm = _rmsnorm if self.spec.norm == "rmsnorm" else _layernorm
         return norm(x, self.vec[name + ".weight"], self.vec[name + ".bias"], self.eps)
+
+    def linear(self, x: Rows, name: str) -> Rows:
+        return _affine(x, self.w[name])
+
+    def attention(self, x: Rows, name: str) -> Rows:
+        return _attention(_affine(x, self.w[name]), self.spec.heads, self.n)
+
+    def activation(self, x: Rows) -> Rows:
+        return _gelu(x, self.spec.activation)
+
+    def residual(self, x: Rows, h: Rows, name: str) -> Rows:
+        return _add(x, _affine(h, self.w[name]))
+
+    def head(self, x: Rows) -> Rows:
+        return (flint.arb_mat(x) * self.head_mat).tolist()
 
     def embed(self, chunk: Sequence[Sequence[int]]) -> Rows:
         """``wte[t_p] + wpe[p]`` for every position of every sequence of ``chunk``."""
@@ -153,27 +175,14 @@ class ArbNet:
                 for seq in chunk for k, t in enumerate(seq)]
 
     def layer(self, x: Rows, i: int, n: int) -> Rows:
-        """Block ``i`` (pre-LN, or post-LN when ``norm_first`` is False) on sequences of
-        ``n`` positions."""
-        spec, w, p = self.spec, self.w, f"h{i}."
-        post = not spec.norm_first
-        h = x if post else self.ln(x, p + "ln1")
-        o = _attention(_affine(h, w[p + "attn"]), spec.heads, n)
-        x = _add(x, _affine(o, w[p + "attn.proj"]))
-        if post:
-            x = self.ln(x, p + "ln1")
-        h = x if post else self.ln(x, p + "ln2")
-        h = _gelu(_affine(h, w[p + "mlp.fc"]), spec.activation)
-        x = _add(x, _affine(h, w[p + "mlp.proj"]))
-        if post:
-            x = self.ln(x, p + "ln2")
-        return x
+        """Block ``i`` (:func:`~exactmem.lm.block.layer`) on sequences of ``n`` positions."""
+        self.n = n
+        return block.layer(self, x, i)
 
     def logits(self, x: Rows) -> Rows:
         """The final norm (when there is one) and the head: one row of logit balls a
         position."""
-        h = self.ln(x, "lnf") if self.spec.final_norm else x
-        return (flint.arb_mat(h) * self.head).tolist()
+        return cast(Rows, block.logits(self, x))
 
 
 def decide_rows(logits: Rows, labels: Sequence[int]) -> tuple[list[int], list[tuple[int, float]]]:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.model.lm_float import logits64
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import logits64
 
 MAX_SEQUENCES = 64  # sequences the readings are compared on (each reading: one float64 pass)
 SAME = 1e-6  # logits this close (relative to the largest) are one function on the data

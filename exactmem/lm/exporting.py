@@ -1,7 +1,7 @@
 """Exporting a certified language model (``exactmem.lm-certificate/1``,
 docs/trained-models.md, "Exporting a certified language model").
 
-The files hold the stored weights of :class:`~exactmem.model.lm_spec.LMSpec` under its tensor
+The files hold the stored weights of :class:`~exactmem.lm.decoder.LMSpec` under its tensor
 names, rounded once to nearest into ``float32`` (or exactly, ``float64``: every stored weight
 is a float64), and the model's shape as ``config`` (every LMSpec field but the tensors):
 
@@ -9,7 +9,7 @@ is a float64), and the model's shape as ``config`` (every LMSpec field but the t
 * torch: ``{"config", "state_dict", "exactmem"}`` saved with ``torch.save`` (loadable with
   ``weights_only=True``);
 * ONNX (opset 17): input ``tokens``, outputs ``logits`` and ``labels``
-  (:mod:`exactmem.adapters.lm_onnx`).
+  (:mod:`exactmem.lm.onnx_graph`).
 
 A written file is then run in its own runtime (onnxruntime; torch for torch and
 safetensors, reloaded from disk) and its logits judged: a position counts when the label is
@@ -19,7 +19,6 @@ the unique maximum of its logits.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import CertificateError, SpecError
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.torchrun import batch_size, torch_chunks
 
 DTYPES = ("float64", "float32")
 TAG = "exactmem.lm-export/1"
-CELLS = 4_000_000  # activation values per batch
 
 
 def config(spec: LMSpec) -> dict[str, Any]:
@@ -43,7 +42,7 @@ def config(spec: LMSpec) -> dict[str, Any]:
 
 def spec_of(cert: dict[str, Any]) -> LMSpec:
     """The LMSpec of a certificate (one-line error when its model cannot be read)."""
-    from exactmem.certificate.lm import spec_from_lm_certificate
+    from exactmem.lm.certfile import spec_from_lm_certificate
 
     try:
         return spec_from_lm_certificate(cert)
@@ -90,7 +89,7 @@ def write(fmt: str, spec: LMSpec, path: Path, dtype: str, meta: dict[str, str]) 
     else:
         import onnx
 
-        from exactmem.adapters.lm_onnx import build_onnx
+        from exactmem.lm.onnx_graph import build_onnx
 
         model = build_onnx(spec, dtype)
         onnx.helper.set_model_props(model, meta)
@@ -98,11 +97,6 @@ def write(fmt: str, spec: LMSpec, path: Path, dtype: str, meta: dict[str, str]) 
 
 
 # running a written file ------------------------------------------------------------------
-def _batch(spec: LMSpec, n: int) -> int:
-    widest = max(spec.d_ff, spec.vocab_size, 3 * spec.d_model, spec.heads * n)
-    return max(1, CELLS // max(1, n * widest))
-
-
 def read_file(fmt: str, path: str | Path) -> tuple[LMSpec, dict[str, Any]]:
     """A torch or safetensors export read back: its LMSpec (float64 copies of the stored
     tensors, validated) and its torch tensors as stored."""
@@ -122,62 +116,6 @@ def read_file(fmt: str, path: str | Path) -> tuple[LMSpec, dict[str, Any]]:
     return LMSpec(**cfg, tensors=tensors), state
 
 
-def torch_logits(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray) -> np.ndarray:
-    """Logits ``[N, n, vocab]`` (as float64) of torch's forward pass in the tensors' dtype."""
-    return np.concatenate(list(torch_chunks(spec, state, tokens)))
-
-
-def torch_chunks(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray,
-                 ) -> Iterator[np.ndarray]:
-    """:func:`torch_logits` a batch of sequences at a time."""
-    import torch
-    import torch.nn.functional as F
-
-    dt = next(iter(state.values())).dtype
-
-    def t(name: str) -> Any:
-        return state[name] if name in state else torch.zeros(spec.shapes()[name], dtype=dt)
-
-    def norm(x: Any, name: str) -> Any:
-        if spec.norm == "rmsnorm":
-            y = F.rms_norm(x, (spec.d_model,), t(name + ".weight"), spec.layer_norm_eps)
-            return y + t(name + ".bias")
-        return F.layer_norm(x, (spec.d_model,), t(name + ".weight"), t(name + ".bias"),
-                            spec.layer_norm_eps)
-
-    def act(x: Any) -> Any:
-        if spec.activation == "relu":
-            return F.relu(x)
-        return F.gelu(x, approximate="tanh" if spec.activation == "gelu_tanh" else "none")
-
-    d, h, dh = spec.d_model, spec.heads, spec.d_head
-    step = _batch(spec, tokens.shape[1])
-    with torch.inference_mode():
-        for start in range(0, len(tokens), step):
-            tok = torch.from_numpy(tokens[start:start + step])
-            b, n = tok.shape
-            x = t("wte")[tok] + t("wpe")[:n]
-            hidden = torch.ones(n, n, dtype=torch.bool).triu(1)
-            for i in range(spec.layers):
-                p = f"h{i}."
-                a_in = norm(x, p + "ln1") if spec.norm_first else x
-                qkv = a_in @ t(p + "attn.weight") + t(p + "attn.bias")
-                q, k, v = (z.reshape(b, n, h, dh).transpose(1, 2) for z in qkv.split(d, -1))
-                s = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(hidden, -math.inf)
-                o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, d)
-                x = x + o @ t(p + "attn.proj.weight") + t(p + "attn.proj.bias")
-                if not spec.norm_first:
-                    x = norm(x, p + "ln1")
-                f_in = norm(x, p + "ln2") if spec.norm_first else x
-                m = act(f_in @ t(p + "mlp.fc.weight") + t(p + "mlp.fc.bias"))
-                x = x + m @ t(p + "mlp.proj.weight") + t(p + "mlp.proj.bias")
-                if not spec.norm_first:
-                    x = norm(x, p + "ln2")
-            if spec.final_norm:
-                x = norm(x, "lnf")
-            yield (x @ t("wte" if spec.tied_head else "head").T).double().numpy()
-
-
 def file_chunks(fmt: str, path: str | Path, spec: LMSpec, tokens: np.ndarray,
                 ) -> Iterator[np.ndarray]:
     """Logits (as float64) of the written file ``path`` run in its own runtime, a batch of
@@ -193,7 +131,7 @@ def file_chunks(fmt: str, path: str | Path, spec: LMSpec, tokens: np.ndarray,
     with progress.stage("loading onnxruntime"):
         import onnxruntime as ort
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    step = _batch(spec, tokens.shape[1])
+    step = batch_size(spec, tokens.shape[1])
     with progress.stage("running the written file in onnxruntime"):
         for s in range(0, len(tokens), step):
             out = sess.run(["logits"], {"tokens": tokens[s:s + step]})[0]
@@ -217,7 +155,7 @@ def file_proved(fmt: str, path: str | Path, spec: LMSpec, tokens: np.ndarray,
 
 def proved(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """``[N, n]`` booleans: the label's logit exceeds every other (NaN never does)."""
-    from exactmem.model.lm_float import label_margin
+    from exactmem.lm.float64 import label_margin
 
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, not held
         return label_margin(logits, labels) > 0

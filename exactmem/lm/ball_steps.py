@@ -1,16 +1,16 @@
 """The non-linear steps of the language-model function on entry-wise float64 balls
-(:mod:`exactmem.model.lm_interval`), whole arrays at a time: LayerNorm with the population
+(:mod:`exactmem.lm.balls`), whole arrays at a time: LayerNorm with the population
 variance, RMSNorm, causal softmax, GELU in its tanh or erf form.  Same semantics as
-:mod:`exactmem.model.lm_bounds` (the python-flint ``arb`` reference) and the checker;
-:mod:`exactmem.model.lm_norm` evaluates them at the midpoints of its norm balls.
+:mod:`exactmem.lm.positions` (the python-flint ``arb`` reference) and the checker;
+:mod:`exactmem.lm.normballs` evaluates them at the midpoints of its norm balls.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from exactmem.model import lm_interval as I
-from exactmem.model.lm_interval import Ball, exact
+from exactmem.lm import balls as I
+from exactmem.lm.balls import Ball, exact
 
 
 def layernorm(x: Ball, g: np.ndarray, b: np.ndarray, eps: float) -> Ball:
@@ -45,10 +45,10 @@ def rmsnorm_var(x: Ball, g: np.ndarray, b: np.ndarray,
 
     No centring, so ``|x_i|`` lies in ``[(|m_i| - r_i)_+, |m_i| + r_i]`` directly.  Upper end:
     ``|m_i| + r_i``, its square, the ``d``-term sum and the division by ``d`` are ``d + 3``
-    rounded operations on non-negative floats, so :func:`~exactmem.model.lm_interval.up`
+    rounded operations on non-negative floats, so :func:`~exactmem.lm.balls.up`
     ``(., d + 6)`` is above the exact mean of the squares.  Lower end: ``fl(|m_i| - r_i)`` is at
     most ``(|m_i| - r_i)(1 + u) + eta`` when positive and not positive otherwise, so
-    :func:`~exactmem.model.lm_interval.down` ``(., 1)`` is at most ``(|m_i| - r_i)_+``; its
+    :func:`~exactmem.lm.balls.down` ``(., 1)`` is at most ``(|m_i| - r_i)_+``; its
     square, sum and mean are the mirror image (``down(., d + 6)``).  Then ``eps`` is added
     (one rounding each way), ``1/sqrt`` is decreasing and ``sqrt`` and ``/`` are correctly
     rounded (4 roundings), exactly as in :func:`layernorm_var`; ``x s g + b`` by ball
@@ -106,6 +106,35 @@ arb's interval evaluation of this formula over 1,280 sub-intervals of width 1/64
 forms); for ``x >= 10``, ``y >= 16``, so ``GELU'`` lies in ``[1 - e^-16, 1 + x e^-y y']`` and
 ``x e^-y y' <= 3 10^-5`` there (decreasing); for ``x <= -10``, ``0 <= sigma(y) <= e^-16`` and
 ``|x sigma(y) y'| <= 3 10^-5`` likewise."""
+
+
+SILU_LIP = 1.11
+"""A bound of ``|SiLU'|`` on the whole real line (the sup is about 1.0998).  ``SiLU' =
+s (1 + x (1 - s))`` with ``s = 1 / (1 + e^-x)``; on ``[-10, 10]`` arb's interval evaluation
+over sub-intervals of width 1/64 stays in ``[-0.11, 1.101]``
+(``tests/test_lm_silu.py::test_silu_derivative_bound``); for ``x >= 10``, ``0 <= SiLU' <= 1 +
+x e^-x < 1.001``; for ``x <= -10``, ``|SiLU'| <= e^x (1 + |x|) < 10^-3``."""
+
+LIPSCHITZ = {"gelu_tanh": GELU_LIP, "gelu_erf": GELU_LIP, "silu": SILU_LIP}
+
+
+def silu(x: Ball) -> Ball:
+    """``x / (1 + e^-x)``: enclosed at the midpoint ``p`` as ``p`` times the sigmoid's
+    interval ``[1 / (1 + e_hi), 1 / (1 + e_lo)]`` (``e^-p`` in ``[e_lo, e_hi]`` by
+    :func:`~exactmem.lm.balls.exp_point`; each end one rounded sum and one rounded quotient,
+    widened outward), then widened by :data:`SILU_LIP` times the radius."""
+    p = x[0]
+    with np.errstate(over="ignore"):  # e^-p beyond float64 for p < -700: [1e304, inf]
+        elo, ehi = I.exp_point(-p)
+    s_lo = I.down(1.0 / I.up(1.0 + ehi, 1), 1)
+    s_hi = np.minimum(I.up(1.0 / I.down(1.0 + elo, 1), 1), 1.0)
+    g = I.mul(exact(p), I.from_interval(s_lo, s_hi))
+    return g[0], I.up(g[1] + SILU_LIP * x[1], 3)
+
+
+def activation(x: Ball, kind: str) -> Ball:
+    """The activation ``kind`` (GELU in either form, or SiLU) of a ball."""
+    return silu(x) if kind == "silu" else gelu(x, kind)
 
 
 def gelu(x: Ball, kind: str) -> Ball:

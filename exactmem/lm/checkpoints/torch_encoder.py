@@ -1,5 +1,5 @@
 """A stack of torch ``nn.TransformerEncoderLayer`` used as a causal language model, as an
-:class:`~exactmem.model.lm_spec.LMSpec` (layout: docs/trained-models.md, "torch encoder
+:class:`~exactmem.lm.decoder.LMSpec` (layout: docs/trained-models.md, "torch encoder
 stacks").
 
 The checkpoint is ``torch.save({"config": {...}, "state_dict": model.state_dict()}, path)``
@@ -28,15 +28,14 @@ from typing import Any
 import numpy as np
 
 from exactmem.adapters import reads_as
-from exactmem.adapters.gpt2_random import randomize
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.model.dataset import Dataset
-from exactmem.model.lm_spec import LMSpec
+from exactmem.lm.decoder import LMSpec
 
 INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
 CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")
 NORMS = ("layernorm", "rmsnorm")  # config["norm"]; absent: layernorm
 ACTIVATION = {"relu": "relu", "gelu": "gelu_erf"}
+MODULES = ("tok", "pos", "layers", "head")  # the reference layout's submodules
 LAYER = {"norm1": "ln1", "norm2": "ln2", "self_attn.out_proj": "attn.proj",
          "linear1": "mlp.fc", "linear2": "mlp.proj"}
 
@@ -210,26 +209,6 @@ def encoder_logits(path: str | Path, tokens: np.ndarray) -> np.ndarray:
     return np.asarray(out.double().numpy())
 
 
-def random_encoder(path: str | Path, seed: int = 0, norm_first: bool = True,
-                   activation: str = "gelu", final_norm: bool = True, layers: int = 2,
-                   d_model: int = 32, heads: int = 2, vocab: int = 64, context: int = 16,
-                   d_ff: int = 64, std: float = 0.3, bias_std: float = 0.1,
-                   norm: str = "layernorm", eps: float | None = 1e-5) -> Path:
-    """Write a random reference module (every parameter from ``seed``: weights ``N(0,
-    std)``, biases ``N(0, bias_std)``, norm gains ``1 + N(0, bias_std)``) to ``path``;
-    ``norm`` "layernorm" or "rmsnorm" (``eps`` None: torch's default, RMSNorm only)."""
-    torch = _torch()
-    cfg = {"vocab_size": vocab, "context": context, "d_model": d_model, "heads": heads,
-           "layers": layers, "d_ff": d_ff, "norm_first": norm_first, "activation": activation,
-           "layer_norm_eps": eps, "final_norm": final_norm, "norm": norm}
-    model = reference_module(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    randomize(model, gen, std, bias_std, "norm")
-    path = Path(path)
-    torch.save({"config": cfg, "state_dict": model.state_dict()}, str(path))
-    return path
-
-
 def encoder_norm_kind(model: Any) -> tuple[str, float | None]:
     """``(norm kind, eps)`` of a live reference-layout module: every ``layers.{i}.norm1`` /
     ``norm2`` and the final ``norm`` must be ``nn.LayerNorm`` or every one ``nn.RMSNorm``,
@@ -268,12 +247,32 @@ def save_encoder(model: Any, config: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def self_labelled_encoder(path: str | Path, count: int, length: int, seed: int = 0) -> Dataset:
-    """``count`` random sequences of ``length`` tokens labelled at every position with the
-    checkpoint's own float64 argmax."""
-    vocab = read_checkpoint(path)[0]["vocab_size"]
-    toks = np.random.default_rng(seed).integers(0, vocab, size=(count, length))
-    labels = encoder_logits(path, toks).argmax(-1)
-    return Dataset(task="seq2seq", inputs="token-ids",
-                   sequences=tuple(tuple(int(t) for t in s) for s in toks),
-                   labels=tuple(tuple(int(y) for y in r) for r in labels), vocab_size=vocab)
+def save_live_encoder(module: Any, path: str | Path) -> Path:
+    """Write the checkpoint of a live module of the reference layout, its config read from
+    the layers (head count, norm placement, activation, widths and norms)."""
+    nn = _torch().nn
+    layers = list(module.layers)
+    if not layers or not all(isinstance(la, nn.TransformerEncoderLayer) for la in layers):
+        raise SpecError("module.layers: expected nn.TransformerEncoderLayer modules")
+    first = layers[0]
+
+    def activation(la: Any) -> str:
+        act = getattr(la, "activation", None)
+        name = getattr(act, "__name__", type(act).__name__).lower()
+        if "gelu" in name and getattr(act, "approximate", "none") == "none":
+            return "gelu"
+        if "relu" in name:
+            return "relu"
+        raise SpecError(f"an encoder layer's activation {name!r}: expected ReLU or GELU "
+                        "(erf form)")
+
+    readings = {(la.norm_first, activation(la), la.self_attn.num_heads) for la in layers}
+    if len(readings) != 1:
+        raise SpecError("the encoder layers differ in norm placement, activation or head "
+                        "count; every layer of the stack must be read one way")
+    norm_first, act, heads = readings.pop()
+    config = {"vocab_size": module.tok.num_embeddings, "context": module.pos.num_embeddings,
+              "d_model": module.tok.embedding_dim, "heads": heads, "layers": len(layers),
+              "d_ff": first.linear1.out_features, "norm_first": norm_first,
+              "activation": act, "final_norm": getattr(module, "norm", None) is not None}
+    return save_encoder(module, config, path)

@@ -1,0 +1,101 @@
+"""The torch run of an exported language model: the operations of :mod:`exactmem.lm.block`
+on torch tensors in the stored dtype (float64 or float32), as torch computes them
+(``F.layer_norm``, ``F.rms_norm``, ``torch.softmax``, ``F.gelu``), for judging a written file
+in its own runtime (:mod:`exactmem.lm.exporting`).  Not a proof of anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from exactmem.lm.block import Ops, forward
+from exactmem.lm.decoder import LMSpec
+
+CELLS = 4_000_000  # activation values per batch
+
+
+def batch_size(spec: LMSpec, n: int) -> int:
+    """Sequences of ``n`` tokens per batch, so that a batch holds about :data:`CELLS`
+    activation values."""
+    widest = max(spec.d_ff, spec.vocab_size, 3 * spec.d_model, spec.heads * n)
+    return max(1, CELLS // max(1, n * widest))
+
+
+class TorchOps(Ops[Any]):
+    """The block's operations on torch tensors ``[B, n, d]`` of the state dict ``state``."""
+
+    def __init__(self, spec: LMSpec, state: dict[str, Any]) -> None:
+        import torch
+
+        self.spec, self.state, self.torch = spec, state, torch
+        self.dt = next(iter(state.values())).dtype
+        self.hidden: Any = None
+
+    def t(self, name: str) -> Any:
+        if name in self.state:
+            return self.state[name]
+        return self.torch.zeros(self.spec.shapes()[name], dtype=self.dt)
+
+    def embed(self, tok: Any) -> Any:
+        n = tok.shape[1]
+        self.hidden = self.torch.ones(n, n, dtype=self.torch.bool).triu(1)
+        return self.t("wte")[tok] + self.t("wpe")[:n]
+
+    def norm(self, x: Any, name: str) -> Any:
+        import torch.nn.functional as F  # noqa: N812 - torch's own name
+
+        spec, t = self.spec, self.t
+        if spec.norm == "rmsnorm":
+            y = F.rms_norm(x, (spec.d_model,), t(name + ".weight"), spec.layer_norm_eps)
+            return y + t(name + ".bias")
+        return F.layer_norm(x, (spec.d_model,), t(name + ".weight"), t(name + ".bias"),
+                            spec.layer_norm_eps)
+
+    def linear(self, x: Any, name: str) -> Any:
+        return x @ self.t(name + ".weight") + self.t(name + ".bias")
+
+    def attention(self, x: Any, name: str) -> Any:
+        d, h, dh = self.spec.d_model, self.spec.heads, self.spec.d_head
+        b, n = x.shape[:2]
+        qkv = self.linear(x, name)
+        q, k, v = (z.reshape(b, n, h, dh).transpose(1, 2) for z in qkv.split(d, -1))
+        s = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(self.hidden, -math.inf)
+        return (self.torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, d)
+
+    def activation(self, x: Any) -> Any:
+        import torch.nn.functional as F  # noqa: N812
+
+        if self.spec.activation == "relu":
+            return F.relu(x)
+        if self.spec.activation == "silu":
+            return F.silu(x)
+        return F.gelu(x, approximate="tanh" if self.spec.activation == "gelu_tanh" else "none")
+
+    def residual(self, x: Any, h: Any, name: str) -> Any:
+        return x + h @ self.t(name + ".weight") + self.t(name + ".bias")
+
+    def head(self, x: Any) -> Any:
+        return x @ self.t("wte" if self.spec.tied_head else "head").T
+
+
+def torch_chunks(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray,
+                 ) -> Iterator[np.ndarray]:
+    """Logits (as float64) of torch's forward pass in the tensors' dtype, a batch of
+    sequences at a time."""
+    import torch
+
+    ops = TorchOps(spec, state)
+    step = batch_size(spec, tokens.shape[1])
+    with torch.inference_mode():
+        for start in range(0, len(tokens), step):
+            tok = torch.from_numpy(tokens[start:start + step])
+            yield forward(ops, ops.embed(tok)).double().numpy()
+
+
+def torch_logits(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray) -> np.ndarray:
+    """Logits ``[N, n, vocab]`` (as float64) of torch's forward pass in the tensors' dtype."""
+    return np.concatenate(list(torch_chunks(spec, state, tokens)))
