@@ -71,7 +71,7 @@ def calibration(scale: int = 40) -> None:
 def _certify(task: str, N: int, n: int, classes: int, seed: int,  # noqa: N803
              name: str) -> bool:
     from exactmem import progress
-    from exactmem.model.generate import generate
+    from exactmem.datasets.draw import generate
     from exactmem.pipeline import certify
 
     progress.configure(quiet=True)

@@ -42,7 +42,7 @@ from exactmem.constructions import get
 from exactmem.constructions.base import BuildResult
 from exactmem.model.dataset import dataset_from_json
 from exactmem.model.evaluate import evaluate
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.spec import (
     Affine,
     Embedding,

@@ -18,7 +18,7 @@ from exactmem.checker import check_certificate
 from exactmem.checker import softmax as checker_softmax
 from exactmem.constructions import get
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.interval_verdict import evaluate_certified
 
 

@@ -16,7 +16,7 @@ from exactmem.constructions import get
 from exactmem.constructions.dana2024_aot import capacity, circle_points
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.pipeline import certify
 
 CON = get("dana2024-aot")

@@ -11,7 +11,7 @@ import pytest
 from exactmem.errors import DatasetError, InconsistentLabelsError
 from exactmem.model import Dataset, dataset_from_json, load_dataset, require_consistent, validate
 from exactmem.model.dataset_checks import separation_squared
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 
 
 def ids(seqs: list[tuple[int, ...]], labels: list[int], vocab: int = 5) -> Dataset:

@@ -20,7 +20,7 @@ from exactmem.checker import check_certificate
 from exactmem.checker.floatexact import FORMATS, NotExact, _ieee_value
 from exactmem.constructions import get
 from exactmem.model.evaluate import evaluate
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 
 
 @pytest.fixture(scope="module")

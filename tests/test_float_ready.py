@@ -16,7 +16,7 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.constructions.kajitsuka2025_float import build_float_ready
 from exactmem.errors import ConstructionError
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
 

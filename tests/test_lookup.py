@@ -7,7 +7,7 @@ import pytest
 from exactmem.checker import check_certificate
 from exactmem.errors import InconsistentLabelsError
 from exactmem.model import Dataset, evaluate, sizes
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.pipeline import certify
 
 

@@ -11,7 +11,7 @@ from exactmem.constructions import get
 from exactmem.constructions.mahdavi2024_mha import capacity
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.interval_verdict import certify_interval
 from exactmem.pipeline import certify
 

@@ -23,7 +23,7 @@ from exactmem.constructions import get
 from exactmem.model import forward as mforward
 from exactmem.model import piecewise as mpiece
 from exactmem.model.evaluate import Evaluation
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.spec import Affine, FeedForward
 
 small = st.fractions(min_value=-4, max_value=4, max_denominator=3)

@@ -60,7 +60,7 @@ class ResultsFile:
                 elif "key" in obj:
                     self._index(obj)
             if len(lines) != len(raw) or not lines:
-                from exactmem.model.atomic import write_text_atomic
+                from exactmem.files.atomic import write_text_atomic
 
                 write_text_atomic(path, "".join(x + "\n" for x in lines))
         if not lines:
