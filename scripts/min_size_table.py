@@ -127,7 +127,7 @@ def verify_runs(runs: Path, cert_dir: Path | None) -> dict[str, int]:
         lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         header = lines[0]["header"]
         q = ExhaustiveRun(tuple(tuple(s) for s in header["sequences"]), header["vocab"],
-                     header["classes"], header["ties"])
+                          header["classes"], header["ties"])
         for k, rec in enumerate(lines[1:]):
             if rec.get("status") != "found":
                 continue

@@ -249,7 +249,7 @@ def _result(report: dict[str, Any], bits: int | None, ties: str, bound: str | No
 
 
 def _all_labellings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction | None,
-                   kw: dict[str, Any]) -> SearchResult:
+                    kw: dict[str, Any]) -> SearchResult:
     from exactmem.search.drive.all_labellings import shattering_search
     from exactmem.search.drive.executors import make_executor
     from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
@@ -275,13 +275,13 @@ def _all_labellings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction 
                            f"than the {MAX_LABELLINGS} (2^24) the search enumerates")
     solver = kw["solver"]
     q = ExhaustiveRun(seqs, vocab, kw["classes"], kw["ties"], kw["timeout"],
-                 None if bound is None else str(bound), kw["retry_unknown"], kw["bits"],
-                 kw["conflicts"], None if kw["proofs"] is None else str(kw["proofs"]),
-                 solver["rlimit"], solver["cvc5_rlimit"], kw["encoding"],
-                 solver["crosscheck"], kw["transfer"],
-                 DEFAULT_POOL if kw["random_fronts"] is None else kw["random_fronts"],
-                 GRID_FRONTS if kw["grid_fronts"] is None else kw["grid_fronts"],
-                 SWEEP_CONFLICTS if kw["sweep_conflicts"] is None else kw["sweep_conflicts"])
+                      None if bound is None else str(bound), kw["retry_unknown"], kw["bits"],
+                      kw["conflicts"], None if kw["proofs"] is None else str(kw["proofs"]),
+                      solver["rlimit"], solver["cvc5_rlimit"], kw["encoding"],
+                      solver["crosscheck"], kw["transfer"],
+                      DEFAULT_POOL if kw["random_fronts"] is None else kw["random_fronts"],
+                      GRID_FRONTS if kw["grid_fronts"] is None else kw["grid_fronts"],
+                      SWEEP_CONFLICTS if kw["sweep_conflicts"] is None else kw["sweep_conflicts"])
     probe = q.dataset([0] * len(seqs))
     minimize = kw["minimize"]
     shapes = candidates(base, minimize, limits, probe) if minimize else [base]
