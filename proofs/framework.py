@@ -12,6 +12,8 @@ them on stderr through :mod:`exactmem.progress`.
 
 The package lives at the repository's top level as ``proofs/`` and is installed inside the
 exactmem package as ``exactmem._proofs``; its modules import each other relatively.
+It sits above exactmem: ``exactmem prove`` runs it as a program (``__main__.py``) and
+exactmem never imports it.
 """
 
 from __future__ import annotations

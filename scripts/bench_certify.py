@@ -99,8 +99,8 @@ def one(N: int, dense_max: int) -> dict[str, float]:  # noqa: N803
     from exactmem.certificate import build_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions import get
+    from exactmem.datasets.draw import generate
     from exactmem.model import evaluate
-    from exactmem.model.generate import generate
 
     with progress.stage(f"N = {N}: generate"):
         ds = generate("next-token", N=N, n=16, vocab=64, classes=8, seed=1)

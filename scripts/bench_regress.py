@@ -12,7 +12,7 @@ Rows (each in a fresh process, one after the other; data generated outside the t
 * ``lm-standin``: ``certify-model`` (default: with its self-check) of the untrained
   stand-in of the 1M GPT-2 shape (``scripts/bench_gpt2_1m.py --standin``: 4 layers,
   d = 128, 4 heads, vocabulary 2048, context 64) on its first 16 self-labelled sequences;
-* ``search``: ``exactmem search --all-labelings --N 6 --n 2 --vocab 3 --minimize params``
+* ``search``: ``exactmem search --all-labellings --N 6 --n 2 --vocab 3 --minimize params``
   (the smallest hardmax network of every labelling, Z3 in the same process).
 
 The *calibration* is a fixed pure-Python workload (big-integer products, an interpreter
@@ -71,7 +71,7 @@ def calibration(scale: int = 40) -> None:
 def _certify(task: str, N: int, n: int, classes: int, seed: int,  # noqa: N803
              name: str) -> bool:
     from exactmem import progress
-    from exactmem.model.generate import generate
+    from exactmem.datasets.draw import generate
     from exactmem.pipeline import certify
 
     progress.configure(quiet=True)
@@ -103,7 +103,7 @@ def _search(tiny: bool, work: Path) -> bool:
     from exactmem.cli import main as cli
 
     start = time.process_time()
-    code = cli(["search", "--all-labelings", "--N", "4" if tiny else "6", "--n", "2",
+    code = cli(["search", "--all-labellings", "--N", "4" if tiny else "6", "--n", "2",
                 "--vocab", "3", "--minimize", "params", "--results", str(work / "r.jsonl"),
                 "-q"])
     _timed[0] = time.process_time() - start

@@ -42,7 +42,7 @@ def bench_one(N: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
     from exactmem.adapters.torch import dataset_tensor, dtype_of, to_torch
     from exactmem.checker import check_certificate
-    from exactmem.model.generate import generate
+    from exactmem.datasets.draw import generate
     from exactmem.pipeline import certify
 
     ds = generate("next-token", N, args.n, args.vocab, args.classes, seed=args.seed)

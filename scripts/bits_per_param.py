@@ -125,7 +125,7 @@ def _lowp(con: str, res: Any, ds: Any, out: dict[str, Any], certify: bool) -> No
 def row(exp: int, certify: bool, con: str = "dense-float32") -> dict[str, Any]:
     from exactmem.constructions import get
     from exactmem.constructions.bounds import bit_figures
-    from exactmem.model.generate import generate
+    from exactmem.datasets.draw import generate
     from exactmem.model.sizes import sizes
     from exactmem.pipeline import certify as run_certify
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from exactmem import progress
 from exactmem.constructions import get
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
 from exactmem.model.interval_verdict import certify_interval
 
 SEEDS = (0, 1, 2)

@@ -46,9 +46,9 @@ from exactmem import progress
 from exactmem.certificate import spec_from_certificate
 from exactmem.constructions import get
 from exactmem.constructions.bounds import bit_figures
+from exactmem.datasets.draw import generate
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate import generate
 from exactmem.model.sizes import sizes
 from exactmem.model.spec import NetworkSpec
 from exactmem.pipeline import certify

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from exactmem import constructions
 from exactmem.constructions.bounds import bit_figures
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.sizes import sizes
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,10 +3,10 @@
 Setting (docs/search.md, "Lower-bound probe"): vocabulary V = 2, tokens fed as fixed
 one-hot vectors through a fixed identity input map (d_model = V; the embedding is
 **not** searched and **not** counted), next-token sequences of length n = ceil(N/2) (2n
-distinct consistency classes exist, so N >> V), K sampled binary labelings per N.  For
+distinct consistency classes exist, so N >> V), K sampled binary labellings per N.  For
 each bit budget b the script sweeps shapes (1 block, residual, argmax readout, heads
 1..--max-heads, head_dim 1..--max-head-dim, ff_width 0..--max-ff-width) by parameter
-count and records, per labeling, the smallest shape with a b-bit integer network that
+count and records, per labelling, the smallest shape with a b-bit integer network that
 memorizes it.  Every ``found`` is a certificate
 the checker verified; every smaller shape is ``infeasible`` with an LRAT proof checked by
 exactmem.checker.proofs.lrat (re-checked at the end with ``exactmem check-proof``'s code),
@@ -68,7 +68,7 @@ def probe(N: int, seed: int, bits: int, conflicts: int, proof_dir: str,  # noqa:
           rlimits: tuple[int, int] = (Z3_RLIMIT, CVC5_RLIMIT),
           known: dict[str, Any] | None = None, find_conflicts: int = 100_000
           ) -> dict[str, Any]:
-    """One point: the smallest shape memorizing labeling ``seed`` of N sequences with
+    """One point: the smallest shape memorizing labelling ``seed`` of N sequences with
     ``bits``-bit integer weights (SAT, LRAT proofs) or, ``bits == 0``, real weights (Z3
     under a resource limit; every refutation re-asked to cvc5).
 
@@ -205,7 +205,8 @@ def main() -> int:
                     help="bit budgets; 0 = unbounded (real weights, Z3 + cvc5)")
     ap.add_argument("--z3-rlimit", type=int, default=Z3_RLIMIT)
     ap.add_argument("--cvc5-rlimit", type=int, default=CVC5_RLIMIT)
-    ap.add_argument("--labelings", type=int, default=2, help="sampled labelings per N")
+    ap.add_argument("--labellings", "--labelings", type=int, default=2,
+                    help="sampled labellings per N")
     ap.add_argument("--conflicts", type=int, default=1_000_000,
                     help="conflict budget of a deciding query (downward pass)")
     ap.add_argument("--find-conflicts", type=int, default=100_000,
@@ -238,8 +239,8 @@ def main() -> int:
     # budgets <= 2 first, then the unbounded points; a budget > 2 runs after the next
     # smaller one of its N (a network found there answers it)
     base = [b for b in finite if b <= 2] or finite[:1]
-    order = [(N, k, b) for b in base for N in args.N for k in range(args.labelings)]
-    order += [(N, k, 0) for N in args.N for k in range(args.labelings) if 0 in args.bits]
+    order = [(N, k, b) for b in base for N in args.N for k in range(args.labellings)]
+    order += [(N, k, 0) for N in args.N for k in range(args.labellings) if 0 in args.bits]
     pending = {submit(N, k, b, None) for N, k, b in order}
     try:
         while pending:

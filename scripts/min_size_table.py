@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from exactmem.search.drive.all_labellings import shattering_search
 from exactmem.search.drive.executors import make_executor
-from exactmem.search.drive.labelings import shattering_search
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.drive.sweep import Limits, candidates
 from exactmem.search.question.labellings import consistency_classes, generate_inputs
 from exactmem.search.question.shape import Shape
@@ -45,7 +45,7 @@ def one_row(n: int, N: int, args: argparse.Namespace, executor: object,  # noqa:
             deadline: float) -> dict[str, object]:
     vocab = smallest_vocab(N, n)
     seqs = generate_inputs(N, n, vocab, seed=args.seed)
-    q = Question(seqs, vocab, 2, "split", args.timeout)
+    q = ExhaustiveRun(seqs, vocab, 2, "split", args.timeout)
     base = Shape(readout="argmax", residual=True)
     limits = Limits(args.max_layers, args.max_heads, args.max_d_model, args.max_ff_width)
     shapes = candidates(base, "params", limits, q.dataset([0] * N))
@@ -126,8 +126,8 @@ def verify_runs(runs: Path, cert_dir: Path | None) -> dict[str, int]:
     for path in sorted(runs.glob("*.jsonl")):
         lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         header = lines[0]["header"]
-        q = Question(tuple(tuple(s) for s in header["sequences"]), header["vocab"],
-                     header["classes"], header["ties"])
+        q = ExhaustiveRun(tuple(tuple(s) for s in header["sequences"]), header["vocab"],
+                          header["classes"], header["ties"])
         for k, rec in enumerate(lines[1:]):
             if rec.get("status") != "found":
                 continue

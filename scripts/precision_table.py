@@ -22,9 +22,9 @@ from typing import Any
 from exactmem import progress
 from exactmem.adapters.precision import precision_report
 from exactmem.certificate import spec_from_certificate
+from exactmem.datasets.draw import generate
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate import generate
-from exactmem.model.generate_attention import generate_for
 from exactmem.pipeline import certify
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from exactmem import progress
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.pipeline import certify
 
 ROOT = Path(__file__).resolve().parent.parent

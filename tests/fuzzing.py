@@ -22,9 +22,9 @@ from exactmem.certificate import build_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.certificate.encode import spec_from_json, spec_to_json
 from exactmem.constructions import get
+from exactmem.datasets.draw import generate
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.dataset import Dataset, canonical_json, dataset_from_json
-from exactmem.model.generate import generate
-from exactmem.model.generate_attention import generate_for
 from exactmem.model.interval import has_softmax_scores
 from exactmem.model.interval_verdict import certify_interval, evaluate_certified
 from exactmem.model.sizes import sizes

@@ -40,9 +40,9 @@ from exactmem.certificate.build import digest_of
 from exactmem.certificate.encode import spec_from_json
 from exactmem.constructions import get
 from exactmem.constructions.base import BuildResult
+from exactmem.datasets.draw import generate
 from exactmem.model.dataset import dataset_from_json
 from exactmem.model.evaluate import evaluate
-from exactmem.model.generate import generate
 from exactmem.model.spec import (
     Affine,
     Embedding,

@@ -13,8 +13,8 @@ from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 from exactmem.constructions import get
 from exactmem.constructions.bounds import figures, lower_bounds, weight_bits
 from exactmem.constructions.kajitsuka2025_next_token import theorem_bound
+from exactmem.datasets.draw import generate
 from exactmem.model import sizes
-from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
 NEXT, S2S = "kajitsuka2025-next-token", "kajitsuka2025-seq2seq"

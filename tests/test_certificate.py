@@ -17,7 +17,7 @@ from exactmem.certificate import (
 )
 from exactmem.checker import check_certificate, check_file
 from exactmem.constructions import get
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 
 
 @pytest.fixture(scope="module")

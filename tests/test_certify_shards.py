@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from exactmem.constructions import get
+from exactmem.datasets.draw import generate
 from exactmem.model.dataset import save_dataset
-from exactmem.model.generate import generate
 from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.shards import bounds, evaluate_sharded
 from exactmem.pipeline import certify

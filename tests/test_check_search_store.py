@@ -1,4 +1,4 @@
-"""``exactmem check-search`` on ``--all-labelings`` runs: the results store (every found
+"""``exactmem check-search`` on ``--all-labellings`` runs: the results store (every found
 network run by the checker on its labelling, every refuted labelling's CNF re-derived and
 its LRAT proof checked) and the ``--json`` answer that names it (each shape's
 ``shatters``, the summary and the texts follow from the store).  A store or answer with
@@ -18,7 +18,7 @@ from exactmem.checker.proofs.search_check import check_search, check_search_file
 
 
 def _run(folder: Path, *argv: str) -> dict[str, Any]:
-    proc = exactmem(folder, "search", "--all-labelings", "--n", "2", "--vocab", "2",
+    proc = exactmem(folder, "search", "--all-labellings", "--n", "2", "--vocab", "2",
                     "--minimize", "ff-width", "--proofs", "P", "--results", "r.jsonl",
                     "--executor", "serial", "--json", "--quiet", *argv)
     assert proc.returncode in (0, 1), proc.stderr

@@ -17,8 +17,8 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.checker import softmax as checker_softmax
 from exactmem.constructions import get
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
 from exactmem.model.interval_verdict import evaluate_certified
 
 

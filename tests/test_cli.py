@@ -164,16 +164,29 @@ def test_prove_quick_proves_a_smaller_instance(capsys: pytest.CaptureFixture[str
     assert "(quick: all n = 1..12, 90 maps)" in out and "1 of 1 lemmas proved (quick)" in out
 
 
-def test_proofs_are_found_as_part_of_the_package() -> None:
-    """``exactmem prove`` runs the proofs as ``exactmem._proofs`` (installed, editable or a
-    plain checkout), never as a top-level ``proofs`` package."""
+def test_proofs_run_as_a_program_beside_the_package() -> None:
+    """``exactmem prove`` runs ``proofs/`` as a program (``python -m proofs`` in a checkout,
+    ``python -m exactmem._proofs`` when installed), never imports it; the wheel installs it
+    inside the package, never as a top-level ``proofs`` package."""
     from exactmem.api.lemmas import framework
 
     fw = framework()
-    assert fw.__name__ == "exactmem._proofs.framework"
-    assert len(fw.discover()) >= 9
+    assert fw.module in ("proofs", "exactmem._proofs")
+    names = [lemma.name for lemma in fw.discover()]
+    assert len(names) >= 9 and "gadget.G6.label-selection" in names
+    assert [x.name for x in fw.select("label_selection")] == ["gadget.G6.label-selection"]
+    assert fw.select("no-such-lemma") == []
     setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
     assert '"exactmem._proofs"' in setup and '"proofs*"' not in setup
+
+
+def test_the_proofs_program_reports_a_crash(tmp_path: Path) -> None:
+    """A program that dies without its lines is an error, not "0 of 0 proved"."""
+    from exactmem.api.lemmas import ProofsProgram
+    from exactmem.errors import ExactmemError
+
+    with pytest.raises(ExactmemError, match="exited with status"):
+        list(ProofsProgram("exactmem._no_such_program").run())
 
 
 def test_export_without_the_extra_names_it(tmp_path: Path) -> None:

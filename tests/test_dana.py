@@ -14,9 +14,9 @@ import pytest
 from exactmem.certificate import write_certificate
 from exactmem.constructions import get
 from exactmem.constructions.dana2024_aot import capacity, circle_points
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
 from exactmem.pipeline import certify
 
 CON = get("dana2024-aot")

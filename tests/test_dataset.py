@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from exactmem.datasets.draw import generate
 from exactmem.errors import DatasetError, InconsistentLabelsError
 from exactmem.model import Dataset, dataset_from_json, load_dataset, require_consistent, validate
 from exactmem.model.dataset_checks import separation_squared
-from exactmem.model.generate import generate
 
 
 def ids(seqs: list[tuple[int, ...]], labels: list[int], vocab: int = 5) -> Dataset:

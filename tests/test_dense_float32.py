@@ -16,8 +16,8 @@ from exactmem.checker import check_certificate
 from exactmem.constructions import get
 from exactmem.constructions.bounds import bit_figures
 from exactmem.constructions.dense_float32 import choose_shape
+from exactmem.datasets.draw import generate
 from exactmem.errors import ConstructionError
-from exactmem.model.generate import generate
 from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
 

@@ -15,7 +15,7 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.checker.floatexact import INT32, NotExact, _affine_rows, _weight
 from exactmem.constructions import get
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
 

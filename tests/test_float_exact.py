@@ -19,8 +19,8 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.checker.floatexact import FORMATS, NotExact, _ieee_value
 from exactmem.constructions import get
+from exactmem.datasets.draw import generate
 from exactmem.model.evaluate import evaluate
-from exactmem.model.generate import generate
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from exactmem.certificate import claim_float_exact, spec_from_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.constructions.kajitsuka2025_float import build_float_ready
+from exactmem.datasets.draw import generate
 from exactmem.errors import ConstructionError
-from exactmem.model.generate import generate
 from exactmem.model.sizes import sizes
 from exactmem.pipeline import certify
 

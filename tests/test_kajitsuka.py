@@ -18,9 +18,9 @@ from exactmem.constructions.kajitsuka2025_next_token import (
     distinguishing_vocabulary,
     token_weights,
 )
+from exactmem.datasets.draw import generate
 from exactmem.errors import ConstructionError, InconsistentLabelsError
 from exactmem.model import Dataset, sizes
-from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
 NEXT, S2S = "kajitsuka2025-next-token", "kajitsuka2025-seq2seq"

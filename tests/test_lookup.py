@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from exactmem.checker import check_certificate
+from exactmem.datasets.draw import generate
 from exactmem.errors import InconsistentLabelsError
 from exactmem.model import Dataset, evaluate, sizes
-from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
 

@@ -17,7 +17,7 @@ from exactmem.constructions.bounds import (
     stored_bits_of,
     stored_split,
 )
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.model.sizes import sizes
 
 BF16 = "bfloat16-weights/float32"

@@ -9,9 +9,9 @@ import pytest
 
 from exactmem.constructions import get
 from exactmem.constructions.mahdavi2024_mha import capacity
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate_attention import generate_for
 from exactmem.model.interval_verdict import certify_interval
 from exactmem.pipeline import certify
 

@@ -13,7 +13,7 @@ from exactmem.certificate import build_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
 from exactmem.constructions import get
-from exactmem.model.generate_attention import generate_for
+from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.interval_verdict import evaluate_certified
 
 

@@ -14,8 +14,8 @@ from exactmem.checker import forward as cforward
 from exactmem.checker import passes, verify
 from exactmem.checker.dataset import dataset
 from exactmem.checker.parse import network
+from exactmem.datasets.draw import generate
 from exactmem.model.forward import needed_positions
-from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
 

@@ -20,10 +20,10 @@ from exactmem.checker import verify
 from exactmem.checker.dataset import dataset as cdataset
 from exactmem.checker.parse import network
 from exactmem.constructions import get
+from exactmem.datasets.draw import generate
 from exactmem.model import forward as mforward
 from exactmem.model import piecewise as mpiece
 from exactmem.model.evaluate import Evaluation
-from exactmem.model.generate import generate
 from exactmem.model.spec import Affine, FeedForward
 
 small = st.fractions(min_value=-4, max_value=4, max_denominator=3)

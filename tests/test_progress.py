@@ -31,7 +31,7 @@ def _loud(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _dataset(N: int = 40) -> Dataset:  # noqa: N803
-    from exactmem.model.generate import generate
+    from exactmem.datasets.draw import generate
 
     return generate("next-token", N=N, n=4, vocab=8, classes=3, seed=3)
 
@@ -193,7 +193,7 @@ def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.Monk
 
 def test_rigorous_softmax_evaluation_reports_each_pass() -> None:
     from exactmem.constructions import get
-    from exactmem.model.generate_attention import generate_for
+    from exactmem.datasets.draw_attention import generate_for
     from exactmem.model.interval import interval_units
     from exactmem.model.interval_verdict import certify_interval
 

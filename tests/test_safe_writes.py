@@ -13,7 +13,7 @@ from token_data import token_dataset
 
 from exactmem.cli import main
 from exactmem.errors import OutputError
-from exactmem.model.atomic import atomic_path, write_bytes_atomic, write_text_atomic
+from exactmem.files.atomic import atomic_path, write_bytes_atomic, write_text_atomic
 from exactmem.model.dataset import Dataset
 from exactmem.pipeline import certify
 

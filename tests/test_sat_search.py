@@ -225,9 +225,9 @@ def test_bit_networks_are_real_networks_and_real_infeasible_is_bit_infeasible(
             assert bit.status == "infeasible"
 
 
-def test_all_labelings_with_bits_stores_checkable_proofs(tmp_path: Path) -> None:
+def test_all_labellings_with_bits_stores_checkable_proofs(tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
-    proc = _cli("search", "--all-labelings", "--N", "4", "--n", "2", "--vocab", "2", "--bits",
+    proc = _cli("search", "--all-labellings", "--N", "4", "--n", "2", "--vocab", "2", "--bits",
                 "1", "--minimize", "ff-width", "--max-ff-width", "1", "--executor", "serial",
                 "--results", str(results), "--proofs", str(tmp_path / "p"), "--json")
     rep = json.loads(proc.stdout)

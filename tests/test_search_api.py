@@ -56,8 +56,8 @@ def test_a_capped_sweep_says_which_shape_it_did_not_try(tmp_path: Path) -> None:
     assert one.claim == "at most" and one.reason is not None and "--minimize" in one.reason
 
 
-def test_all_labelings_from_python(tmp_path: Path) -> None:
-    res = exactmem.search(all_labelings=True, N=3, n=2, vocab=2, bits=2, executor="serial",
+def test_all_labellings_from_python(tmp_path: Path) -> None:
+    res = exactmem.search(all_labellings=True, N=3, n=2, vocab=2, bits=2, executor="serial",
                           results=tmp_path / "r.jsonl", show_progress=False)
     assert res.status == "found" and res.qualifier == BITS
     assert res.report["sequences"] and (tmp_path / "r.jsonl").exists()
@@ -82,12 +82,21 @@ def test_help_names_both_kinds_of_answer() -> None:
     assert "the solvers' word" in text and "LRAT proof" in text and "-q" in text
 
 
+def test_the_all_labellings_flag_keeps_its_former_spelling() -> None:
+    from exactmem.cli import build_parser
+
+    for flag in ("--all-labellings", "--all-labelings"):
+        args = build_parser().parse_args(["search", flag, "--N", "3", "--n", "2", "--vocab", "2"])
+        assert args.all_labellings is True
+    assert build_parser().parse_args(["search", "d.json"]).all_labellings is False
+
+
 @pytest.mark.parametrize("args, flag", [
-    (["--all-labelings", "--N", "1000", "--n", "2", "--vocab", "3"], "--N"),
-    (["--all-labelings", "--N", "20", "--n", "2", "--vocab", "3", "--classes", "3"],
+    (["--all-labellings", "--N", "1000", "--n", "2", "--vocab", "3"], "--N"),
+    (["--all-labellings", "--N", "20", "--n", "2", "--vocab", "3", "--classes", "3"],
      "labellings"),
-    (["--all-labelings", "--N", "6", "--n", "16", "--vocab", "64"], "--n 16 --vocab 64"),
-    (["--all-labelings", "--N", "6", "--n", "2", "--vocab", "100000"], "--vocab"),
+    (["--all-labellings", "--N", "6", "--n", "16", "--vocab", "64"], "--n 16 --vocab 64"),
+    (["--all-labellings", "--N", "6", "--n", "2", "--vocab", "100000"], "--vocab"),
     (["DATA", "--bits", "64"], "--bits"),
     (["DATA", "--layers", "1000"], "--layers"),
     (["DATA", "--minimize", "params", "--max-d-model", "64", "--max-ff-width", "1024"],
@@ -109,7 +118,7 @@ def test_absurd_sizes_are_refused_in_one_line(tmp_path: Path, args: list[str],
 
 def test_caps_hold_in_python_too() -> None:
     with pytest.raises(DatasetError, match="--bits"):
-        exactmem.search(all_labelings=True, N=4, n=2, vocab=2, bits=99)
+        exactmem.search(all_labellings=True, N=4, n=2, vocab=2, bits=99)
 
 
 def test_prove_from_python() -> None:

@@ -13,7 +13,7 @@ import pytest
 from exactmem.model.dataset import Dataset, save_dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.search.drive.query import run_query
-from exactmem.search.drive.results import Question
+from exactmem.search.drive.results import ExhaustiveRun
 from exactmem.search.encode.encoding import EncodeOptions, encode
 from exactmem.search.encode.encoding_positions import encode_positions
 from exactmem.search.encode.formula import Problem
@@ -131,9 +131,9 @@ def test_verdicts_name_the_proof_kind() -> None:
 
 def test_a_stored_unknown_is_retried_under_a_larger_rlimit_only() -> None:
     rec = {"status": "unknown", "timeout": 60.0, "rlimit": 1000}
-    q = Question(((0, 1),), 2, timeout_s=60.0, rlimit=1000)
+    q = ExhaustiveRun(((0, 1),), 2, timeout_s=60.0, rlimit=1000)
     assert not q.retry(rec)
-    assert Question(((0, 1),), 2, timeout_s=60.0, rlimit=2000).retry(rec)
+    assert ExhaustiveRun(((0, 1),), 2, timeout_s=60.0, rlimit=2000).retry(rec)
     assert not q.retry({**rec, "status": "infeasible"})
 
 

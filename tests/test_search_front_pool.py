@@ -12,7 +12,7 @@ import pytest
 
 from exactmem.checker import check_certificate
 from exactmem.model.dataset import Dataset
-from exactmem.search.drive.results import Question
+from exactmem.search.drive.results import ExhaustiveRun
 from exactmem.search.encode.encoding import EncodeOptions
 from exactmem.search.encode.encoding_positions import encode_positions
 from exactmem.search.finders.front_pool import FrontPool, applies, pool_for
@@ -32,7 +32,7 @@ SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(2, 1, 1, 1, 0, True, "argm
 
 
 def _unlabelled(N: int, n: int, vocab: int) -> Dataset:  # noqa: N803
-    return Question(generate_inputs(N, n, vocab), 3).dataset((0,) * N)
+    return ExhaustiveRun(generate_inputs(N, n, vocab), 3).dataset((0,) * N)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label())
@@ -49,7 +49,7 @@ def test_the_array_forward_matches_the_exact_forward(shape: Shape, n: int) -> No
 @pytest.mark.parametrize("shape", SHAPES[:3], ids=lambda s: s.label())
 def test_candidates_are_exactly_the_fronts_that_pass_the_tail_test(shape: Shape) -> None:
     seqs = generate_inputs(7, 2, 3)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     rng = random.Random(shape.layers * 10 + shape.ff_width)
     pool = pool_for(q.dataset((0,) * 7), shape, seed=5)
     for _ in range(3):
@@ -81,7 +81,7 @@ def test_two_block_fronts_agree_with_the_solver(seed: int) -> None:
     exactly when Z3 re-fits a tail, and every re-fit passes the checker."""
     shape = Shape(2, 1, 1, 1, 0, True, "argmax")
     seqs = generate_inputs(6, 2, 3, seed=seed)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     pool = FrontPool(q.dataset((0,) * 6), shape, seed=seed)
     pool._grow()
     rng = random.Random(seed)
@@ -101,7 +101,7 @@ def test_two_block_fronts_agree_with_the_solver(seed: int) -> None:
 
 def test_pool_candidates_use_the_array_pool_where_it_applies() -> None:
     shape = Shape(2, 1, 1, 1, 0, True, "argmax")
-    q = Question(generate_inputs(10, 2, 4), 4)
+    q = ExhaustiveRun(generate_inputs(10, 2, 4), 4)
     ds = q.dataset((0, 1, 0, 1, 0, 1, 1, 0, 0, 1))
     assert applies(ds, shape)
     cands = pool_candidates(ds, shape, count=1_000_000, seed=0, limit=2)
@@ -115,7 +115,7 @@ def test_pool_candidates_use_the_array_pool_where_it_applies() -> None:
 @pytest.mark.parametrize("shape", SHAPES[:3], ids=lambda s: s.label())
 def test_distance_is_zero_exactly_for_labellings_some_front_serves(shape: Shape) -> None:
     seqs = generate_inputs(8, 2, 4)
-    pool = pool_for(Question(seqs, 4).dataset((0,) * 8), shape, seed=3)
+    pool = pool_for(ExhaustiveRun(seqs, 4).dataset((0,) * 8), shape, seed=3)
     rng = random.Random(shape.heads * 7 + shape.ff_width)
     for _ in range(40):
         labels = tuple(rng.randrange(2) for _ in seqs)

@@ -14,10 +14,10 @@ import pytest
 
 from exactmem.certificate import spec_to_json
 from exactmem.model.dataset import Dataset
+from exactmem.search.drive.all_labellings import run_shape
 from exactmem.search.drive.executors import make_executor
-from exactmem.search.drive.labelings import run_shape
 from exactmem.search.drive.query import given_witness, run_bits_query
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.encode.encoding import EncodeOptions
 from exactmem.search.finders.grid_pool import GridPool, applies, grid, word_of
 from exactmem.search.finders.transfer import streams
@@ -31,7 +31,7 @@ SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(1, 1, 1, 1, 1, True, "argm
 
 def _dataset(seqs: tuple[tuple[int, ...], ...], labels: tuple[int, ...], vocab: int
              ) -> Dataset:
-    return Question(seqs, vocab).dataset(labels)
+    return ExhaustiveRun(seqs, vocab).dataset(labels)
 
 
 def test_grid_is_b_bit_twos_complement() -> None:
@@ -115,9 +115,9 @@ def test_applies_only_to_one_dimensional_binary_token_shapes() -> None:
     assert not applies(ds, Shape(1, 1, 1, 1, 0, True, "scalar"), 2)
 
 
-def test_all_labelings_with_bits_use_the_walk_and_ask_its_misses_first(tmp_path: Path) -> None:
+def test_all_labellings_with_bits_use_the_walk_and_ask_its_misses_first(tmp_path: Path) -> None:
     seqs = generate_inputs(6, 2, 3)
-    q = Question(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
+    q = ExhaustiveRun(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
     shape = SHAPES[0]
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     summary = run_shape(q, shape, store, make_executor("serial", 1, None),
@@ -127,7 +127,7 @@ def test_all_labelings_with_bits_use_the_walk_and_ask_its_misses_first(tmp_path:
     assert summary["shatters"] is False and summary["classes"]["infeasible"] == 1
     assert recs[0]["status"] == "infeasible" and recs[0]["proof_kind"] == "lrat"
     assert len(recs) == 1
-    q2 = Question(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
+    q2 = ExhaustiveRun(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
     store2 = ResultsFile(tmp_path / "r2.jsonl", q2.header())
     run_shape(q2, SHAPES[1], store2, make_executor("serial", 1, None), show_progress=False)
     recs2 = [json.loads(line) for line in (tmp_path / "r2.jsonl").read_text().splitlines()[1:]]
@@ -142,21 +142,21 @@ def test_a_budget_cut_after_a_refuted_shape_is_unknown_not_infeasible(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from exactmem.search.drive import labelings
-    from exactmem.search.drive.labelings import shattering_search
+    from exactmem.search.drive import all_labellings
+    from exactmem.search.drive.all_labellings import shattering_search
 
     clock = {"now": 0.0}  # the deadline passes exactly when the first shape is done
-    real_run_shape: Any = labelings.run_shape
+    real_run_shape: Any = all_labellings.run_shape
 
     def first_shape_then_late(*args: Any) -> dict[str, Any]:
         summary = real_run_shape(*args[:-1], None)
         clock["now"] = 2.0
         return summary
 
-    monkeypatch.setattr(labelings, "time", SimpleNamespace(monotonic=lambda: clock["now"]))
-    monkeypatch.setattr(labelings, "run_shape", first_shape_then_late)
+    monkeypatch.setattr(all_labellings, "time", SimpleNamespace(monotonic=lambda: clock["now"]))
+    monkeypatch.setattr(all_labellings, "run_shape", first_shape_then_late)
     seqs = generate_inputs(6, 2, 3)
-    q = Question(seqs, 3, bits=2, conflicts=200_000)
+    q = ExhaustiveRun(seqs, 3, bits=2, conflicts=200_000)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     rep = shattering_search(q, SHAPES[:1] + SHAPES[1:2], store,
                             make_executor("serial", 1, None), first_failure=True,
@@ -173,7 +173,7 @@ def test_negative_front_counts_are_refused_with_exit_2(flag: str, tmp_path: Path
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "exactmem", "search", "--all-labelings",
+    proc = subprocess.run([sys.executable, "-m", "exactmem", "search", "--all-labellings",
                            "--N", "4", "--n", "2", "--vocab", "3", "--bits", "2", flag, "-1",
                            "--results", str(tmp_path / "r.jsonl")],
                           capture_output=True, text=True, timeout=300)
@@ -188,7 +188,7 @@ def test_first_failure_asks_what_smaller_shapes_failed_before_the_walk(
     from exactmem.search.drive.results import record_key
 
     seqs = generate_inputs(8, 2, 4)
-    q = Question(seqs, 4, bits=2, conflicts=200_000)
+    q = ExhaustiveRun(seqs, 4, bits=2, conflicts=200_000)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     # a labelling that no one-head network without hidden units memorizes (LRAT-refuted)
     labels = (0, 0, 1, 0, 0, 1, 1, 0)
@@ -238,12 +238,12 @@ def test_a_probe_cut_at_a_quarter_budget_is_asked_again_in_full(
     """The labellings smaller shapes failed on are probed under a quarter of the conflict
     budget; one left unknown there is not dropped: it is asked again under the whole
     budget (here it is refuted then, and the shape fails)."""
-    from exactmem.search.drive import labelings
+    from exactmem.search.drive import all_labellings
     from exactmem.search.drive import walks as drive_walks
     from exactmem.search.drive.results import record_key
 
     seqs = generate_inputs(8, 2, 4)
-    q = Question(seqs, 4, bits=2, conflicts=40_000)
+    q = ExhaustiveRun(seqs, 4, bits=2, conflicts=40_000)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     labels = (0, 0, 1, 0, 0, 1, 1, 0)
     small = Shape(ff_width=0)
@@ -261,7 +261,7 @@ def test_a_probe_cut_at_a_quarter_budget_is_asked_again_in_full(
                 "status": "infeasible" if full else "unknown",
                 "conflict_budget": int(p["conflicts"])}
 
-    monkeypatch.setattr(labelings, "query_worker", worker)
+    monkeypatch.setattr(all_labellings, "query_worker", worker)
     monkeypatch.setattr(drive_walks, "grid_witnesses", lambda *args: args[2])
     ex = make_executor("serial", 1, None)
     try:

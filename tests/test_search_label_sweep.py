@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from exactmem.errors import SpecError
+from exactmem.search.drive.all_labellings import run_shape
 from exactmem.search.drive.executors import make_executor
-from exactmem.search.drive.labelings import run_shape
 from exactmem.search.drive.query import run_bits_query
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.encode.encoding import EncodeOptions
 from exactmem.search.encode.sat_encoding import encode_labelled
 from exactmem.search.finders.label_sweep import LabelSweep, applies
@@ -28,7 +28,7 @@ SHAPES = [Shape(1, 1, 1, 1, 0, True, "argmax"), Shape(1, 1, 2, 1, 0, True, "argm
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label())
 def test_sweep_finds_a_network_exactly_when_the_labelling_cnf_has_one(shape: Shape) -> None:
     seqs = generate_inputs(5, 2, 3)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     sweep = LabelSweep(q.dataset((0,) * len(seqs)), shape, 2)
     try:
         for cls in labelling_classes(seqs, 2, True):
@@ -49,7 +49,7 @@ def test_sweep_finds_a_network_exactly_when_the_labelling_cnf_has_one(shape: Sha
 
 def test_a_network_proposed_for_one_labelling_fails_its_complement() -> None:
     seqs = generate_inputs(6, 2, 3)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     labels = (0, 1, 1, 0, 0, 1)
     sweep = LabelSweep(q.dataset(labels), SHAPES[1], 2)
     spec, used = sweep.network(labels, 200_000)
@@ -62,10 +62,10 @@ def test_a_network_proposed_for_one_labelling_fails_its_complement() -> None:
 
 def test_two_sequences_of_one_read_position_labelled_apart_get_no_network() -> None:
     seqs = ((0, 1), (1, 0), (1, 1))
-    q = Question(seqs, 2)
+    q = ExhaustiveRun(seqs, 2)
     # (0, 1) and (1, 0) differ as read positions (last token); a repeated sequence does not
     twin = ((0, 1), (0, 1), (1, 1))
-    sweep = LabelSweep(Question(twin, 2).dataset((0, 0, 0)), SHAPES[0], 2)
+    sweep = LabelSweep(ExhaustiveRun(twin, 2).dataset((0, 0, 0)), SHAPES[0], 2)
     assert sweep.network((0, 1, 0)) == (None, 0)
     sweep.close()
     assert applies(q.dataset((0, 1, 0)), SHAPES[0], 2)
@@ -76,13 +76,13 @@ def test_two_sequences_of_one_read_position_labelled_apart_get_no_network() -> N
 
 
 @pytest.mark.parametrize("executor", ["serial", "processes"])
-def test_all_labelings_answer_the_same_with_and_without_the_sweep(executor: str,
+def test_all_labellings_answer_the_same_with_and_without_the_sweep(executor: str,
                                                                   tmp_path: Path) -> None:
     seqs = generate_inputs(5, 2, 3)
     shape = SHAPES[1]  # d_model 2, no walk (grid 0): every labelling meets the sweep
     summaries, notes = [], []
     for sweep in (0, 20_000):
-        q = Question(seqs, 3, bits=2, conflicts=200_000, sweep=sweep, grid=0)
+        q = ExhaustiveRun(seqs, 3, bits=2, conflicts=200_000, sweep=sweep, grid=0)
         path = tmp_path / f"r{sweep}.jsonl"
         store = ResultsFile(path, q.header())
         ex = make_executor(executor, 1 if executor == "serial" else 2, None)

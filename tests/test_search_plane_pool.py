@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from exactmem.certificate import spec_to_json
+from exactmem.search.drive.all_labellings import run_shape
 from exactmem.search.drive.executors import make_executor
-from exactmem.search.drive.labelings import run_shape
 from exactmem.search.drive.query import given_witness
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.finders.grid_pool import word_of
 from exactmem.search.finders.plane_pool import PlanePool, applies
 from exactmem.search.finders.transfer import streams
@@ -25,8 +25,8 @@ from exactmem.search.question.shape import Shape
 SHAPES = [Shape(1, 1, 2, 1, 0), Shape(1, 1, 2, 1, 1), Shape(1, 2, 2, 1, 1)]
 
 
-def _zeros(seqs: tuple[tuple[int, ...], ...], vocab: int) -> Question:
-    return Question(seqs, vocab)
+def _zeros(seqs: tuple[tuple[int, ...], ...], vocab: int) -> ExhaustiveRun:
+    return ExhaustiveRun(seqs, vocab)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label())
@@ -62,7 +62,7 @@ def test_orbits_are_the_labelling_classes(N: int, vocab: int) -> None:  # noqa: 
 @pytest.mark.parametrize("shape", SHAPES[:2], ids=lambda s: s.label())
 def test_every_network_found_is_certified_for_its_labelling(shape: Shape) -> None:
     seqs = generate_inputs(9, 2, 3)  # every sequence: the token permutations are symmetries
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     classes = labelling_classes(seqs, 2, True)
     pool = PlanePool(q.dataset((0,) * 9), shape, 2, max_fronts=1500)
     words = {word_of(c.labels): c.labels for c in classes}
@@ -88,7 +88,7 @@ def test_every_network_found_is_certified_for_its_labelling(shape: Shape) -> Non
 
 def test_the_walk_goes_on_where_it_stopped_and_is_seeded() -> None:
     seqs = generate_inputs(8, 2, 4)
-    q = Question(seqs, 4)
+    q = ExhaustiveRun(seqs, 4)
     words = [word_of(c.labels) for c in labelling_classes(seqs, 2, True)]
     one = PlanePool(q.dataset((0,) * 8), SHAPES[1], 2, seed=3)
     left = one.cover(words, limit=40)
@@ -114,9 +114,9 @@ def test_applies_only_to_one_wide_block() -> None:
     assert not applies(ds, SHAPES[1], 4)  # too many tails per front
 
 
-def test_all_labelings_of_a_wide_shape_use_the_walk(tmp_path: Path) -> None:
+def test_all_labellings_of_a_wide_shape_use_the_walk(tmp_path: Path) -> None:
     seqs = generate_inputs(6, 2, 3)
-    q = Question(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
+    q = ExhaustiveRun(seqs, 3, bits=2, conflicts=200_000, proof_dir=str(tmp_path))
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     summary = run_shape(q, SHAPES[1], store, make_executor("serial", 1, None),
                         show_progress=False)
@@ -130,7 +130,7 @@ def test_all_labelings_of_a_wide_shape_use_the_walk(tmp_path: Path) -> None:
 
 def test_seeded_fronts_are_the_networks_fronts() -> None:
     seqs = generate_inputs(9, 2, 3)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     pool = PlanePool(q.dataset((0,) * 9), SHAPES[1], 2, seed=5)
     front = pool._draw()
     net = spec_to_json(pool.network(front, None, q.dataset((0,) * 9)))
@@ -148,7 +148,7 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
 
     real = drive_walks.walk_pool
 
-    def short_walks(q: Question, shape: Shape, fronts: int | None = None,
+    def short_walks(q: ExhaustiveRun, shape: Shape, fronts: int | None = None,
                     plane_only: bool = False) -> object:
         pool = real(q, shape, fronts, plane_only)
         if isinstance(pool, PlanePool):
@@ -157,7 +157,7 @@ def test_what_sat_leaves_unknown_is_walked_again_near_its_networks(
 
     monkeypatch.setattr(drive_walks, "walk_pool", short_walks)
     seqs = generate_inputs(9, 2, 3)
-    q = Question(seqs, 3, bits=2, conflicts=1, sweep=0)
+    q = ExhaustiveRun(seqs, 3, bits=2, conflicts=1, sweep=0)
     store = ResultsFile(tmp_path / "r.jsonl", q.header())
     summary = run_shape(q, SHAPES[1], store, make_executor("serial", 1, None),
                         show_progress=False)

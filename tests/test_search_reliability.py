@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.model.dataset import Dataset, save_dataset
+from exactmem.search.drive.all_labellings import run_shape, shattering_search
 from exactmem.search.drive.executors import SerialExecutor
-from exactmem.search.drive.labelings import run_shape, shattering_search
-from exactmem.search.drive.results import Question, ResultsFile, record_key
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile, record_key
 from exactmem.search.drive.sweep import Limits, minimize
 from exactmem.search.encode.encoding import EncodeOptions, encode
 from exactmem.search.question.labellings import labelling_classes
@@ -49,11 +49,11 @@ class Recording(SerialExecutor):
             yield fn(p)
 
 
-def _question(**kw: Any) -> Question:
-    return Question(((0,), (1,)), 2, **kw)
+def _question(**kw: Any) -> ExhaustiveRun:
+    return ExhaustiveRun(((0,), (1,)), 2, **kw)
 
 
-def _fake_unknown(store: ResultsFile, q: Question, labels: tuple[int, ...],
+def _fake_unknown(store: ResultsFile, q: ExhaustiveRun, labels: tuple[int, ...],
                   timeout: float) -> str:
     key = record_key(SMALL, labels)
     store.add({"key": key, "labels": list(labels), "shape": SMALL.as_dict(), "params": 5,
@@ -101,7 +101,7 @@ def _rationals(obj: Any) -> Iterator[Fraction]:
             return
 
 
-def test_all_labelings_honours_the_bound(tmp_path: Path) -> None:
+def test_all_labellings_honours_the_bound(tmp_path: Path) -> None:
     q = _question(bound="3/2")
     assert q.header()["bound"] == "3/2"  # another question than the unbounded one
     store = ResultsFile(tmp_path / "b.jsonl", q.header())
@@ -130,8 +130,8 @@ def test_margin_ties_never_claim_a_minimum() -> None:
     assert rep["ties"] == "margin"
 
 
-def test_all_labelings_json_records_ties_and_margin_is_at_most(tmp_path: Path) -> None:
-    proc = cli("search", "--all-labelings", "--N", "2", "--n", "1", "--vocab", "2",
+def test_all_labellings_json_records_ties_and_margin_is_at_most(tmp_path: Path) -> None:
+    proc = cli("search", "--all-labellings", "--N", "2", "--n", "1", "--vocab", "2",
                "--minimize", "ff-width", "--max-ff-width", "1", "--ties", "margin",
                "--executor", "serial", "--results", str(tmp_path / "m.jsonl"), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -197,7 +197,7 @@ def test_killing_the_driver_ends_its_workers(tmp_path: Path) -> None:
     fifo = tmp_path / "workers.fifo"
     os.mkfifo(fifo)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", "9", "--n", "2",
+        [sys.executable, "-m", "exactmem", "search", "--all-labellings", "--N", "9", "--n", "2",
          "--vocab", "3", "--minimize", "params", "--workers", "2", "--timeout", "120",
          "--results", str(tmp_path / "k.jsonl"), "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

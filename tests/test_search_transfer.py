@@ -12,10 +12,10 @@ from exactmem.arith import ScaledMatrix
 from exactmem.certificate import spec_to_json
 from exactmem.checker import check_certificate
 from exactmem.model.spec import FeedForward
+from exactmem.search.drive.all_labellings import run_shape
 from exactmem.search.drive.executors import ProcessExecutor, SerialExecutor
-from exactmem.search.drive.labelings import run_shape
 from exactmem.search.drive.query import run_query
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.encode.encoding import EncodeOptions, encode
 from exactmem.search.finders.transfer import donor_specs, front_of, transfer
 from exactmem.search.question.labellings import generate_inputs, labelling_classes
@@ -27,7 +27,7 @@ SEQS = generate_inputs(5, 2, 3, seed=1)
 
 
 def _found(labels: tuple[int, ...], shape: Shape = SHAPE) -> Any:
-    res = run_query(Question(SEQS, 3).dataset(labels), shape, rlimit=20_000_000, timeout_s=120)
+    res = run_query(ExhaustiveRun(SEQS, 3).dataset(labels), shape, rlimit=20_000_000, timeout_s=120)
     assert isinstance(res.outcome, Found)
     return res.outcome.witness
 
@@ -37,7 +37,7 @@ def test_a_transferred_network_keeps_the_donor_front_and_passes_the_checker() ->
     donor = _found(classes[1].labels)
     moved = 0
     for cls in classes:
-        ds = Question(SEQS, 3).dataset(cls.labels)
+        ds = ExhaustiveRun(SEQS, 3).dataset(cls.labels)
         res = transfer(ds, SHAPE, [donor])
         if res is None:
             continue
@@ -51,9 +51,9 @@ def test_a_transferred_network_keeps_the_donor_front_and_passes_the_checker() ->
 def test_a_front_that_merges_two_sequences_cannot_separate_their_labels() -> None:
     # a zero input map sends every sequence to the same stream: only constant labellings
     zero = spec_of(SHAPE, "token-ids", 3, 2, 2, {"embed": ScaledMatrix.zeros(1, 3)})
-    ds = Question(SEQS, 3).dataset((0, 1, 0, 0, 0))
+    ds = ExhaustiveRun(SEQS, 3).dataset((0, 1, 0, 0, 0))
     assert transfer(ds, SHAPE, [zero]) is None
-    const = transfer(Question(SEQS, 3).dataset((1,) * 5), SHAPE, [zero])
+    const = transfer(ExhaustiveRun(SEQS, 3).dataset((1,) * 5), SHAPE, [zero])
     assert const is not None and check_certificate(const.certificate).verified
 
 
@@ -63,7 +63,7 @@ def test_full_rank_heads_transfer_through_their_products() -> None:
     donor = _found((0, 1, 1, 0, 1), shape)
     names = dict(front_of(donor, shape))
     assert {"embed", "att0.0.A", "att0.0.B"} <= set(names)
-    res = transfer(Question(SEQS, 3).dataset((0, 1, 1, 0, 1)), shape, [donor])
+    res = transfer(ExhaustiveRun(SEQS, 3).dataset((0, 1, 1, 0, 1)), shape, [donor])
     assert res is not None and check_certificate(res.certificate).verified
 
 
@@ -81,7 +81,7 @@ def test_smaller_donors_are_padded_and_other_shapes_skipped() -> None:
 def test_fixed_parameters_are_refused_by_the_multiset_encoding() -> None:
     from exactmem.errors import SpecError
 
-    ds = Question(SEQS, 3).dataset((0,) * 5)
+    ds = ExhaustiveRun(SEQS, 3).dataset((0,) * 5)
     with pytest.raises(SpecError, match="positions encoding"):
         encode(ds, SHAPE, EncodeOptions(fixed=(("embed", ((Fraction(1),) * 3,)),)))
 
@@ -92,10 +92,10 @@ def _statuses(store: ResultsFile, shape: Shape) -> dict[str, str]:
 
 
 def test_run_shape_transfers_and_answers_like_the_full_queries(tmp_path: Path) -> None:
-    q = Question(SEQS, 3, timeout_s=120, rlimit=20_000_000)
+    q = ExhaustiveRun(SEQS, 3, timeout_s=120, rlimit=20_000_000)
     with_t = ResultsFile(tmp_path / "t.jsonl", q.header())
     run_shape(q, SHAPE, with_t, SerialExecutor(), show_progress=False)
-    plain_q = Question(SEQS, 3, timeout_s=120, rlimit=20_000_000, transfer=False)
+    plain_q = ExhaustiveRun(SEQS, 3, timeout_s=120, rlimit=20_000_000, transfer=False)
     plain = ResultsFile(tmp_path / "p.jsonl", plain_q.header())
     run_shape(plain_q, SHAPE, plain, SerialExecutor(), show_progress=False)
     assert _statuses(with_t, SHAPE) == _statuses(plain, SHAPE)
@@ -138,7 +138,7 @@ def test_the_cheap_tail_test_agrees_with_the_solver(ff_width: int) -> None:
     shape = Shape(1, 1, 1, 1, ff_width, True, "argmax")
     rng = random.Random(ff_width)
     seqs = generate_inputs(6, 2, 3, seed=2)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     pool = random_fronts(shape, q.dataset((0,) * 6), 12, seed=ff_width, span=3)
     yes = no = 0
     for spec, ys in pool:
@@ -156,7 +156,7 @@ def test_the_cheap_tail_test_agrees_with_the_solver(ff_width: int) -> None:
 def test_random_fronts_answer_labellings_no_donor_could() -> None:
     from exactmem.search.finders.transfer import pool_candidates
 
-    q = Question(SEQS, 3)
+    q = ExhaustiveRun(SEQS, 3)
     ds = q.dataset((0, 1, 1, 0, 1))
     cands = pool_candidates(ds, SHAPE, count=200, seed=0, limit=8)
     assert cands
@@ -185,7 +185,7 @@ def test_the_threshold_tail_problem_is_satisfied_by_every_network(ff_width: int)
     shape = Shape(1, 1, 1, 1, ff_width, True, "argmax")
     rng = random.Random(10 + ff_width)
     seqs = generate_inputs(6, 2, 3, seed=3)
-    q = Question(seqs, 3)
+    q = ExhaustiveRun(seqs, 3)
     asked = 0
 
     def rand(rows: int, cols: int) -> ScaledMatrix:
@@ -219,7 +219,7 @@ def test_the_threshold_tail_problem_is_satisfied_by_every_network(ff_width: int)
 
 def test_run_query_refutes_through_the_threshold_tail_and_labels_it() -> None:
     seqs = ((0, 0), (0, 2), (0, 3), (1, 1), (1, 3), (2, 0), (2, 1), (2, 2), (3, 2), (3, 3))
-    ds = Question(seqs, 4).dataset((0, 0, 1, 1, 0, 1, 0, 1, 1, 0))
+    ds = ExhaustiveRun(seqs, 4).dataset((0, 0, 1, 1, 0, 1, 0, 1, 1, 0))
     res = run_query(ds, SHAPE, rlimit=3_000_000, timeout_s=300, cvc5_rlimit=None)
     assert res.status == "infeasible"
     assert res.as_dict()["proof_kind"].startswith("z3-thresholds")

@@ -20,9 +20,9 @@ import pytest
 
 from exactmem.constructions import _gadget_c1, get
 from exactmem.constructions.bounds import figures, params_split
+from exactmem.datasets.draw import generate
 from exactmem.model import sizes
 from exactmem.model.dataset import Dataset
-from exactmem.model.generate import generate
 
 NS = (64, 128, 256, 512, 1024)
 SLOPE_MAX = 0.65

@@ -13,7 +13,7 @@ import pytest
 
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate, passes
-from exactmem.model.generate import generate
+from exactmem.datasets.draw import generate
 from exactmem.pipeline import certify
 
 evaluate_mod = importlib.import_module("exactmem.model.evaluate")  # the module, not the function

@@ -141,8 +141,8 @@ def test_interval_pass_and_checker_agree(seed: int, hardmax_after: bool) -> None
 
 def test_exact_networks_go_through_the_exact_pass() -> None:
     from exactmem.constructions import get
+    from exactmem.datasets.draw import generate
     from exactmem.model.evaluate import evaluate
-    from exactmem.model.generate import generate
     from exactmem.model.interval import has_softmax_scores
     from exactmem.model.interval_verdict import certify_interval
 

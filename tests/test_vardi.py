@@ -8,9 +8,9 @@ from fractions import Fraction
 import pytest
 
 from exactmem.constructions import get
+from exactmem.datasets.draw import generate
 from exactmem.errors import AssumptionError
 from exactmem.model import Dataset, sizes
-from exactmem.model.generate import generate
 from exactmem.pipeline import certify
 
 NAME = "vardi2022-relu"

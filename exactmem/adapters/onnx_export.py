@@ -213,11 +213,11 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
 
 def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
                doc: dict[str, str] | None = None) -> Path:
-    """Write the graph of ``spec`` to ``out`` (atomically, :mod:`exactmem.model.atomic`)."""
+    """Write the graph of ``spec`` to ``out`` (atomically, :mod:`exactmem.files.atomic`)."""
     from exactmem.adapters import require
 
     onnx = require("onnx", "the ONNX export")
-    from exactmem.model.atomic import atomic_path
+    from exactmem.files.atomic import atomic_path
 
     out = Path(out)
     model = build_model(spec, dtype, doc)

@@ -428,7 +428,7 @@ def plot(curve: dict[str, dict[int, float]], out: str, title: str) -> None:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    from exactmem.model.atomic import atomic_path
+    from exactmem.files.atomic import atomic_path
 
     with atomic_path(out) as tmp:
         fig.savefig(str(tmp), dpi=120, format="png")

@@ -28,7 +28,7 @@ from exactmem.adapters.formats import FORMATS, rounded_values
 from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors
 from exactmem.arith import format_rational, to_rational
 from exactmem.errors import CertificateError, NotExactError, SpecError
-from exactmem.model.atomic import write_bytes_atomic
+from exactmem.files.atomic import write_bytes_atomic
 from exactmem.model.dataset import canonical_json
 from exactmem.model.spec import NetworkSpec
 
@@ -70,11 +70,11 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
                       dtype: str = "float64", sidecar_path: str | Path | None = None,
                       ) -> tuple[Path, Path]:
     """Write ``out`` (safetensors) and its sidecar (default ``OUT.exact.json``), each
-    atomically (:mod:`exactmem.model.atomic`), the sidecar first; return both paths.
+    atomically (:mod:`exactmem.files.atomic`), the sidecar first; return both paths.
     ``certificate`` may be gzip-compressed (its hash is that of the file's bytes)."""
     from exactmem.adapters import require
     from exactmem.certificate import read_certificate
-    from exactmem.model.atomic import atomic_path
+    from exactmem.files.atomic import atomic_path
 
     save_file = require("safetensors.numpy", "the safetensors export").save_file
     if dtype not in NUMPY_DTYPES:

@@ -315,7 +315,7 @@ def parameters_of(net: ExactmemNetwork) -> Sequence[torch.Tensor]:
 def save_state_dict(spec: NetworkSpec, path: str | Path, dtype: str = "float64") -> None:
     """``torch.save`` of the state_dict (structure in ``_extra_state``, a JSON string, so
     ``torch.load(path, weights_only=True)`` reads it); written atomically."""
-    from exactmem.model.atomic import atomic_path
+    from exactmem.files.atomic import atomic_path
 
     state = to_torch(spec, dtype).state_dict()
     with atomic_path(path) as tmp:

@@ -2,7 +2,7 @@
 
 Three modes, as on the command line: one shape (``minimize=None``), a sweep of shapes
 (``minimize="ff-width" | "heads" | "params"``), and every labelling of the input sequences
-(``all_labelings=True``).  Real weights go to Z3 (refutations cross-checked, the solvers'
+(``all_labellings=True``).  Real weights go to Z3 (refutations cross-checked, the solvers'
 word); ``bits=B`` restricts the weights to B-bit integers and goes to SAT, whose refutations
 are LRAT proofs checked before they are reported (written to ``proofs`` when given).
 
@@ -37,7 +37,7 @@ CAPS: dict[str, tuple[float, float]] = {
     "workers": (1, 256),
 }
 MAX_SWEPT_SHAPES = 100_000  # shapes of a --minimize params family (caps multiplied)
-MAX_LABELLINGS = 1 << 24  # classes ** N for --all-labelings
+MAX_LABELLINGS = 1 << 24  # classes ** N for --all-labellings
 MAX_INPUT_CLASSES = 1_000_000  # distinct sequences enumerated to draw --N of them
 MAX_DATASET = (4096, 256)  # sequences and tokens per sequence of a searched dataset file
 
@@ -70,7 +70,7 @@ def _check_family(minimize: str | None, max_layers: int, max_heads: int, max_d_m
 
 def _check_inputs(N: int, n: int, vocab: int, classes: int) -> None:  # noqa: N803
     if classes ** N > MAX_LABELLINGS:
-        raise DatasetError(f"--all-labelings: {classes}^{N} labellings, more than the "
+        raise DatasetError(f"--all-labellings: {classes}^{N} labellings, more than the "
                            f"{MAX_LABELLINGS} (2^24) the search enumerates")
     distinct = math.comb(vocab + n - 2, n - 1) * vocab
     if distinct > MAX_INPUT_CLASSES:
@@ -123,7 +123,7 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
            conflicts: int | None = None, proofs: PathLike | None = None,
            rlimit: int | None = None, encoding: str = "positions",
            cvc5_rlimit: int | None = 20_000, crosscheck: bool = True,
-           all_labelings: bool = False, N: int | None = None,  # noqa: N803
+           all_labellings: bool = False, N: int | None = None,  # noqa: N803
            n: int | None = None, vocab: int | None = None, classes: int = 2, seed: int = 0,
            results: PathLike = "search-results.jsonl", retry_unknown: bool = False,
            transfer: bool = True, random_fronts: int | None = None,
@@ -169,8 +169,8 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
     folder = Path(certificates) if certificates is not None else None
     proof_dir = Path(proofs) if proofs is not None else None
     ds = data if isinstance(data, Dataset) or data is None else load_dataset(data)
-    if all_labelings:
-        return _all_labelings(ds, base, limits, b, {
+    if all_labellings:
+        return _all_labellings(ds, base, limits, b, {
             "N": N, "n": n, "vocab": vocab, "classes": classes, "seed": seed,
             "ties": ties, "timeout": timeout, "retry_unknown": retry_unknown, "bits": bits,
             "conflicts": conflicts, "proofs": proofs, "solver": solver, "encoding": encoding,
@@ -180,7 +180,7 @@ def search(data: Dataset | PathLike | None = None, *, layers: int = 1, heads: in
             "budget": budget, "first_failure": first_failure,
             "show_progress": show_progress, "folder": folder})
     if ds is None:
-        raise DatasetError("search: give a dataset file, or --all-labelings with --N --n "
+        raise DatasetError("search: give a dataset file, or --all-labellings with --N --n "
                            "--vocab")
     _check_dataset(ds)
     if minimize is not None:
@@ -248,11 +248,11 @@ def _result(report: dict[str, Any], bits: int | None, ties: str, bound: str | No
                         report=report, qualifier=report["qualifier"], reason=reason)
 
 
-def _all_labelings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction | None,
-                   kw: dict[str, Any]) -> SearchResult:
+def _all_labellings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction | None,
+                    kw: dict[str, Any]) -> SearchResult:
+    from exactmem.search.drive.all_labellings import shattering_search
     from exactmem.search.drive.executors import make_executor
-    from exactmem.search.drive.labelings import shattering_search
-    from exactmem.search.drive.results import Question, ResultsFile
+    from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
     from exactmem.search.drive.sweep import candidates, caps_hide_nothing
     from exactmem.search.finders.grid_pool import MAX_FRONTS as GRID_FRONTS
     from exactmem.search.finders.label_sweep import SWEEP_CONFLICTS
@@ -261,27 +261,27 @@ def _all_labelings(ds: Dataset | None, base: Any, limits: Any, bound: Fraction |
 
     if ds is not None:
         if ds.inputs != "token-ids" or ds.task != "next-token":
-            raise DatasetError("--all-labelings needs a next-token dataset of token ids")
+            raise DatasetError("--all-labellings needs a next-token dataset of token ids")
         assert ds.vocab_size is not None
         check_caps(N=ds.N, n=ds.n)
         seqs, vocab = tuple(tuple(s) for s in ds.sequences), ds.vocab_size
     else:
         if kw["N"] is None or kw["n"] is None or kw["vocab"] is None:
-            raise DatasetError("--all-labelings without a dataset needs --N, --n and --vocab")
+            raise DatasetError("--all-labellings without a dataset needs --N, --n and --vocab")
         _check_inputs(kw["N"], kw["n"], kw["vocab"], kw["classes"])
         seqs, vocab = generate_inputs(kw["N"], kw["n"], kw["vocab"], kw["seed"]), kw["vocab"]
     if kw["classes"] ** len(seqs) > MAX_LABELLINGS:
-        raise DatasetError(f"--all-labelings: {kw['classes']}^{len(seqs)} labellings, more "
+        raise DatasetError(f"--all-labellings: {kw['classes']}^{len(seqs)} labellings, more "
                            f"than the {MAX_LABELLINGS} (2^24) the search enumerates")
     solver = kw["solver"]
-    q = Question(seqs, vocab, kw["classes"], kw["ties"], kw["timeout"],
-                 None if bound is None else str(bound), kw["retry_unknown"], kw["bits"],
-                 kw["conflicts"], None if kw["proofs"] is None else str(kw["proofs"]),
-                 solver["rlimit"], solver["cvc5_rlimit"], kw["encoding"],
-                 solver["crosscheck"], kw["transfer"],
-                 DEFAULT_POOL if kw["random_fronts"] is None else kw["random_fronts"],
-                 GRID_FRONTS if kw["grid_fronts"] is None else kw["grid_fronts"],
-                 SWEEP_CONFLICTS if kw["sweep_conflicts"] is None else kw["sweep_conflicts"])
+    q = ExhaustiveRun(seqs, vocab, kw["classes"], kw["ties"], kw["timeout"],
+                      None if bound is None else str(bound), kw["retry_unknown"], kw["bits"],
+                      kw["conflicts"], None if kw["proofs"] is None else str(kw["proofs"]),
+                      solver["rlimit"], solver["cvc5_rlimit"], kw["encoding"],
+                      solver["crosscheck"], kw["transfer"],
+                      DEFAULT_POOL if kw["random_fronts"] is None else kw["random_fronts"],
+                      GRID_FRONTS if kw["grid_fronts"] is None else kw["grid_fronts"],
+                      SWEEP_CONFLICTS if kw["sweep_conflicts"] is None else kw["sweep_conflicts"])
     probe = q.dataset([0] * len(seqs))
     minimize = kw["minimize"]
     shapes = candidates(base, minimize, limits, probe) if minimize else [base]

@@ -86,7 +86,7 @@ def generate(task: str = "next-token", N: int | None = None,  # noqa: N803
     from exactmem.model.dataset import save_dataset
 
     if for_construction is not None:
-        from exactmem.model.generate_attention import generate_for
+        from exactmem.datasets.draw_attention import generate_for
 
         given = {k: v for k, v in (("N", N), ("n", n), ("dim", dim), ("vocab", vocab),
                                    ("classes", classes)) if v is not None}
@@ -98,7 +98,7 @@ def generate(task: str = "next-token", N: int | None = None,  # noqa: N803
             raise ExactmemError(f"labels: expected 'consistent' or 'random', found {labels!r}")
         if task not in ("next-token", "seq2seq"):
             raise ExactmemError(f"task: expected 'next-token' or 'seq2seq', found {task!r}")
-        from exactmem.model.generate import generate as gen
+        from exactmem.datasets.draw import generate as gen
 
         ds = gen("next-token" if task == "next-token" else "seq2seq", N=N or 100, n=n or 8,
                  vocab=vocab or 16, classes=classes or 2, seed=seed, dim=dim,

@@ -17,7 +17,7 @@ from exactmem.certificate.encode import spec_from_json, spec_to_json
 from exactmem.checker.parse import Unusable, network, read_json
 from exactmem.constructions.base import BuildResult
 from exactmem.errors import CertificateError, DatasetError
-from exactmem.model.atomic import write_text_atomic
+from exactmem.files.atomic import write_text_atomic
 from exactmem.model.dataset import Dataset, canonical_json, dataset_from_json
 from exactmem.model.evaluate import Evaluation
 from exactmem.model.sizes import sizes

@@ -65,7 +65,7 @@ def _client(address: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.model.atomic import check_writable
+    from exactmem.files.atomic import check_writable
     from exactmem.model.dataset import load_dataset
     from exactmem.pipeline import certify
 

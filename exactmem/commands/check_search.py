@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Prints one line: 's VERIFIED' (exit 0), 's REJECTED' (exit 1: a claim "
                     "fails) or 's UNUSABLE' (exit 2: a missing or malformed file, or a "
                     "limit); reasons go to stderr. Files named in the answer are relative to "
-                    "its folder (or --base). The results store of 'search --all-labelings "
+                    "its folder (or --base). The results store of 'search --all-labellings "
                     "--bits B --results R.jsonl' (or the --json answer naming it) is read "
                     "too: every record's network run on its labelling, every refuted "
                     "labelling's CNF re-derived and its proof checked, and per shape what "

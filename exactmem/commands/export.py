@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.adapters.runtimes import DTYPES, NARROW
     from exactmem.certificate import dataset_from_certificate
     from exactmem.errors import SpecError
+    from exactmem.files.atomic import check_writable
     from exactmem.lm.certfile import LM_FORMAT
-    from exactmem.model.atomic import check_writable
 
     need(*NEEDS[args.format])
     need(RUNS_IN[args.format], f"checking the written file (export --format {args.format})")
@@ -136,8 +136,8 @@ def _run_lm(args: argparse.Namespace, cert: dict[str, Any]) -> int:
     positions where it keeps the label as the unique argmax."""
     from exactmem.certificate import dataset_from_certificate
     from exactmem.errors import SpecError
+    from exactmem.files.atomic import atomic_path, check_writable
     from exactmem.lm import exporting as lm
-    from exactmem.model.atomic import atomic_path, check_writable
 
     if args.dtype not in lm.DTYPES:
         raise SpecError(f"a language model exports in {' or '.join(lm.DTYPES)}, found "
@@ -245,7 +245,7 @@ def _write_and_run(args: argparse.Namespace, cert: dict[str, Any], ds: Any) -> s
 
     from exactmem.adapters.runtimes import load_torch, run_file
     from exactmem.certificate import spec_from_certificate
-    from exactmem.model.atomic import atomic_path
+    from exactmem.files.atomic import atomic_path
 
     spec = spec_from_certificate(cert)
     out = Path(args.output)

@@ -58,14 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.model.atomic import check_writable
+    from exactmem.files.atomic import check_writable
     from exactmem.model.dataset import save_dataset
 
     check_sizes(args)
     check_writable(args.output)
     if args.for_construction:
         try:
-            module = importlib.import_module("exactmem.model.generate_attention")
+            module = importlib.import_module("exactmem.datasets.draw_attention")
         except ImportError as exc:
             raise MissingDependencyError("dataset generation for attention constructions "
                                          "is not available in this installation") from exc
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             kw["shared_context"] = True
         ds = module.generate_for(args.for_construction, seed=args.seed, **kw)
     else:
-        from exactmem.model.generate import generate
+        from exactmem.datasets.draw import generate
 
         ds = generate(args.task, N=_given(args.N, 100), n=_given(args.n, 8),
                       vocab=_given(args.vocab, 16), classes=_given(args.classes, 2),

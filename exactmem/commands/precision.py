@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.adapters import need
-    from exactmem.model.atomic import check_writable
+    from exactmem.files.atomic import check_writable
 
     need("torch", "precision")  # the dtype table runs the network in torch
     if args.plot:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                   f"rounded): all {ds.N} sequences memorized ({took:.1f}s)")
         out["bits"] = {"p": bits, "format": fmt.name, "misses": [str(m) for m in misses]}
     if args.json:
-        from exactmem.model.atomic import write_text_atomic
+        from exactmem.files.atomic import write_text_atomic
 
         write_text_atomic(args.json, json.dumps(out, indent=1, sort_keys=True) + "\n")
     return status

@@ -17,8 +17,8 @@ EXAMPLE = """example:
   exactmem search data.json --minimize params --certificates certs/
   exactmem search small.json --bits 2 --minimize params --proofs P -q
   exactmem search xor.json --bits 2 --residual off --minimize ff-width --proofs proofs/ --json
-  exactmem search --all-labelings --N 6 --n 2 --vocab 3 --results runs/n6.jsonl
-  exactmem search --all-labelings --N 6 --n 2 --vocab 3 --executor dask --scheduler tcp://host:8786
+  exactmem search --all-labellings --N 6 --n 2 --vocab 3 --results runs/n6.jsonl
+  exactmem search --all-labellings --N 6 --n 2 --vocab 3 --executor dask --scheduler tcp://host:8786
 """
 
 
@@ -83,10 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--max-ff-width", type=int, default=4)
     s.add_argument("--certificates", type=Path, default=None,
                    help="write the certificate of every found network into this folder")
-    a = p.add_argument_group("all labelings")
-    a.add_argument("--all-labelings", action="store_true",
+    a = p.add_argument_group("all labellings")
+    a.add_argument("--all-labellings", "--all-labelings", action="store_true",
                    help="answer every labelling of the input sequences (the dataset's, or "
-                        "generated with --N --n --vocab)")
+                        "generated with --N --n --vocab); --all-labelings is the same flag")
     a.add_argument("--N", type=int, default=None, dest="N")
     a.add_argument("--n", type=int, default=None, dest="n")
     a.add_argument("--vocab", type=int, default=None)
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         max_ff_width=args.max_ff_width, certificates=args.certificates, bits=args.bits,
         conflicts=args.conflicts, proofs=args.proofs, rlimit=args.rlimit,
         encoding=args.encoding, cvc5_rlimit=args.cvc5_rlimit,
-        crosscheck=not args.no_crosscheck, all_labelings=args.all_labelings, N=args.N,
+        crosscheck=not args.no_crosscheck, all_labellings=args.all_labellings, N=args.N,
         n=args.n, vocab=args.vocab, classes=args.classes, seed=args.seed,
         results=args.results, retry_unknown=args.retry_unknown,
         transfer=not args.no_transfer, random_fronts=args.random_fronts,
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     report = result.report
     if args.json:
         print(json.dumps(report, sort_keys=True))
-    elif args.all_labelings:
+    elif args.all_labellings:
         for e in report["sizes"]:
             c = e["classes"]
             print(f"{_label(e['shape'])}  params {e['params']!s:>4}  {e['status']:10s} "

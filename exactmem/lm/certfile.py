@@ -66,7 +66,7 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
 
 def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
     """Write atomically, canonical JSON and one trailing newline."""
-    from exactmem.model.atomic import write_text_atomic
+    from exactmem.files.atomic import write_text_atomic
 
     write_text_atomic(Path(path), canonical_json(cert) + "\n")
 

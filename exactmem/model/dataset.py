@@ -165,6 +165,6 @@ def load_dataset(path: str | Path) -> Dataset:
 
 def save_dataset(ds: Dataset, path: str | Path) -> None:
     """Write ``ds`` atomically (a temporary file renamed into place)."""
-    from exactmem.model.atomic import write_text_atomic
+    from exactmem.files.atomic import write_text_atomic
 
     write_text_atomic(Path(path), canonical_json(ds.to_json()) + "\n")

@@ -1,7 +1,7 @@
 """What an exhaustive run asks and where its answers go.
 
-:class:`Question` holds the inputs, the label alphabet and the query settings of an
-``--all-labelings`` run; :class:`ResultsFile` streams the answers to a JSON-lines file, one
+:class:`ExhaustiveRun` holds the inputs, the label alphabet and the query settings of an
+``--all-labellings`` run; :class:`ResultsFile` streams the answers to a JSON-lines file, one
 line per answered query, flushed and synced as it arrives, so a rerun reads the file and
 solves only what is missing (``Ctrl-C`` or a kill loses nothing that was stored);
 :func:`pad_from_store` answers a labelling from a stored witness of a nested smaller shape;
@@ -60,7 +60,7 @@ class ResultsFile:
                 elif "key" in obj:
                     self._index(obj)
             if len(lines) != len(raw) or not lines:
-                from exactmem.model.atomic import write_text_atomic
+                from exactmem.files.atomic import write_text_atomic
 
                 write_text_atomic(path, "".join(x + "\n" for x in lines))
         if not lines:
@@ -91,7 +91,7 @@ class ResultsFile:
 
 
 @dataclass(frozen=True, slots=True)
-class Question:
+class ExhaustiveRun:
     """The inputs, the label alphabet and the query settings of an exhaustive run."""
 
     sequences: tuple[tuple[int, ...], ...]
@@ -153,7 +153,7 @@ def cert_path(certificate_dir: Path | None, key: str) -> Path | None:
     return certificate_dir / f"{name}.cert.json"
 
 
-def pad_from_store(q: Question, shape: Shape, labels: tuple[int, ...], key: str,
+def pad_from_store(q: ExhaustiveRun, shape: Shape, labels: tuple[int, ...], key: str,
                     store: ResultsFile, cert_path: Path | None = None) -> bool:
     """Answer from a stored witness of a smaller nested shape (zero-padded, re-certified)."""
     from exactmem.search.drive.query import padded_result

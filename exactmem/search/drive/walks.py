@@ -14,12 +14,12 @@ import json
 from typing import Any
 
 from exactmem import progress
-from exactmem.search.drive.results import Question, ResultsFile, record_key
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile, record_key
 from exactmem.search.finders.transfer import DEFAULT_TRANSFER_RLIMIT as TRANSFER_RLIMIT
 from exactmem.search.question.shape import Shape, nests_in
 
 
-def walk_pool(q: Question, shape: Shape, fronts: int | None = None,
+def walk_pool(q: ExhaustiveRun, shape: Shape, fronts: int | None = None,
                plane_only: bool = False) -> Any:
     """The enumeration that serves ``shape`` (:mod:`~exactmem.search.finders.grid_pool` for
     ``d_model`` 1, :mod:`~exactmem.search.finders.plane_pool` for one wider block), or ``None``.
@@ -39,7 +39,7 @@ def walk_pool(q: Question, shape: Shape, fronts: int | None = None,
     return None
 
 
-def grid_witnesses(q: Question, shape: Shape, pending: list[dict[str, Any]],
+def grid_witnesses(q: ExhaustiveRun, shape: Shape, pending: list[dict[str, Any]],
                     show_progress: bool, fronts: int | None = None,
                     pool: Any = None) -> list[dict[str, Any]]:
     """Walk the b-bit networks of ``shape`` (:func:`walk_pool`) for the pending
@@ -107,7 +107,7 @@ def labels_of(p: dict[str, Any]) -> list[int]:
 
 
 
-def suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
+def suspects(q: ExhaustiveRun, shape: Shape, pending: list[dict[str, Any]]
               ) -> list[dict[str, Any]]:
     """The pending queries whose labelling no front of the array pool
     (:mod:`~exactmem.search.finders.front_pool`) can serve, farthest from every front first
@@ -124,7 +124,7 @@ def suspects(q: Question, shape: Shape, pending: list[dict[str, Any]]
     return [pending[k] for d, k in sorted(far, key=lambda dk: (-dk[0], dk[1])) if d > 0]
 
 
-def budgets(q: Question, transfer: bool) -> list[int | None]:
+def budgets(q: ExhaustiveRun, transfer: bool) -> list[int | None]:
     """Z3 resource limits of the full queries, pass by pass.  With transfer and a
     resource limit: a tenth of it first (most witnesses come cheap, and each new front
     answers other labellings by transfer), then the whole limit for what is left."""

@@ -12,7 +12,7 @@ For next-token datasets of token ids (no positional information, a free embeddin
   Weisfeiler-Lehman hash buckets, then exact isomorphism tests); :func:`token_symmetries`
   lists the token permutations.
 
-The runs that answer every class live in :mod:`exactmem.search.drive.labelings`.
+The runs that answer every class live in :mod:`exactmem.search.drive.all_labellings`.
 """
 
 from __future__ import annotations

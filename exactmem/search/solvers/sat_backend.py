@@ -166,7 +166,7 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
     if proof_stem is not None:
         proof_stem.parent.mkdir(parents=True, exist_ok=True)
         cnf_path, proof_path = str(proof_stem) + ".cnf", str(proof_stem) + ".lrat"
-        from exactmem.model.atomic import write_text_atomic
+        from exactmem.files.atomic import write_text_atomic
 
         write_text_atomic(Path(cnf_path), cnf_text)
         write_text_atomic(Path(proof_path), proof_text)

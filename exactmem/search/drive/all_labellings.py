@@ -19,7 +19,7 @@ from exactmem import progress
 from exactmem.search.drive import walks
 from exactmem.search.drive.executors import Executor
 from exactmem.search.drive.results import (
-    Question,
+    ExhaustiveRun,
     ResultsFile,
     cert_path,
     pad_from_store,
@@ -47,7 +47,7 @@ class _Stop(Exception):
     """The shape failed (or time is up) before the budget passes."""
 
 
-def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
+def run_shape(q: ExhaustiveRun, shape: Shape, store: ResultsFile, executor: Executor,
               first_failure: bool = False, show_progress: bool = True,
               certificate_dir: Path | None = None,
               deadline: float | None = None) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def run_shape(q: Question, shape: Shape, store: ResultsFile, executor: Executor,
     return summary
 
 
-def plan_queries(q: Question, shape: Shape, classes: list[LabellingClass], store: ResultsFile,
+def plan_queries(q: ExhaustiveRun, shape: Shape, classes: list[LabellingClass], store: ResultsFile,
                  certificate_dir: Path | None
                  ) -> tuple[list[dict[str, Any]], int, int, int]:
     """The payloads of the classes still to ask (those that smaller shapes could not
@@ -133,7 +133,7 @@ class ShapeRun:
     """One shape's queries in flight: each payload is sent with the donors known by then,
     each answer stored as it comes (and lent as a donor), progress counted on ``bar``."""
 
-    def __init__(self, q: Question, shape: Shape, store: ResultsFile, executor: Executor,
+    def __init__(self, q: ExhaustiveRun, shape: Shape, store: ResultsFile, executor: Executor,
                  first_failure: bool, show_progress: bool, deadline: float | None,
                  donors: Donors | None) -> None:
         self.q, self.shape, self.store, self.executor = q, shape, store, executor
@@ -309,7 +309,7 @@ def ask_in_passes(run: ShapeRun, pending: list[dict[str, Any]],
         label_sweep.release()  # the serial executor's solver, kept in this process
 
 
-def shattering_search(q: Question, shapes: Sequence[Shape], store: ResultsFile,
+def shattering_search(q: ExhaustiveRun, shapes: Sequence[Shape], store: ResultsFile,
                       executor: Executor, first_failure: bool = False,
                       show_progress: bool = True,
                       certificate_dir: Path | None = None,

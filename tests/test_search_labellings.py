@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from exactmem.search.drive.all_labellings import run_shape
 from exactmem.search.drive.executors import SerialExecutor
-from exactmem.search.drive.labelings import run_shape
-from exactmem.search.drive.results import Question, ResultsFile
+from exactmem.search.drive.results import ExhaustiveRun, ResultsFile
 from exactmem.search.question.labellings import (
     consistency_classes,
     generate_inputs,
@@ -27,7 +27,7 @@ from exactmem.search.question.labellings import (
 )
 from exactmem.search.question.shape import Shape
 
-CMD = [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", "6", "--n", "2",
+CMD = [sys.executable, "-m", "exactmem", "search", "--all-labellings", "--N", "6", "--n", "2",
        "--vocab", "3", "--minimize", "params", "--workers", "2", "--timeout", "60"]
 
 
@@ -61,7 +61,7 @@ def test_labelling_classes_partition_every_labelling(symmetric: bool) -> None:
 
 
 def test_results_file_drops_a_cut_line_and_refuses_another_question(tmp_path: Path) -> None:
-    q = Question(generate_inputs(3, 2, 2), 2, timeout_s=30)
+    q = ExhaustiveRun(generate_inputs(3, 2, 2), 2, timeout_s=30)
     path = tmp_path / "r.jsonl"
     store = ResultsFile(path, q.header())
     run_shape(q, Shape(), store, SerialExecutor(), show_progress=False)
@@ -75,10 +75,10 @@ def test_results_file_drops_a_cut_line_and_refuses_another_question(tmp_path: Pa
     from exactmem.errors import DatasetError
 
     with pytest.raises(DatasetError, match="another question"):
-        ResultsFile(path, Question(generate_inputs(3, 2, 3), 3).header())
+        ResultsFile(path, ExhaustiveRun(generate_inputs(3, 2, 3), 3).header())
 
 
-def test_all_labelings_n6_shatters_with_zero_unknowns_and_resumes_after_a_kill(
+def test_all_labellings_n6_shatters_with_zero_unknowns_and_resumes_after_a_kill(
         tmp_path: Path) -> None:
     results = tmp_path / "n6.jsonl"
     proc = subprocess.Popen([*CMD, "--results", str(results), "--quiet"],
@@ -131,7 +131,7 @@ def test_dask_executor_on_a_local_cluster(tmp_path: Path) -> None:
 
     from exactmem.search.drive.executors import DaskExecutor
 
-    q = Question(generate_inputs(4, 2, 2), 2, timeout_s=30)
+    q = ExhaustiveRun(generate_inputs(4, 2, 2), 2, timeout_s=30)
     # dashboard ":0": a free port (the default 8787 collides with a concurrent run)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster:

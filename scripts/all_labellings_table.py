@@ -1,12 +1,12 @@
 """Benchmark: every binary labelling of N next-token sequences, real weights, one table.
 
-Runs ``exactmem search --all-labelings`` (resumable: the JSON-lines results file keeps what
+Runs ``exactmem search --all-labellings`` (resumable: the JSON-lines results file keeps what
 was answered) under a deterministic Z3 resource limit, then writes one CSV row per swept
 shape: its size, how many labelling classes (and labellings) were found / infeasible /
 unknown / unanswered, the proof kinds of its refutations, and the wall time and load
 average of the run.
 
-    python scripts/all_labelings_table.py --N 10 --n 2 --vocab 4 --rlimit 50000000 \\
+    python scripts/all_labellings_table.py --N 10 --n 2 --vocab 4 --rlimit 50000000 \\
         --results runs/n10.jsonl --out docs/results/all_labelings_n2_N10.csv
 """
 
@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--results", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    cmd = [sys.executable, "-m", "exactmem", "search", "--all-labelings", "--N", str(args.N),
+    cmd = [sys.executable, "-m", "exactmem", "search", "--all-labellings", "--N", str(args.N),
            "--n", str(args.n), "--vocab", str(args.vocab), "--seed", str(args.seed),
            "--minimize", "params", "--first-failure", "--timeout", str(args.timeout),
            "--workers", str(args.workers), "--budget", str(args.minutes * 60),

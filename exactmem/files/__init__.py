@@ -1,0 +1,1 @@
+"""File writing: every file exactmem writes goes through :mod:`exactmem.files.atomic`."""
