@@ -1,7 +1,7 @@
 """Crafted and mutated certificates for the checker, and the independent reference that
 decides whether an accepted certificate is a true one.
 
-Shared by tests/test_checker_attacks.py, tests/test_checker_fuzz.py and
+Shared by tests/checker/test_checker_attacks.py, tests/checker/test_checker_fuzz.py and
 scripts/fuzz_checker.py.  The reference uses only the producer's side (the builder's
 decoder, its exact forward pass or its interval pass, its size accounting and its canonical
 encoder), never the checker.

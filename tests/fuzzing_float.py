@@ -13,7 +13,7 @@ true certificate by :func:`fuzzing.reference_accepts`; and for every claimed for
    can hold; weights are rounded into it too); and the latter with the hidden units of every
    feed-forward block reversed (another summation order).
 
-Shared by tests/test_float_exact_fuzz.py and scripts/fuzz_checker.py.
+Shared by tests/checker/test_float_exact_fuzz.py and scripts/fuzz_checker.py.
 """
 
 from __future__ import annotations

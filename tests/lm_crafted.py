@@ -1,4 +1,4 @@
-"""Crafted language-model certificates for the checker's limits (tests/test_lm_limits.py,
+"""Crafted language-model certificates for the checker's limits (tests/lm/test_lm_limits.py,
 scripts/fuzz_lm_checker.py): a small genuine certificate, edits of it that stress one
 cost each (a huge logit scale, a huge norm gain, a long code-length claim, a gzip file that
 inflates to a large zero model), re-digested so that only the edit is judged."""

@@ -1,7 +1,7 @@
 """Fuzzing the language-model checker: genuine bases, a crafted corpus (near ties,
 degenerate heads, extreme scales, code-length claims at the edge) and mutations of every
 field, each answer judged by the independent mpmath reference (tests/lm_reference.py).
-Used by tests/test_lm_fuzz.py (a small count) and scripts/fuzz_lm_checker.py (10^4)."""
+Used by tests/lm/test_lm_fuzz.py (a small count) and scripts/fuzz_lm_checker.py (10^4)."""
 
 from __future__ import annotations
 

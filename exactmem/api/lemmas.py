@@ -1,7 +1,7 @@
 """The lemma proofs of ``proofs/`` (``exactmem prove``), run as a program.
 
 ``proofs/`` sits above the package: it imports exactmem, and exactmem never imports it
-(no import, no load by path; ``tests/test_layering.py`` holds both).  This module starts
+(no import, no load by path; ``tests/cli/test_layering.py`` holds both).  This module starts
 it as a separate Python process, ``python -m exactmem._proofs`` in an installation
 (setup.py installs the folder there) or ``python -m proofs`` in a checkout (the folder
 beside ``exactmem/``), with the ``exactmem`` this process runs first on the path, and

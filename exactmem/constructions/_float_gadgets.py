@@ -7,7 +7,7 @@ round.  The gadgets here keep every sum of absolute values of the terms small: a
 in ``{0, 1}``) before anything multiplies it.  Each gadget is a list of *steps* (affine maps
 over named channels, a ReLU between two steps, see :class:`~._gadgets.Program`); gadgets for
 parallel tables are merged step by step.  The bound on ``sum |terms|`` of each step is
-stated in its docstring; ``tests/test_float_gadgets.py`` checks values and bounds.
+stated in its docstring; ``tests/constructions/test_float_gadgets.py`` checks values and bounds.
 
 * :func:`mod_steps` -- ``c -> 2 (c mod M)`` for integers ``lo <= c <= hi`` (3 steps);
 * :func:`bank_steps` -- block bank: ``X = 2x -> (words of block x // F, 2 (x mod F))`` for

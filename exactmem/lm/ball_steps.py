@@ -102,7 +102,7 @@ largest at ``sqrt 2`` and least at ``-sqrt 2``: ``Phi(sqrt 2) + sqrt 2 phi(sqrt 
 1.129`` and ``Phi(-sqrt 2) - sqrt 2 phi(sqrt 2) > -0.13``.  Tanh form, as ``x sigma(y)``,
 ``y = 2c(x + a x^3)``: ``GELU' = sigma(y) + x sigma(y)(1 - sigma(y)) y'``; on ``[-10, 10]``
 arb's interval evaluation of this formula over 1,280 sub-intervals of width 1/64 stays in
-``[-0.14, 1.135]`` (``tests/test_lm_fast.py::test_gelu_derivative_bound`` re-runs it, for both
+``[-0.14, 1.135]`` (``tests/lm/test_lm_fast.py::test_gelu_derivative_bound`` re-runs it, for both
 forms); for ``x >= 10``, ``y >= 16``, so ``GELU'`` lies in ``[1 - e^-16, 1 + x e^-y y']`` and
 ``x e^-y y' <= 3 10^-5`` there (decreasing); for ``x <= -10``, ``0 <= sigma(y) <= e^-16`` and
 ``|x sigma(y) y'| <= 3 10^-5`` likewise."""
@@ -112,7 +112,7 @@ SILU_LIP = 1.11
 """A bound of ``|SiLU'|`` on the whole real line (the sup is about 1.0998).  ``SiLU' =
 s (1 + x (1 - s))`` with ``s = 1 / (1 + e^-x)``; on ``[-10, 10]`` arb's interval evaluation
 over sub-intervals of width 1/64 stays in ``[-0.11, 1.101]``
-(``tests/test_lm_silu.py::test_silu_derivative_bound``); for ``x >= 10``, ``0 <= SiLU' <= 1 +
+(``tests/lm/test_lm_silu.py::test_silu_derivative_bound``); for ``x >= 10``, ``0 <= SiLU' <= 1 +
 x e^-x < 1.001``; for ``x <= -10``, ``|SiLU'| <= e^x (1 + |x|) < 10^-3``."""
 
 LIPSCHITZ = {"gelu_tanh": GELU_LIP, "gelu_erf": GELU_LIP, "silu": SILU_LIP}

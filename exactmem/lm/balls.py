@@ -17,7 +17,7 @@ new midpoint and radius is bounded, never estimated.  What is assumed (docs/trai
   ``(1 - gamma_k) A B - k eta``;
 - nothing of ``np.exp``, ``np.tanh`` or any library function: ``exp``, ``tanh`` and ``erf``
   are Taylor sums of basic operations with counted roundings (:func:`exp_point`,
-  :func:`tanh_ball`, :func:`_erf_point`); ``tests/test_lm_fast.py`` checks them against
+  :func:`tanh_ball`, :func:`_erf_point`); ``tests/lm/test_lm_fast.py`` checks them against
   python-flint's arb.
 
 The one lemma every radius uses: a non-negative quantity computed from non-negative floats by

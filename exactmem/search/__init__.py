@@ -1,7 +1,7 @@
 """Search for minimal hardmax Transformers that memorize a dataset.
 
 The wing is layered; each subpackage imports only the ones above it in this list
-(``tests/test_layering.py`` keeps it so):
+(``tests/cli/test_layering.py`` keeps it so):
 
 * :mod:`~exactmem.search.question` -- what is asked and what an answer is (shapes,
   outcomes, labelling classes);

@@ -23,7 +23,7 @@ from exactmem.errors import SpecError  # noqa: E402
 from exactmem.model.dataset import Dataset  # noqa: E402
 from exactmem.model.interval_verdict import certify_interval, softmax_hint  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 V = 8
 
 

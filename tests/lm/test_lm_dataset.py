@@ -14,7 +14,7 @@ from exactmem.errors import DatasetError
 from exactmem.lm.tokens import next_token_dataset, read_tokens
 from exactmem.model.dataset import load_dataset
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lm_dataset.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lm_dataset.py"
 
 
 def test_the_next_token_labels_every_position() -> None:

@@ -15,7 +15,7 @@ import exactmem
 from exactmem.errors import CertificateError, ExactmemError, UnknownConstructionError
 from exactmem.model.dataset import Dataset
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def python_blocks(page: str) -> list[str]:

@@ -11,7 +11,7 @@ from exactmem.checker import check_file
 from proofs import lemma_gadgets
 from proofs.framework import discover
 
-REFERENCE = Path(__file__).resolve().parent.parent / "proofs" / "reference"
+REFERENCE = Path(__file__).resolve().parents[2] / "proofs" / "reference"
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 32])

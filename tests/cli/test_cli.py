@@ -176,7 +176,7 @@ def test_proofs_run_as_a_program_beside_the_package() -> None:
     assert len(names) >= 9 and "gadget.G6.label-selection" in names
     assert [x.name for x in fw.select("label_selection")] == ["gadget.G6.label-selection"]
     assert fw.select("no-such-lemma") == []
-    setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    setup = (Path(__file__).resolve().parents[2] / "setup.py").read_text()
     assert '"exactmem._proofs"' in setup and '"proofs*"' not in setup
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from exactmem.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NEXT = "kajitsuka2025-next-token"
 READINGS = ("label_bits_per_nonzero", "label_bits_per_dense", "label_bits_per_stored_bit")
 

@@ -369,5 +369,5 @@ def test_reference_certificates_encode_as_before(name: str) -> None:
 
     from exactmem.certificate import read_certificate
 
-    cert = read_certificate(Path(__file__).resolve().parents[1] / "proofs" / "reference" / name)
+    cert = read_certificate(Path(__file__).resolve().parents[2] / "proofs" / "reference" / name)
     assert spec_to_json(spec_from_certificate(cert)) == cert["network"]

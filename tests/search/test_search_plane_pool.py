@@ -178,7 +178,7 @@ def test_the_documented_n16_networks_are_verified_by_the_checker(word: str) -> N
     import subprocess
     import sys
 
-    path = Path(__file__).parents[1] / "docs" / "results" / \
+    path = Path(__file__).parents[2] / "docs" / "results" / \
         f"all_labelings_bits2_n16_L1H1m2q1_{word}.cert.json"
     proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(path)],
                           capture_output=True, text=True, timeout=120)

@@ -136,7 +136,7 @@ def test_the_api_page_search_example_runs(tmp_path: Path, monkeypatch: pytest.Mo
                                           capsys: pytest.CaptureFixture[str]) -> None:
     import re
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
     block = re.findall(r"```python\n(.*?)```", page, re.S)[0]
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/api.md", "exec"), {"__name__": "docs_api_search"})
@@ -152,7 +152,7 @@ def test_the_readme_search_lines_run_as_written(tmp_path: Path) -> None:
 
     from exactmem.cli import build_parser
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     starts = ("exactmem generate --task next-token --N 6 ", "exactmem search small.json",
               "exactmem check-proof ", "exactmem check-search ")
     lines = [x.split("  #")[0].strip() for x in readme.splitlines() if x.startswith(starts)]

@@ -12,7 +12,7 @@ from types import ModuleType
 from exactmem.checker import check_file
 from exactmem.checker.proofs.lrat import check_lrat_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def probe_module() -> ModuleType:

@@ -22,7 +22,7 @@ from exactmem.cli import main  # noqa: E402
 from exactmem.errors import NotExactError, SpecError  # noqa: E402
 from exactmem.model.spec import Embedding  # noqa: E402
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="module")

@@ -230,7 +230,7 @@ def test_docs_loading_snippets_run(certified: tuple[Path, Dataset], tmp_path: Pa
     import sys
 
     cert, ds = certified
-    text = (Path(__file__).parent.parent / "docs" / "export.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "export.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 3
     plain, st_loader, ort_snippet = blocks

@@ -18,7 +18,7 @@ import pytest
 
 from exactmem.checker.dataset import canonical
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 CERTS = sorted(RESULTS.glob("capacity_gpt2_*.json.gz"))
 
 
