@@ -103,6 +103,9 @@ class OnnxOps(Ops[str]):
     def activation(self, x: str) -> str:
         return _activation(self.g, self.spec, x)
 
+    def product(self, a: str, b: str) -> str:
+        return self.g.op("Mul", [a, b])
+
     def residual(self, x: str, h: str, name: str) -> str:
         return self.g.op("Add", [x, _affine(self.g, self.spec, h, name)])
 
@@ -175,6 +178,12 @@ def build_onnx(spec: LMSpec, dtype: str) -> Any:
     """The ONNX ``ModelProto`` of ``spec`` in ``dtype`` (module docstring)."""
     import onnx
 
+    from exactmem.errors import SpecError
+
+    attn = [t for t in spec.uncertified() if not t.startswith(("activation", "parallel",
+                                                                 "gated"))]
+    if attn:  # only certified models are exported; these are not in certificates yet
+        raise SpecError(f"ONNX graph: {', '.join(attn)} not in the graph yet")
     g = Graph(dtype)
     one = g.const("one", np.array(1, dtype=np.int64))
     n = g.op("Gather", [g.op("Shape", ["tokens"]), one], axis=0)
