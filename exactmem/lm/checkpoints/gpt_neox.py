@@ -6,8 +6,9 @@ embedding), per layer ``input_layernorm`` / ``post_attention_layernorm`` (LayerN
 bias, ``layer_norm_eps``), ``attention.query_key_value`` (stored per head as ``q_h | k_h |
 v_h``; reordered into the spec's ``q | k | v``), ``attention.dense``, ``mlp.dense_h_to_4h``
 / ``dense_4h_to_h`` (``hidden_act`` ``gelu`` = the erf form, ``gelu_new`` /
-``gelu_pytorch_tanh`` = the tanh form), ``final_layer_norm``, ``embed_out`` (untied, or tied
-with ``tie_word_embeddings``); ``use_parallel_residual`` (both forms); rotary positions on
+``gelu_pytorch_tanh`` = the tanh form), ``final_layer_norm``, ``embed_out`` (``lm_head``
+in a ``transformers`` 5 state dict; untied, or tied with ``tie_word_embeddings``);
+``use_parallel_residual`` (both forms); rotary positions on
 ``int(d_head * partial_rotary_factor)`` dims (``rope_parameters`` or the older
 ``rotary_pct``, default 0.25) with ``rope_theta`` (older ``rotary_emb_base``, default 10000)
 and the frequencies :func:`~exactmem.lm.checkpoints.hf_files.inv_freq`.  Refused by name:
@@ -80,7 +81,7 @@ def load_gpt_neox(path: str | Path) -> LMSpec:
     tensors: dict[str, np.ndarray] = {INV_FREQ: inv_freq(theta, rot)}
     names = {"gpt_neox.embed_in.weight": "wte", "gpt_neox.final_layer_norm.weight":
              "lnf.weight", "gpt_neox.final_layer_norm.bias": "lnf.bias",
-             "embed_out.weight": "head"}
+             "embed_out.weight": "head", "lm_head.weight": "head"}  # transformers 5's name
     for i in range(layers):
         for theirs, ours in BLOCK.items():
             for kind in ("weight", "bias"):
@@ -92,6 +93,8 @@ def load_gpt_neox(path: str | Path) -> LMSpec:
             raise SpecError(f"{path}: tensor {key} is not part of a GPT-NeoX causal LM "
                             "(unsupported layer)")
         ours = names[key]
+        if ours == "head" and "embed_out.weight" in raw and "lm_head.weight" in raw:
+            raise SpecError(f"{path}: both embed_out.weight and lm_head.weight (one head)")
         if ours == "head" and tied:
             if not np.array_equal(value, raw.get("gpt_neox.embed_in.weight", value)):
                 raise SpecError("embed_out.weight differs from embed_in.weight although "

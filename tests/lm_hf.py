@@ -1,0 +1,62 @@
+"""Small ``transformers`` causal LMs saved with ``save_pretrained`` for the GPT-NeoX and
+LLaMA-style import tests, and the checks every domain must pass on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import flint
+import numpy as np
+
+from exactmem.lm import balls as I
+from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import logits64
+from exactmem.lm.normballs import NormWeights, logit_bounds
+from exactmem.lm.positions import prove_positions
+
+VOCAB, CONTEXT = 50, 16
+
+
+def save(model: Any, path: Path, **kw: Any) -> Path:
+    """``model.save_pretrained(path, **kw)`` without progress bars."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    model.save_pretrained(str(path), **kw)
+    return path
+
+
+def tokens(seed: int, count: int, n: int = CONTEXT) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VOCAB, (count, n))
+
+
+def check_domains(spec: LMSpec, toks: np.ndarray) -> tuple[int, int]:
+    """Norm balls contain the float64 logits; arb balls (every block in arb) meet the norm
+    balls and are tight around the float64 logits; torch (float64) agrees with float64.
+    Returns ``(proved, positions)`` of the norm-ball producer on the float64 argmax."""
+    import torch
+
+    from exactmem.lm.torchrun import torch_logits
+
+    z = logits64(spec, toks)
+    with np.errstate(all="ignore"):
+        mid, rad = logit_bounds(NormWeights(spec), toks)
+    lo, hi = I.lohi((mid, rad))
+    assert (lo <= z).all() and (z <= hi).all()
+    assert float(rad.max()) < 1e-4 * max(1.0, float(np.abs(z).max()))
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    old = flint.ctx.prec
+    try:
+        prove_positions(spec, toks[:2].tolist(), z[:2].argmax(-1).tolist(), producer="arb",
+                        on_logits=lambda i, a, b: seen.append((a, b)))
+    finally:
+        flint.ctx.prec = old
+    for i, (a, b) in enumerate(seen):  # both contain the exact logits: they meet
+        assert (np.maximum(a, lo[i]) <= np.minimum(b, hi[i])).all()
+        assert float(np.abs(a - z[i]).max()) < 1e-9 and float((b - a).max()) < 1e-9
+    state = {k: torch.from_numpy(v) for k, v in spec.tensors.items()}
+    assert float(np.abs(torch_logits(spec, state, toks) - z).max()) < 1e-12
+    fast = prove_positions(spec, toks.tolist(), z.argmax(-1).tolist(), producer="fast")
+    return fast.count, int(toks.size)
