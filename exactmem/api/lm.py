@@ -228,6 +228,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                                      for x, y in zip(ours, ds.labels, strict=True)]
     if (failed and not partial) or not bounds.count:
         return result
+    if spec.uncertified():  # no output (refused above): the producer's positions, unchecked
+        say(f"not checked: {', '.join(spec.uncertified())} not in the certificate format yet")
+        result.checked, result.code_lengths = False, []
+        return result
     out = Path(output) if output is not None else None
     where = out.resolve().parent if out is not None else Path.cwd()
     rel = os.path.relpath(Path(data).resolve(), where) if bind_dataset else None

@@ -8,6 +8,13 @@ RMSNorm), GELU and softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``
 ``exp``.  A *state* is a list of rows (one per position, sequences of ``n`` positions one after
 another), each row ``d_model`` arb balls that contain the exact residual-stream vector.  Call
 with ``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
+
+Rotary positions (:func:`rotary_tables`): the certified function uses the exact reals
+``cos(p omega_j)`` and ``sin(p omega_j)``, ``omega_j`` the stored float ``rope.inv_freq[j]``
+(the float32 value ``transformers`` computes, exactly) and ``p`` the position; the product
+``p omega_j`` is exact at :data:`PREC` bits and arb's ``cos`` / ``sin`` enclose the values
+rigorously.  (The model's own tables are the float32 roundings of cos and sin at the float32
+rounding of ``p omega_j``: within ``2^-24 (1 + p omega_j)`` of these.)
 """
 
 from __future__ import annotations

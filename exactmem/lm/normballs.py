@@ -20,9 +20,14 @@ segment from ``m`` to ``x``):
   ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
   (:func:`~exactmem.lm.ball_steps.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
   ``v_j``, plus ``sum_j w_j rho_{v_j}``;
+- rotary positions: an exact rotation of each head's ``q`` and ``k`` (orthogonal: the radius
+  stays), its midpoint enclosed with cos/sin balls from arb
+  (:meth:`NormWeights.rotary_balls`); grouped-query heads share their key/value radius;
+- a gated MLP's product ``a * b``: ``max|b| rho_a + max|a| rho_b + rho_a rho_b``
+  (:meth:`NormWeights.product`);
 - logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
-An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers and
-a missing final norm only reorder or drop these steps.
+An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers,
+parallel blocks and a missing final norm only reorder or drop these steps.
 """
 
 from __future__ import annotations
