@@ -60,3 +60,16 @@ def check_domains(spec: LMSpec, toks: np.ndarray) -> tuple[int, int]:
     assert float(np.abs(torch_logits(spec, state, toks) - z).max()) < 1e-12
     fast = prove_positions(spec, toks.tolist(), z.argmax(-1).tolist(), producer="fast")
     return fast.count, int(toks.size)
+
+
+def check_onnx(spec: LMSpec, toks: np.ndarray) -> None:
+    """The float64 ONNX graph computes the float64 logits (where onnxruntime is installed)."""
+    import pytest
+
+    ort = pytest.importorskip("onnxruntime")
+    from exactmem.lm.onnx_graph import build_onnx
+
+    sess = ort.InferenceSession(build_onnx(spec, "float64").SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    z = logits64(spec, toks)
+    assert float(np.abs(sess.run(["logits"], {"tokens": toks})[0] - z).max()) < 1e-12

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lm_hf import VOCAB, check_domains, save, tokens
+from lm_hf import VOCAB, check_domains, check_onnx, save, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -44,6 +44,7 @@ def test_score_options(tmp_path: Path, inverse: bool, scaled: bool, refused: str
     assert float(np.abs(logits64(plain, toks) - theirs).max()) > 1e-6  # the option matters
     proved, positions = check_domains(spec, tokens(1, 4))
     assert proved >= 0.98 * positions
+    check_onnx(spec, tokens(1, 2))
     ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
                  sequences=((0, 1, 2),), labels=((1, 2, 3),))
     with pytest.raises(SpecError, match=f"^{refused}"):

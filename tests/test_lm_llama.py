@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_hf import CONTEXT, VOCAB, check_domains, save, tokens
+from lm_hf import CONTEXT, VOCAB, check_domains, check_onnx, save, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -70,6 +70,7 @@ def test_qwen2_and_mistral(kind: str, tmp_path: Path) -> None:
 def test_every_domain_encloses_the_function(saved: Path) -> None:
     proved, positions = check_domains(load_llama(saved), tokens(1, 8))
     assert proved >= 0.98 * positions
+    check_onnx(load_llama(saved), tokens(1, 3, 11))
 
 
 def test_sharded_and_single_file(saved: Path, tmp_path: Path) -> None:

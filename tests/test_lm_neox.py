@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_hf import CONTEXT, VOCAB, check_domains, save, tokens
+from lm_hf import CONTEXT, VOCAB, check_domains, check_onnx, save, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -62,6 +62,7 @@ def test_import_equals_transformers(saved: Path) -> None:
 def test_every_domain_encloses_the_function(saved: Path) -> None:
     proved, positions = check_domains(load_gpt_neox(saved), tokens(1, 8))
     assert proved >= 0.98 * positions
+    check_onnx(load_gpt_neox(saved), tokens(1, 3, 11))
 
 
 def test_every_layout_reads_the_same(saved: Path, tmp_path: Path) -> None:
