@@ -73,3 +73,42 @@ def check_onnx(spec: LMSpec, toks: np.ndarray) -> None:
                                 providers=["CPUExecutionProvider"])
     z = logits64(spec, toks)
     assert float(np.abs(sess.run(["logits"], {"tokens": toks})[0] - z).max()) < 1e-12
+
+
+def float64_transformers_logits(path: Path, cls: str, toks: np.ndarray) -> np.ndarray:
+    """transformers' forward pass in float64 with its two float32 steps made float64: the
+    rotary tables (``cos``/``sin`` of ``p omega_j``, computed in float32 by the library) and
+    LLaMA's RMSNorm (computed in float32 whatever the dtype).  That is the certified function
+    (docs/trained-models.md, "Which rotary function is certified") evaluated in float64, so
+    the rigorous norm balls must contain these logits."""
+    import torch
+    import transformers
+
+    model = getattr(transformers, cls).from_pretrained(
+        str(path), dtype=torch.float64, attn_implementation="sdpa").eval()
+
+    def rotary(self: Any, x: Any, position_ids: Any) -> tuple[Any, Any]:
+        freqs = position_ids[..., None].double() * self.inv_freq.double()
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def rmsnorm(self: Any, h: Any) -> Any:
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True)
+                                              + self.variance_epsilon))
+
+    for mod in model.modules():
+        name = type(mod).__name__
+        if name.endswith("RotaryEmbedding"):
+            mod.forward = rotary.__get__(mod)
+        elif name.endswith("RMSNorm"):
+            mod.forward = rmsnorm.__get__(mod)
+    with torch.no_grad():
+        return model(torch.as_tensor(toks)).logits.double().numpy()
+
+
+def check_contains(spec: LMSpec, path: Path, cls: str, toks: np.ndarray) -> None:
+    """The norm balls contain transformers' float64 logits with float64 tables and norms."""
+    theirs = float64_transformers_logits(path, cls, toks)
+    with np.errstate(all="ignore"):
+        lo, hi = I.lohi(logit_bounds(NormWeights(spec), toks))
+    assert (lo <= theirs).all() and (theirs <= hi).all()

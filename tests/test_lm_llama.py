@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_hf import CONTEXT, VOCAB, check_domains, check_onnx, save, tokens
+from lm_hf import CONTEXT, VOCAB, check_contains, check_domains, check_onnx, save, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -71,6 +71,12 @@ def test_every_domain_encloses_the_function(saved: Path) -> None:
     proved, positions = check_domains(load_llama(saved), tokens(1, 8))
     assert proved >= 0.98 * positions
     check_onnx(load_llama(saved), tokens(1, 3, 11))
+
+
+def test_the_balls_contain_transformers_with_exact_tables(saved: Path) -> None:
+    """With its float32 steps made float64, transformers' logits lie in the norm balls:
+    the certified function is the model's with exact rotary tables."""
+    check_contains(load_llama(saved), saved, "LlamaForCausalLM", tokens(4, 4))
 
 
 def test_sharded_and_single_file(saved: Path, tmp_path: Path) -> None:

@@ -153,7 +153,8 @@ def inv_freq(theta: float, dim: int) -> np.ndarray:
 def hf_logits(path: str | Path, cls: str, tokens: np.ndarray, spec_inv_freq: np.ndarray | None
               ) -> np.ndarray:
     """The checkpoint's own forward pass (``transformers.<cls>`` loaded in float64, eval mode,
-    eager attention): logits ``[N, n, vocab]``.  With ``spec_inv_freq``, the model's rotary
+    torch's scaled-dot-product attention: the eager path of GPT-NeoX computes the softmax in
+    float32): logits ``[N, n, vocab]``.  With ``spec_inv_freq``, the model's rotary
     ``inv_freq`` buffers must equal the imported frequencies exactly."""
     try:
         import torch
@@ -166,7 +167,7 @@ def hf_logits(path: str | Path, cls: str, tokens: np.ndarray, spec_inv_freq: np.
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     model = getattr(transformers, cls).from_pretrained(
-        str(checkpoint_dir(path)), dtype=torch.float64, attn_implementation="eager")
+        str(checkpoint_dir(path)), dtype=torch.float64, attn_implementation="sdpa")
     model.eval()
     if spec_inv_freq is not None:
         for name, buf in model.named_buffers():
