@@ -130,3 +130,18 @@ def test_no_certificate_yet(saved: Path) -> None:
     with pytest.raises(SpecError, match="^rotary positions, grouped-query attention "
                                         r"\(kv_heads\), gated MLP \(SwiGLU\): not in the"):
         build_lm_certificate(dataclasses.replace(spec, activation="relu"), ds, [[0]], True)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("kv_heads", 3, "kv_heads: expected 0 or a divisor of heads = 4"),
+    ("rotary_dims", 5, "rotary_dims: expected an even number from 0 to d_head = 16"),
+    ("rotary_dims", 18, "rotary_dims: expected an even number"),
+    ("norm_first", False, "parallel_residual: needs norm_first"),
+])
+def test_the_spec_refuses_bad_fields(saved: Path, field: str, value: object,
+                                     message: str) -> None:
+    spec = load_llama(saved)
+    if field == "norm_first":
+        spec = dataclasses.replace(spec, parallel_residual=True)
+    with pytest.raises(SpecError, match=message):
+        dataclasses.replace(spec, **{field: value})  # type: ignore[arg-type]
