@@ -65,8 +65,10 @@ def layer_of(name: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LMSpec:
-    """A pre-LN decoder: its shape and its tensors (float64 arrays holding the stored floats
+    """A decoder: its shape and its tensors (float64 arrays holding the stored floats
     exactly; names and shapes in :meth:`shapes`).  Bias tensors may be absent (zero).
+    ``kv_heads``, ``rotary_dims``, ``parallel_residual``, ``gated_mlp``, ``score_scale`` and
+    ``inverse_layer_scale``: the module docstring (GPT-2's function by default).
     ``norm``: every norm of the model (``ln1``, ``ln2``, ``lnf``) is a LayerNorm or every one
     an RMSNorm; ``layer_norm_eps`` is the eps of all of them."""
 
