@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import cast
 
 import flint
+import numpy as np
 
 from exactmem.lm import block
 from exactmem.lm.block import Ops
@@ -116,6 +117,26 @@ def rotary_tables(inv_freq: Sequence[float], n: int) -> tuple[Rows, Rows]:
     w = [flint.arb(x) for x in inv_freq]
     angles = [[flint.arb(p) * x for x in w] for p in range(n)]
     return [[a.cos() for a in r] for r in angles], [[a.sin() for a in r] for r in angles]
+
+
+def rotary_balls(inv_freq: Sequence[float], n: int
+                 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Float64 balls ``(mid, rad)`` ``[n, r/2]`` that contain ``cos(p omega_j)`` and ``sin(p
+    omega_j)``, from arb once per (position, frequency) at :data:`PREC` bits: the midpoint is
+    the float nearest arb's midpoint, the radius arb's ``|ball - midpoint|`` rounded upward."""
+    old = flint.ctx.prec
+    flint.ctx.prec = PREC
+    try:
+        out = []
+        for table in rotary_tables(inv_freq, n):
+            mid = [[float(v.mid()) for v in r] for r in table]
+            rad = [[float64(abs(v - flint.arb(f)).upper(), False) for v, f in zip(r, mr,
+                                                                                   strict=True)]
+                   for r, mr in zip(table, mid, strict=True)]
+            out.append((np.array(mid).reshape(n, -1), np.array(rad).reshape(n, -1)))
+    finally:
+        flint.ctx.prec = old
+    return out[0], out[1]
 
 
 def _rotate(v: list[flint.arb], c: list[flint.arb], s: list[flint.arb]) -> list[flint.arb]:

@@ -163,27 +163,12 @@ class NormWeights(Ops[NBall]):
         return m, I.up(rho + norm_up(e), 2)
 
     def rotary_balls(self, n: int) -> tuple[I.Ball, I.Ball]:
-        """Float64 balls ``[n, r/2]`` that contain ``cos(p omega_j)`` and ``sin(p omega_j)``,
-        from python-flint's arb once per (position, frequency): the midpoint is the float
-        nearest arb's midpoint, the radius arb's ``|ball - midpoint|`` rounded upward."""
+        """Float64 balls ``[n, r/2]`` of ``cos(p omega_j)`` and ``sin(p omega_j)``
+        (:func:`~exactmem.lm.arb.rotary_balls`), computed once per length ``n``."""
         if n not in self.tables:
-            import flint
+            from exactmem.lm.arb import rotary_balls
 
-            from exactmem.lm.arb import PREC, float64, rotary_tables
-
-            old = flint.ctx.prec
-            flint.ctx.prec = PREC
-            try:
-                out = []
-                for table in rotary_tables(self.t[INV_FREQ].tolist(), n):
-                    mid = np.array([[float(v.mid()) for v in r] for r in table])
-                    rad = np.array([[float64(abs(v - flint.arb(f)).upper(), False)
-                                     for v, f in zip(r, mr, strict=True)]
-                                    for r, mr in zip(table, mid.tolist(), strict=True)])
-                    out.append((mid, rad))
-            finally:
-                flint.ctx.prec = old
-            self.tables[n] = (out[0], out[1])
+            self.tables[n] = rotary_balls(self.t[INV_FREQ].tolist(), n)
         return self.tables[n]
 
     def affine(self, x: NBall, name: str) -> tuple[np.ndarray, np.ndarray]:
