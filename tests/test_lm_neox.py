@@ -136,3 +136,18 @@ def test_the_pipeline_proves_positions_without_a_certificate(saved: Path) -> Non
     assert res.proved >= 0.98 * res.positions and not res.checked and not res.written
     assert "GPTNeoXForCausalLM" in res.compared
     assert any(line.startswith("not checked: rotary positions") for line in lines)
+
+
+def test_older_config_keys(saved: Path, tmp_path: Path) -> None:
+    """``rotary_pct`` / ``rotary_emb_base`` (configs written before ``rope_parameters``)
+    read as their successors."""
+    old = tmp_path / "old"
+    shutil.copytree(saved, old)
+    cfg = json.loads((old / "config.json").read_text())
+    cfg.pop("rope_parameters")
+    (old / "config.json").write_text(json.dumps({**cfg, "rotary_pct": 0.5,
+                                                 "rotary_emb_base": 100.0}))
+    spec = load_gpt_neox(old)
+    assert spec.rotary_dims == 8
+    want = [100.0 ** (-j / 4) for j in range(4)]  # theta^(-2j/r), r = 8, in float32
+    assert np.allclose(spec.get(INV_FREQ), want, rtol=2 ** -23, atol=0)
