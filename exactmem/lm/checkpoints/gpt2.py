@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.lm.checkpoints.hf_files import checkpoint_dir, model_type, read_config, read_tensors
+from exactmem.lm.checkpoints.hf_files import checkpoint_dir, read_config, read_tensors
 from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
@@ -42,11 +42,6 @@ def tensor_names(layers: int, prefix: str = "") -> dict[str, str]:
             for kind in ("weight", "bias"):
                 names[f"{prefix}h.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
     return names
-
-
-def is_gpt2_dir(path: Path) -> bool:
-    """A GPT-2 checkpoint: a directory (or a weights file) with a ``gpt2`` config."""
-    return model_type(path) == "gpt2"
 
 
 def _config(path: Path) -> dict[str, Any]:
