@@ -29,8 +29,8 @@ import numpy as np
 
 from exactmem.errors import SpecError
 
-FORMATS = ("auto", "gpt2", "nanogpt", "torch-encoder", "export")
-KINDS = ("gpt2", "nanogpt", "torch-encoder")  # the language-model importers
+FORMATS = ("auto", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder", "export")
+KINDS = ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder")  # the LM importers
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, float64 against float64
 
 
@@ -62,6 +62,18 @@ def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
 
         return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
                 "transformers' GPT2LMHeadModel")
+    if kind == "gpt-neox":
+        from exactmem.lm.checkpoints.gpt_neox import gpt_neox_logits, load_gpt_neox
+
+        spec = load_gpt_neox(model)
+        return (spec, lambda toks: gpt_neox_logits(model, spec, toks),
+                "transformers' GPTNeoXForCausalLM")
+    if kind == "llama":
+        from exactmem.lm.checkpoints.llama import llama_logits, load_llama
+
+        spec = load_llama(model)
+        return (spec, lambda toks: llama_logits(model, spec, toks),
+                "transformers' LLaMA-style causal LM")
     if kind == "nanogpt":
         from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits
 
@@ -133,6 +145,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     t: dict[str, float] = {}
     clock = time.perf_counter()
     spec, own_forward, own_name = load_lm(model, kind)
+    if output is not None:  # before any work: a part the certificate format lacks
+        from exactmem.lm.certfile import refuse_uncertified
+
+        refuse_uncertified(spec)
     if spec.layer_norm_eps == 0:
         raise SpecError("layer_norm_eps is 0: a norm input of zero variance (RMSNorm: a zero "
                         "input) would divide by 0, so the function is not defined everywhere; "
@@ -211,6 +227,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         result.float_code_lengths = [code_length_float(x, y)
                                      for x, y in zip(ours, ds.labels, strict=True)]
     if (failed and not partial) or not bounds.count:
+        return result
+    if spec.uncertified():  # no output (refused above): the producer's positions, unchecked
+        say(f"not checked: {', '.join(spec.uncertified())} not in the certificate format yet")
+        result.checked, result.code_lengths = False, []
         return result
     out = Path(output) if output is not None else None
     where = out.resolve().parent if out is not None else Path.cwd()

@@ -100,7 +100,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     reference module built from the saved config, after the config's reading is compared
     with the other readings of its tensors (``strict_config``; docs/certify-model.md,
     "Which function").  ``kind``: "auto" (detected), "export", or a language-model
-    importer ("gpt2", "nanogpt", "torch-encoder").
+    importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"; the rotary models
+    are proved but not yet written as certificates: docs/trained-models.md).
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -111,9 +112,9 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     written only when every sequence is memorized and the checker verifies; otherwise the
     result lists the failing sequences.  Unusable input raises an ``ExactmemError``.
     """
-    if kind not in ("auto", "export", "gpt2", "nanogpt", "torch-encoder"):
-        raise SpecError(f"kind: expected auto, export, gpt2, nanogpt or torch-encoder, found "
-                        f"{kind!r}")
+    if kind not in ("auto", "export", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"):
+        raise SpecError(f"kind: expected auto, export, gpt2, gpt-neox, llama, nanogpt or "
+                        f"torch-encoder, found {kind!r}")
     lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
     if lm is not None:
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,

@@ -33,9 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
-    p.add_argument("--format", choices=("auto", "gpt2", "nanogpt", "torch-encoder", "export"),
+    p.add_argument("--format", choices=("auto", "gpt2", "gpt-neox", "llama", "nanogpt",
+                                        "torch-encoder", "export"),
                    default="auto",
-                   help="MODEL's kind: a GPT-2 checkpoint directory, a nanoGPT checkpoint, a "
+                   help="MODEL's kind: a GPT-2, GPT-NeoX or LLaMA-style (Qwen2, Mistral) "
+                        "save_pretrained directory (the last two not yet in certificates), "
+                        "a nanoGPT checkpoint, a "
                         "stack of nn.TransformerEncoderLayer (docs/trained-models.md), the "
                         "export layout, or auto (detected)")
     p.add_argument("--partial", action="store_true",

@@ -8,6 +8,13 @@ RMSNorm), GELU and softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``
 ``exp``.  A *state* is a list of rows (one per position, sequences of ``n`` positions one after
 another), each row ``d_model`` arb balls that contain the exact residual-stream vector.  Call
 with ``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
+
+Rotary positions (:func:`rotary_tables`): the certified function uses the exact reals
+``cos(p omega_j)`` and ``sin(p omega_j)``, ``omega_j`` the stored float ``rope.inv_freq[j]``
+(the float32 value ``transformers`` computes, exactly) and ``p`` the position; the product
+``p omega_j`` is exact at :data:`PREC` bits and arb's ``cos`` / ``sin`` enclose the values
+rigorously.  (The model's own tables are the float32 roundings of cos and sin at the float32
+rounding of ``p omega_j``: within ``2^-24 (1 + p omega_j)`` of these.)
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ from fractions import Fraction
 from typing import cast
 
 import flint
+import numpy as np
 
 from exactmem.lm import block
 from exactmem.lm.block import Ops
-from exactmem.lm.decoder import LMSpec
+from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 
 PREC = 128  # bits of the ball midpoints (as the checker carries)
 Rows = list[list[flint.arb]]
@@ -102,18 +110,64 @@ def _gelu(rows: Rows, kind: str) -> Rows:
     return [[half * x * (one + (x / s).erf()) for x in r] for r in rows]
 
 
-def _attention(rows: Rows, heads: int, n: int) -> Rows:
-    """Causal softmax attention on the q|k|v rows of consecutive sequences of length n."""
-    d = len(rows[0]) // 3
-    dh = d // heads
-    scale = 1 / flint.arb(dh).sqrt()
+def rotary_tables(inv_freq: Sequence[float], n: int) -> tuple[Rows, Rows]:
+    """``cos(p omega_j)`` and ``sin(p omega_j)`` as arb balls, ``[n][r/2]``: ``p omega_j``
+    is exact (an integer times a stored float, at :data:`PREC` bits for ``omega_j`` of at
+    most 53 significant bits and ``p < 2^70``), cos and sin are arb's rigorous enclosures."""
+    w = [flint.arb(x) for x in inv_freq]
+    angles = [[flint.arb(p) * x for x in w] for p in range(n)]
+    return [[a.cos() for a in r] for r in angles], [[a.sin() for a in r] for r in angles]
+
+
+def rotary_balls(inv_freq: Sequence[float], n: int
+                 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Float64 balls ``(mid, rad)`` ``[n, r/2]`` that contain ``cos(p omega_j)`` and ``sin(p
+    omega_j)``, from arb once per (position, frequency) at :data:`PREC` bits: the midpoint is
+    the float nearest arb's midpoint, the radius arb's ``|ball - midpoint|`` rounded upward."""
+    old = flint.ctx.prec
+    flint.ctx.prec = PREC
+    try:
+        out = []
+        for table in rotary_tables(inv_freq, n):
+            mid = [[float(v.mid()) for v in r] for r in table]
+            rad = [[float64(abs(v - flint.arb(f)).upper(), False) for v, f in zip(r, mr,
+                                                                                   strict=True)]
+                   for r, mr in zip(table, mid, strict=True)]
+            out.append((np.array(mid).reshape(n, -1), np.array(rad).reshape(n, -1)))
+    finally:
+        flint.ctx.prec = old
+    return out[0], out[1]
+
+
+def _rotate(v: list[flint.arb], c: list[flint.arb], s: list[flint.arb]) -> list[flint.arb]:
+    """Rotary positions on one head's vector ``v`` (``rotate_half`` pairs ``j, j + r/2``)."""
+    half = len(c)
+    a, b = v[:half], v[half:2 * half]
+    return ([x * ci - y * si for x, y, ci, si in zip(a, b, c, s, strict=True)]
+            + [y * ci + x * si for x, y, ci, si in zip(a, b, c, s, strict=True)] + v[2 * half:])
+
+
+def _attention(rows: Rows, spec: LMSpec, layer: int, n: int,
+               tables: tuple[Rows, Rows] | None) -> Rows:
+    """Causal softmax attention on the q|k|v rows of consecutive sequences of length n
+    (rotary positions from ``tables``, grouped-query heads, the scores' divisor of block
+    ``layer``)."""
+    d, dh, heads = spec.d_model, spec.d_head, spec.heads
+    kd, rep = spec.n_kv * dh, heads // spec.n_kv
+    a_, b_ = spec.score_divisor(layer)
+    scale = 1 / (flint.arb(a_).sqrt() * b_)
     out: Rows = [[] for _ in rows]
     for s0 in range(0, len(rows), n):
         seq = rows[s0:s0 + n]
         for h in range(heads):
-            q = flint.arb_mat([r[h * dh:(h + 1) * dh] for r in seq])
-            k = flint.arb_mat([r[d + h * dh:d + (h + 1) * dh] for r in seq])
-            v = flint.arb_mat([r[2 * d + h * dh:2 * d + (h + 1) * dh] for r in seq])
+            g = h // rep
+            qr = [r[h * dh:(h + 1) * dh] for r in seq]
+            kr = [r[d + g * dh:d + (g + 1) * dh] for r in seq]
+            if tables is not None:
+                qr = [_rotate(v, tables[0][p], tables[1][p]) for p, v in enumerate(qr)]
+                kr = [_rotate(v, tables[0][p], tables[1][p]) for p, v in enumerate(kr)]
+            q, k = flint.arb_mat(qr), flint.arb_mat(kr)
+            v = flint.arb_mat([r[d + kd + g * dh:d + kd + (g + 1) * dh] for r in seq])
             scores = (q * k.transpose()).tolist()
             att = []
             for p, srow in enumerate(scores):
@@ -146,7 +200,9 @@ class ArbNet(Ops[Rows]):
                   for name in shapes if len(shapes[name]) == 2 and name.endswith(".weight")}
         self.vec = {name: spec.get(name).tolist() for name in shapes if len(shapes[name]) == 1}
         self.head_mat = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
-        self.wte, self.wpe = spec.get("wte").tolist(), spec.get("wpe").tolist()
+        self.wte = spec.get("wte").tolist()
+        self.wpe = None if spec.rotary_dims else spec.get("wpe").tolist()
+        self.tables: dict[int, tuple[Rows, Rows]] = {}
 
     def norm(self, x: Rows, name: str) -> Rows:
         """The norm ``name`` (LayerNorm, or RMSNorm when ``spec.norm`` says so)."""
@@ -157,7 +213,15 @@ class ArbNet(Ops[Rows]):
         return _affine(x, self.w[name])
 
     def attention(self, x: Rows, name: str) -> Rows:
-        return _attention(_affine(x, self.w[name]), self.spec.heads, self.n)
+        tables = None
+        if self.spec.rotary_dims:
+            if self.n not in self.tables:
+                self.tables[self.n] = rotary_tables(self.vec[INV_FREQ], self.n)
+            tables = self.tables[self.n]
+        return _attention(_affine(x, self.w[name]), self.spec, layer_of(name), self.n, tables)
+
+    def product(self, a: Rows, b: Rows) -> Rows:
+        return [[x * y for x, y in zip(r, s, strict=True)] for r, s in zip(a, b, strict=True)]
 
     def activation(self, x: Rows) -> Rows:
         return _gelu(x, self.spec.activation)
@@ -170,8 +234,10 @@ class ArbNet(Ops[Rows]):
 
     def embed(self, chunk: Sequence[Sequence[int]]) -> Rows:
         """``wte[t_p] + wpe[p]`` for every position of every sequence of ``chunk``."""
-        return [[flint.arb(a) + flint.arb(p) for a, p in zip(self.wte[t], self.wpe[k],
-                                                             strict=True)]
+        if self.wpe is None:  # rotary positions: no position embedding
+            return [[flint.arb(a) for a in self.wte[t]] for seq in chunk for t in seq]
+        wpe = self.wpe
+        return [[flint.arb(a) + flint.arb(p) for a, p in zip(self.wte[t], wpe[k], strict=True)]
                 for seq in chunk for k, t in enumerate(seq)]
 
     def layer(self, x: Rows, i: int, n: int) -> Rows:

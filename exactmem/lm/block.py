@@ -7,9 +7,12 @@ python-flint arb rows, torch tensors, ONNX node names):
 
 - ``norm(x, name)``: the norm ``name`` (LayerNorm or RMSNorm, as ``spec.norm`` says);
 - ``linear(x, name)``: ``x W + b`` with the tensors ``name.weight`` / ``name.bias``;
-- ``attention(x, name)``: ``q | k | v = x W + b`` (``name``), causal multi-head softmax
-  attention with scores ``q.k / sqrt(d_head)``, the heads concatenated;
+- ``attention(x, name)``: ``q | k | v = x W + b`` (``name``), rotary positions on ``q`` and
+  ``k`` when ``spec.rotary_dims`` (each domain's ``rotary``), causal multi-head softmax
+  attention with scores ``q.k`` over ``spec.score_divisor(i)``, grouped-query when
+  ``spec.kv_heads``, the heads concatenated;
 - ``activation(x)``: ``spec.activation`` entry-wise;
+- ``product(a, b)``: the entry-wise product (a gated MLP's ``act(gate) * up``);
 - ``residual(x, h, name)``: ``x + (h W + b)``, the residual stream plus the branch's output
   projection ``name`` (in a decoder every branch ends in one);
 - ``head(x)``: the logits ``x head^T`` (``head = wte`` when tied).
@@ -23,7 +26,9 @@ since its input is not a domain value.
 The function, with ``norm_first`` (pre-LN, GPT-2) a layer is ``x += Attn(LN1(x))`` then
 ``x += MLP(LN2(x))``, ``MLP(h) = act(h W_fc + b_fc) W_proj + b_proj``; post-LN (torch's
 encoder layer default) ``x = LN1(x + Attn(x))`` then ``x = LN2(x + MLP(x))``; the logits
-are ``LNf(x) head^T``, or ``x head^T`` without a final norm.
+are ``LNf(x) head^T``, or ``x head^T`` without a final norm.  A parallel block (GPT-NeoX's
+``use_parallel_residual``) is ``x + Attn(LN1(x)) + MLP(LN2(x))``; a gated MLP (SwiGLU) is
+``(act(h W_gate + b_gate) * (h W_fc + b_fc)) W_proj + b_proj``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ class Ops(Generic[X]):
     def activation(self, x: X) -> X:
         raise NotImplementedError
 
+    def product(self, a: X, b: X) -> X:
+        raise NotImplementedError
+
     def residual(self, x: X, h: X, name: str) -> X:
         raise NotImplementedError
 
@@ -69,16 +77,28 @@ class Ops(Generic[X]):
         return self.head(self.norm(x, norm))
 
 
+def mlp(ops: Ops[X], x: X, p: str, norm: str | None) -> X:
+    """The MLP of block ``p`` up to its output projection, on ``norm(x)`` (or ``x``)."""
+    if not ops.spec.gated_mlp:
+        if norm is None:
+            return ops.activation(ops.linear(x, p + "mlp.fc"))
+        return ops.activation(ops.norm_linear(x, norm, p + "mlp.fc"))
+    h = x if norm is None else ops.norm(x, norm)
+    return ops.product(ops.activation(ops.linear(h, p + "mlp.gate")), ops.linear(h, p + "mlp.fc"))
+
+
 def layer(ops: Ops[X], x: X, i: int) -> X:
     """Block ``i`` on the residual stream ``x``."""
     p = f"h{i}."
+    if ops.spec.parallel_residual:
+        a = ops.norm_attention(x, p + "ln1", p + "attn")
+        m = mlp(ops, x, p, p + "ln2")
+        return ops.residual(ops.residual(x, a, p + "attn.proj"), m, p + "mlp.proj")
     if ops.spec.norm_first:
         x = ops.residual(x, ops.norm_attention(x, p + "ln1", p + "attn"), p + "attn.proj")
-        mlp = ops.activation(ops.norm_linear(x, p + "ln2", p + "mlp.fc"))
-        return ops.residual(x, mlp, p + "mlp.proj")
+        return ops.residual(x, mlp(ops, x, p, p + "ln2"), p + "mlp.proj")
     x = ops.norm(ops.residual(x, ops.attention(x, p + "attn"), p + "attn.proj"), p + "ln1")
-    mlp = ops.activation(ops.linear(x, p + "mlp.fc"))
-    return ops.norm(ops.residual(x, mlp, p + "mlp.proj"), p + "ln2")
+    return ops.norm(ops.residual(x, mlp(ops, x, p, None), p + "mlp.proj"), p + "ln2")
 
 
 def logits(ops: Ops[X], x: X) -> Any:

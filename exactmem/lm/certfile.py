@@ -40,16 +40,27 @@ def model_json(spec: LMSpec) -> dict[str, Any]:
     return out
 
 
+def refuse_uncertified(spec: LMSpec) -> None:
+    """One :class:`SpecError` line naming what of ``spec`` the certificate format does not
+    carry yet (:meth:`~exactmem.lm.decoder.LMSpec.uncertified`: the checker does not prove
+    it), if anything."""
+    if spec.activation not in CERTIFIED_ACTIVATIONS:
+        raise SpecError(f"activation: {spec.activation!r} is not in the certificate format "
+                        f"(the checker proves {', '.join(CERTIFIED_ACTIVATIONS)}); not writing "
+                        "a certificate")
+    missing = spec.uncertified()
+    if missing:
+        raise SpecError(f"{', '.join(missing)}: not in the certificate format yet (the "
+                        "checker does not prove it); not writing a certificate")
+
+
 def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence[int]],
                          partial: bool, bind: str | None = None,
                          code_lengths: Sequence[Fraction] | None = None) -> dict[str, Any]:
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
     ``code_lengths``, the claimed upper bound of each sequence's code length in bits."""
-    if spec.activation not in CERTIFIED_ACTIVATIONS:
-        raise SpecError(f"activation: {spec.activation!r} is not in the certificate format "
-                        f"(the checker proves {', '.join(CERTIFIED_ACTIVATIONS)}); not writing "
-                        "a certificate")
+    refuse_uncertified(spec)
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
         data["data"] = ds.to_json()

@@ -12,7 +12,21 @@ unless stored); ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
 form (``nn.GELU()``), or ReLU (or SiLU ``x / (1 + e^-x)``, not yet certified).  Linear maps
-are ``x W + b`` with ``W`` stored ``[in, out]``.  Every
+are ``x W + b`` with ``W`` stored ``[in, out]``.
+
+The architectures of GPT-NeoX and LLaMA (fields defaulting to GPT-2's function; not yet in
+the certificate format, :meth:`LMSpec.uncertified`): ``rotary_dims`` > 0 replaces ``wpe`` by
+rotary positions on the first ``rotary_dims`` of each head's query and key dimensions, with
+the frequencies ``omega_j`` = ``rope.inv_freq[j]`` (exact stored floats): at position ``p``,
+``q'_j = q_j cos(p omega_j) - q_{j+r/2} sin(p omega_j)``, ``q'_{j+r/2} = q_{j+r/2} cos(p
+omega_j) + q_j sin(p omega_j)`` (``j < r/2``, Hugging Face's ``rotate_half`` convention),
+the exact real cos and sin; ``kv_heads`` < ``heads`` is grouped-query attention (query head
+``h`` uses key/value head ``h // (heads / kv_heads)``; ``attn`` is ``q | k | v`` of widths
+``d``, ``kv_heads d_head``, ``kv_heads d_head``); ``parallel_residual``: ``x + Attn(LN1(x)) +
+MLP(LN2(x))``; ``gated_mlp``: ``MLP(x) = (act(x W_gate + b_gate) * (x W_fc + b_fc)) W_proj +
+b_proj`` (SwiGLU with SiLU); ``score_scale`` ``False``: scores ``q.k`` without
+``1/sqrt(d_head)``; ``inverse_layer_scale``: scores of block ``i`` also divided by ``i + 1``
+(GPT-2's ``scale_attn_by_inverse_layer_idx``).  Every
 stored weight is a binary float, so it *is* a dyadic rational; :meth:`LMSpec.exact` gives it
 as an integer over one power of two per tensor, exactly.
 """
@@ -40,12 +54,21 @@ NORMS = ("layernorm", "rmsnorm")
 BLOCK: dict[str, tuple[str, ...]] = {
     "ln1": ("d",), "attn": ("d", "3d"), "attn.proj": ("d", "d"),
     "ln2": ("d",), "mlp.fc": ("d", "f"), "mlp.proj": ("f", "d")}
+GATE: dict[str, tuple[str, ...]] = {"mlp.gate": ("d", "f")}  # a gated MLP's extra tensor
+INV_FREQ = "rope.inv_freq"  # the rotary frequencies omega_j, ``[rotary_dims / 2]``
+
+
+def layer_of(name: str) -> int:
+    """The block index of a tensor name ``h{i}.<...>``."""
+    return int(name.split(".", 1)[0][1:])
 
 
 @dataclass(frozen=True, slots=True)
 class LMSpec:
-    """A pre-LN decoder: its shape and its tensors (float64 arrays holding the stored floats
+    """A decoder: its shape and its tensors (float64 arrays holding the stored floats
     exactly; names and shapes in :meth:`shapes`).  Bias tensors may be absent (zero).
+    ``kv_heads``, ``rotary_dims``, ``parallel_residual``, ``gated_mlp``, ``score_scale`` and
+    ``inverse_layer_scale``: the module docstring (GPT-2's function by default).
     ``norm``: every norm of the model (``ln1``, ``ln2``, ``lnf``) is a LayerNorm or every one
     an RMSNorm; ``layer_norm_eps`` is the eps of all of them."""
 
@@ -62,6 +85,12 @@ class LMSpec:
     norm_first: bool = True
     final_norm: bool = True
     norm: Norm = "layernorm"
+    kv_heads: int = 0  # 0: as many as ``heads``
+    rotary_dims: int = 0  # 0: learned positions ``wpe``
+    parallel_residual: bool = False
+    gated_mlp: bool = False
+    score_scale: bool = True
+    inverse_layer_scale: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff"):
@@ -75,7 +104,18 @@ class LMSpec:
                             f"{self.activation!r}")
         if self.norm not in NORMS:
             raise SpecError(f"norm: expected one of {', '.join(NORMS)}, found {self.norm!r}")
-        for name in ("norm_first", "final_norm"):
+        kv = self.kv_heads
+        if type(kv) is not int or kv < 0 or (kv and self.heads % kv):
+            raise SpecError(f"kv_heads: expected 0 or a divisor of heads = {self.heads}, "
+                            f"found {kv!r}")
+        r = self.rotary_dims
+        if type(r) is not int or r < 0 or r % 2 or r > self.d_head:
+            raise SpecError(f"rotary_dims: expected an even number from 0 to d_head = "
+                            f"{self.d_head}, found {r!r}")
+        if self.parallel_residual and not self.norm_first:
+            raise SpecError("parallel_residual: needs norm_first (a pre-LN block)")
+        for name in ("norm_first", "final_norm", "parallel_residual", "gated_mlp",
+                     "score_scale", "inverse_layer_scale"):
             if type(getattr(self, name)) is not bool:
                 raise SpecError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         if not np.isfinite(self.layer_norm_eps) or self.layer_norm_eps < 0:
@@ -94,30 +134,68 @@ class LMSpec:
             if not np.isfinite(t).all():
                 bad = np.argwhere(~np.isfinite(t))[0].tolist()
                 raise SpecError(f"tensor {name}: a NaN or infinite weight at index {bad}")
+        if r and not (self.tensors[INV_FREQ] > 0).all():
+            raise SpecError(f"tensor {INV_FREQ}: expected positive frequencies")
+
+    @property
+    def n_kv(self) -> int:
+        """Key/value heads (``heads`` unless grouped-query attention)."""
+        return self.kv_heads or self.heads
+
+    def block(self) -> dict[str, tuple[str, ...]]:
+        """The tensors of a block (:data:`BLOCK`, with :data:`GATE` for a gated MLP)."""
+        return {**BLOCK, **GATE} if self.gated_mlp else BLOCK
+
+    def score_divisor(self, layer: int) -> tuple[int, int]:
+        """``(a, b)``: block ``layer``'s attention scores are ``q.k / (sqrt(a) b)``."""
+        return (self.d_head if self.score_scale else 1,
+                layer + 1 if self.inverse_layer_scale else 1)
+
+    def uncertified(self) -> list[str]:
+        """The parts of this function the certificate format does not carry yet (the checker
+        does not prove them), each named as the config or the docs name it."""
+        out = []
+        if self.activation not in CERTIFIED_ACTIVATIONS:
+            out.append(f"activation {self.activation!r}")
+        for flag, text in ((self.rotary_dims > 0, "rotary positions"),
+                           (self.n_kv != self.heads, "grouped-query attention (kv_heads)"),
+                           (self.parallel_residual, "parallel residual"),
+                           (self.gated_mlp, "gated MLP (SwiGLU)"),
+                           (not self.score_scale, "attention scores without 1/sqrt(d_head)"),
+                           (self.inverse_layer_scale, "scale_attn_by_inverse_layer_idx")):
+            if flag:
+                out.append(text)
+        return out
 
     def names(self) -> tuple[list[str], list[str]]:
         """``(required, optional)`` tensor names (optional: the biases)."""
-        req, opt = ["wte", "wpe"], []
+        req: list[str] = ["wte", INV_FREQ if self.rotary_dims else "wpe"]
+        opt: list[str] = []
         if self.final_norm:
             req, opt = req + ["lnf.weight"], ["lnf.bias"]
         for i in range(self.layers):
-            req += [f"h{i}.{t}.weight" for t in BLOCK]
-            opt += [f"h{i}.{t}.bias" for t in BLOCK]
+            req += [f"h{i}.{t}.weight" for t in self.block()]
+            opt += [f"h{i}.{t}.bias" for t in self.block()]
         if not self.tied_head:
             req.append("head")
         return req, opt
 
     def shapes(self) -> dict[str, list[int]]:
-        """Every tensor's shape, the block's from :data:`BLOCK`."""
+        """Every tensor's shape, the block's from :data:`BLOCK` (``3d``: ``q | k | v``,
+        ``d + 2 kv_heads d_head``)."""
         v, t, d, f = self.vocab_size, self.context, self.d_model, self.d_ff
-        size = {"d": d, "3d": 3 * d, "f": f}
-        out = {"wte": [v, d], "wpe": [t, d]}
+        size = {"d": d, "3d": d + 2 * self.n_kv * self.d_head, "f": f}
+        out = {"wte": [v, d]}
+        if self.rotary_dims:
+            out[INV_FREQ] = [self.rotary_dims // 2]
+        else:
+            out["wpe"] = [t, d]
         if self.final_norm:
             out.update({"lnf.weight": [d], "lnf.bias": [d]})
         if not self.tied_head:
             out["head"] = [v, d]
         for i in range(self.layers):
-            for name, dims in BLOCK.items():
+            for name, dims in self.block().items():
                 out[f"h{i}.{name}.weight"] = [size[k] for k in dims]
                 out[f"h{i}.{name}.bias"] = [size[dims[-1]]]
         return out

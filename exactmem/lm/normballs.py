@@ -20,9 +20,14 @@ segment from ``m`` to ``x``):
   ``rho`` of that head's block of ``W``); the weights are then enclosed entry-wise
   (:func:`~exactmem.lm.ball_steps.softmax`), ``sum_j w_j v_j`` entry-wise from the midpoints
   ``v_j``, plus ``sum_j w_j rho_{v_j}``;
+- rotary positions: an exact rotation of each head's ``q`` and ``k`` (orthogonal: the radius
+  stays), its midpoint enclosed with cos/sin balls from arb
+  (:meth:`NormWeights.rotary_balls`); grouped-query heads share their key/value radius;
+- a gated MLP's product ``a * b``: ``max|b| rho_a + max|a| rho_b + rho_a rho_b``
+  (:meth:`NormWeights.product`);
 - logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
-An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers and
-a missing final norm only reorder or drop these steps.
+An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers,
+parallel blocks and a missing final norm only reorder or drop these steps.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from exactmem.lm import balls as I
 from exactmem.lm import block
 from exactmem.lm.ball_steps import LIPSCHITZ, activation, layernorm_var, rmsnorm_var, softmax
 from exactmem.lm.block import Ops
-from exactmem.lm.decoder import LMSpec
+from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 from exactmem.lm.float64 import label_margin
 
 NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
@@ -111,14 +116,15 @@ class NormWeights(Ops[NBall]):
         self.head_rows = norm_up(head)
         self.spectral: dict[str, float] = {}
         self.blocks: dict[str, np.ndarray] = {}
-        d, dh = spec.d_model, spec.d_head
+        dh = spec.d_head
         for i in range(spec.layers):
             p = f"h{i}."
-            for name in ("attn.proj", "mlp.fc", "mlp.proj"):
+            for name in ("attn.proj", "mlp.fc", "mlp.proj") + (
+                    ("mlp.gate",) if spec.gated_mlp else ()):
                 self.spectral[p + name] = spectral_up(self.t[p + name + ".weight"])
             wa = self.t[p + "attn.weight"]
             self.blocks[p + "attn"] = np.array(
-                [spectral_up(wa[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
+                [spectral_up(wa[:, j * dh:(j + 1) * dh]) for j in range(wa.shape[1] // dh)])
         self.gained: dict[str, np.ndarray] = {}
         for i in range(spec.layers if spec.norm_first else 0):
             p = f"h{i}."
@@ -131,7 +137,8 @@ class NormWeights(Ops[NBall]):
                     self.gained[p + name] = I.up(float(np.abs(g).max()) * plain, 1)
                 elif name == "attn":
                     self.gained[p + name] = np.array(
-                        [spectral_up(gw[:, j * dh:(j + 1) * dh]) for j in range(3 * d // dh)])
+                        [spectral_up(gw[:, j * dh:(j + 1) * dh])
+                         for j in range(gw.shape[1] // dh)])
                 else:
                     self.gained[p + name] = np.array(spectral_up(gw))
         if spec.final_norm:
@@ -139,6 +146,30 @@ class NormWeights(Ops[NBall]):
             gh = gain_times(g, head.T)
             self.gained["head"] = I.up(float(np.abs(g).max()) * self.head_rows, 1) \
                 if gh is None else norm_up(gh.T)
+
+        self.tables: dict[int, tuple[I.Ball, I.Ball]] = {}
+
+    def rotary(self, q: np.ndarray, rho: np.ndarray) -> NBall:
+        """Rotary positions on midpoints ``q [B, H, n, dh]`` with radii ``rho [B, H, n]``: the
+        exact rotation is orthogonal, so ``rho`` stays; the rotated midpoint is enclosed
+        entry-wise with the cos/sin balls of :meth:`rotary_balls`, its radius added."""
+        n, half = q.shape[-2], self.spec.rotary_dims // 2
+        c, s = self.rotary_balls(n)
+        a, b = I.exact(q[..., :half]), I.exact(q[..., half:2 * half])
+        lo = I.add(I.mul(a, c), neg(I.mul(b, s)))
+        hi = I.add(I.mul(b, c), I.mul(a, s))
+        m = np.concatenate([lo[0], hi[0], q[..., 2 * half:]], axis=-1)
+        e = np.concatenate([lo[1], hi[1]], axis=-1)
+        return m, I.up(rho + norm_up(e), 2)
+
+    def rotary_balls(self, n: int) -> tuple[I.Ball, I.Ball]:
+        """Float64 balls ``[n, r/2]`` of ``cos(p omega_j)`` and ``sin(p omega_j)``
+        (:func:`~exactmem.lm.arb.rotary_balls`), computed once per length ``n``."""
+        if n not in self.tables:
+            from exactmem.lm.arb import rotary_balls
+
+            self.tables[n] = rotary_balls(self.t[INV_FREQ].tolist(), n)
+        return self.tables[n]
 
     def affine(self, x: NBall, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Midpoints of ``x W + b`` and their entry-wise rounding radius."""
@@ -206,6 +237,13 @@ class NormWeights(Ops[NBall]):
         gm, gr = activation(I.exact(hm), self.spec.activation)
         return gm, I.up(LIPSCHITZ[self.spec.activation] * rho + norm_up(gr), 3)
 
+    def product(self, a: NBall, b: NBall) -> NBall:
+        """``a * b`` entry-wise: ``a b - ma mb = da mb + ma db + da db``, in the 2-norm at
+        most ``max|mb| rho_a + max|ma| rho_b + rho_a rho_b``, plus the midpoint's rounding."""
+        pm, pr = I.mul(I.exact(a[0]), I.exact(b[0]))
+        big_a, big_b = np.abs(a[0]).max(-1), np.abs(b[0]).max(-1)
+        return pm, I.up(big_b * a[1] + big_a * b[1] + a[1] * b[1] + norm_up(pr), 6)
+
     def residual(self, x: NBall, h: NBall, name: str) -> NBall:
         return add(x, self.linear(h, name))
 
@@ -224,8 +262,15 @@ class NormWeights(Ops[NBall]):
 
     def embed(self, tokens: np.ndarray) -> NBall:
         """``wte[t_p] + wpe[p]`` of ``tokens [B, n]`` as norm balls."""
+        if self.spec.rotary_dims:  # rotary positions: the embedding rows exactly
+            m = self.t["wte"][tokens]
+            return m, np.zeros(m.shape[:-1])
         m = self.t["wte"][tokens] + self.t["wpe"][:tokens.shape[1]][None]
         return m, norm_up(2 * I.U * np.abs(m))
+
+
+def neg(a: I.Ball) -> I.Ball:
+    return -a[0], a[1]
 
 
 def add(a: NBall, b: NBall) -> NBall:
@@ -260,23 +305,32 @@ def centred_spread(wm: np.ndarray, wr: np.ndarray, vm: np.ndarray,
 
 def attention(w: NormWeights, h: NBall, name: str, rho_z: np.ndarray | None = None) -> NBall:
     """Causal multi-head softmax attention on the normalised input ``h [B, n, d]``; with
-    ``rho_z``, ``h`` is a norm's output in :meth:`NormWeights.ln_parts`' two parts."""
+    ``rho_z``, ``h`` is a norm's output in :meth:`NormWeights.ln_parts`' two parts.  Rotary
+    positions (:meth:`NormWeights.rotary`) and grouped-query heads (query head ``h`` reads
+    key/value head ``h // (heads / kv_heads)``, its radius with it)."""
     spec = w.spec
     bsz, n, d = h[0].shape
-    heads, dh = spec.heads, spec.d_head
+    heads, dh, kv = spec.heads, spec.d_head, spec.n_kv
+    blocks = heads + 2 * kv
     m, r = w.affine(h, name)
     rho = I.up(w.blocks[name][None, None, :] * h[1][..., None]
-               + norm_up(r.reshape(bsz, n, 3 * heads, dh)), 3)  # [B, n, 3H]
+               + norm_up(r.reshape(bsz, n, blocks, dh)), 3)  # [B, n, H + 2 KV]
     if rho_z is not None:
         rho = I.up(rho + w.gained[name][None, None, :] * rho_z[..., None], 2)
+    rep = np.arange(heads) // (heads // kv)
 
-    def part(j: int) -> tuple[np.ndarray, np.ndarray]:
-        mm = m[..., j * d:(j + 1) * d].reshape(bsz, n, heads, dh).transpose(0, 2, 1, 3)
-        return mm, rho[..., j * heads:(j + 1) * heads].transpose(0, 2, 1)  # [B,H,n,dh],[B,H,n]
+    def part(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        mm = m[..., lo * dh:hi * dh].reshape(bsz, n, hi - lo, dh).transpose(0, 2, 1, 3)
+        return mm, rho[..., lo:hi].transpose(0, 2, 1)  # [B, h, n, dh], [B, h, n]
 
-    (qm, rq), (km, rk), (vm, rv) = part(0), part(1), part(2)
+    (qm, rq), (km, rk), (vm, rv) = part(0, heads), part(heads, heads + kv), \
+        part(heads + kv, blocks)
+    if spec.rotary_dims:
+        (qm, rq), (km, rk) = w.rotary(qm, rq), w.rotary(km, rk)
+    km, rk, vm, rv = km[:, rep], rk[:, rep], vm[:, rep], rv[:, rep]
     s = I.matmul(I.exact(qm), I.exact(km.transpose(0, 1, 3, 2)))
-    kappa = I.const(float(1.0 / np.sqrt(np.float64(dh))), 3)
+    a_, b_ = spec.score_divisor(layer_of(name))
+    kappa = I.const(float(1.0 / (np.sqrt(np.float64(a_)) * b_)), 4)
     nq, nk = norm_up(qm), norm_up(km)
     move = I.up(nq[..., :, None] * rk[..., None, :] + rq[..., :, None] * nk[..., None, :]
                 + rq[..., :, None] * rk[..., None, :], 6)

@@ -7,7 +7,9 @@ vocab]`` and ``labels`` (``ArgMax``, int64 ``[batch, n]``).  The function of
 :mod:`exactmem.lm.decoder` op for op: LayerNorm with the population variance and ``eps``
 as stored (``ReduceMean``, ``Sqrt``, ``Div``; not ``LayerNormalization``, whose ``epsilon``
 attribute is a float32), RMSNorm, the causal mask (``Where`` key > query gives ``-inf``),
-scores divided by ``sqrt(d_head)``, ``Softmax`` over the keys, GELU tanh with the decimal
+scores divided by ``sqrt(d_head)`` (or as ``spec.score_divisor`` says), rotary positions
+from constant cos/sin tables of the context gathered at the positions, grouped-query heads by
+``Gather`` of the key/value heads, ``Softmax`` over the keys, GELU tanh with the decimal
 ``0.044715`` and ``sqrt(2/pi)`` as constants, GELU erf with the ``Erf`` op in float32.
 onnxruntime has no float64 ``Erf``, so the float64 graph sums erf's series of positive terms
 ``erf(z) = 2/sqrt(pi) exp(-z^2) z (1 + 2z^2/3 (1 + 2z^2/5 (1 + ...)))`` (``z`` clipped to
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.lm.block import Ops, forward
-from exactmem.lm.decoder import LMSpec
+from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 
 ERF_CLIP = 5.9
 OPSET = 17
@@ -88,8 +90,9 @@ class Graph:
 class OnnxOps(Ops[str]):
     """The block's operations as ONNX nodes: a value is the name of a node's output."""
 
-    def __init__(self, spec: LMSpec, g: Graph, hidden: str) -> None:
-        self.spec, self.g, self.hidden = spec, g, hidden
+    def __init__(self, spec: LMSpec, g: Graph, hidden: str, pos: str = "") -> None:
+        self.spec, self.g, self.hidden, self.pos = spec, g, hidden, pos
+        self.tables: tuple[str, str] | None = None
 
     def norm(self, x: str, name: str) -> str:
         return _norm(self.g, self.spec, x, name)
@@ -98,10 +101,15 @@ class OnnxOps(Ops[str]):
         return _affine(self.g, self.spec, x, name)
 
     def attention(self, x: str, name: str) -> str:
-        return _attention(self.g, self.spec, x, name, self.hidden)
+        if self.spec.rotary_dims and self.tables is None:
+            self.tables = _rotary_tables(self.g, self.spec, self.pos)
+        return _attention(self.g, self.spec, x, name, self.hidden, self.tables)
 
     def activation(self, x: str) -> str:
         return _activation(self.g, self.spec, x)
+
+    def product(self, a: str, b: str) -> str:
+        return self.g.op("Mul", [a, b])
 
     def residual(self, x: str, h: str, name: str) -> str:
         return self.g.op("Add", [x, _affine(self.g, self.spec, h, name)])
@@ -156,15 +164,47 @@ def _affine(g: Any, spec: LMSpec, x: str, name: str, part: slice | None = None) 
     return g.op("Add", [y, _t(g, spec, name + ".bias", part)])
 
 
-def _attention(g: Any, spec: LMSpec, x: str, name: str, hidden: str) -> str:
-    """Causal multi-head attention without the output projection."""
-    d, h, dh = spec.d_model, spec.heads, spec.d_head
-    split = g.ints([0, 0, h, dh])
-    q, k, v = (g.op("Reshape", [_affine(g, spec, x, name, slice(j * d, (j + 1) * d)),
-                                split]) for j in range(3))  # [B, n, h, dh]
+def _rotary_tables(g: Any, spec: LMSpec, pos: str) -> tuple[str, str]:
+    """``cos(p omega_j)``, ``sin(p omega_j)`` ``[n, r/2]`` as constants of the whole context
+    (numpy's float64 cos and sin of the exact angle, in the graph's dtype), gathered at the
+    positions ``pos``."""
+    angle = np.arange(spec.context, dtype=np.float64)[:, None] * spec.get(INV_FREQ)[None, :]
+    return (g.op("Gather", [g.const("rope_cos", np.cos(angle).astype(g.np)), pos], axis=0),
+            g.op("Gather", [g.const("rope_sin", np.sin(angle).astype(g.np)), pos], axis=0))
+
+
+def _rotate(g: Any, spec: LMSpec, q: str, tables: tuple[str, str]) -> str:
+    """Rotary positions on ``q [B, n, h, dh]`` (``rotate_half`` pairs ``j, j + r/2``)."""
+    half, dh = spec.rotary_dims // 2, spec.d_head
+    c, s = (g.op("Unsqueeze", [t, g.ints([1])]) for t in tables)  # [n, 1, r/2]
+    def part(lo: int, hi: int) -> str:
+        return g.op("Slice", [q, g.ints([lo]), g.ints([hi]), g.ints([-1])])
+
+    a, b = part(0, half), part(half, 2 * half)
+    lo = g.op("Sub", [g.op("Mul", [a, c]), g.op("Mul", [b, s])])
+    hi = g.op("Add", [g.op("Mul", [b, c]), g.op("Mul", [a, s])])
+    rest = [part(2 * half, dh)] if dh > 2 * half else []
+    return g.op("Concat", [lo, hi, *rest], axis=-1)
+
+
+def _attention(g: Any, spec: LMSpec, x: str, name: str, hidden: str,
+               tables: tuple[str, str] | None = None) -> str:
+    """Causal multi-head attention without the output projection (rotary positions from
+    ``tables``, grouped-query heads, the scores' divisor of the block)."""
+    d, h, dh, kv = spec.d_model, spec.heads, spec.d_head, spec.n_kv
+    widths = (0, d, d + kv * dh, d + 2 * kv * dh)
+    q, k, v = (g.op("Reshape", [_affine(g, spec, x, name, slice(widths[j], widths[j + 1])),
+                                g.ints([0, 0, -1, dh])]) for j in range(3))  # [B, n, h, dh]
+    if tables is not None:
+        q, k = _rotate(g, spec, q, tables), _rotate(g, spec, k, tables)
+    if kv != h:
+        heads = g.ints([j // (h // kv) for j in range(h)])
+        k, v = g.op("Gather", [k, heads], axis=2), g.op("Gather", [v, heads], axis=2)
     q = g.op("Transpose", [q], perm=[0, 2, 1, 3])
     kt = g.op("Transpose", [k], perm=[0, 2, 3, 1])
-    s = g.op("Div", [g.op("MatMul", [q, kt]), g.scalar(math.sqrt(dh))])  # [B, h, query, key]
+    a_, b_ = spec.score_divisor(layer_of(name))
+    s = g.op("Div", [g.op("MatMul", [q, kt]),
+                     g.scalar(math.sqrt(a_) * b_)])  # [B, h, query, key]
     s = g.op("Where", [hidden, g.scalar(-math.inf), s])
     w = g.op("Softmax", [s], axis=-1)
     o = g.op("MatMul", [w, g.op("Transpose", [v], perm=[0, 2, 1, 3])])
@@ -181,9 +221,10 @@ def build_onnx(spec: LMSpec, dtype: str) -> Any:
     pos = g.op("Range", [g.const("zero", np.array(0, dtype=np.int64)), n, one])
     hidden = g.op("Greater", [g.op("Unsqueeze", [pos, g.ints([0])]),
                               g.op("Unsqueeze", [pos, g.ints([1])])])  # key > query
-    x = g.op("Add", [g.op("Gather", [_t(g, spec, "wte"), "tokens"], axis=0),
-                     g.op("Gather", [_t(g, spec, "wpe"), pos], axis=0)])
-    forward(OnnxOps(spec, g, hidden), x)
+    x = g.op("Gather", [_t(g, spec, "wte"), "tokens"], axis=0)
+    if not spec.rotary_dims:
+        x = g.op("Add", [x, g.op("Gather", [_t(g, spec, "wpe"), pos], axis=0)])
+    forward(OnnxOps(spec, g, hidden, pos), x)
     g.nodes.append(onnx.helper.make_node("ArgMax", ["logits"], ["labels"], axis=-1,
                                          keepdims=0))
     i64 = onnx.TensorProto.INT64

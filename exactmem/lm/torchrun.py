@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.lm.block import Ops, forward
-from exactmem.lm.decoder import LMSpec
+from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 
 CELLS = 4_000_000  # activation values per batch
 
@@ -43,6 +43,8 @@ class TorchOps(Ops[Any]):
     def embed(self, tok: Any) -> Any:
         n = tok.shape[1]
         self.hidden = self.torch.ones(n, n, dtype=self.torch.bool).triu(1)
+        if self.spec.rotary_dims:
+            return self.t("wte")[tok]
         return self.t("wte")[tok] + self.t("wpe")[:n]
 
     def norm(self, x: Any, name: str) -> Any:
@@ -59,12 +61,30 @@ class TorchOps(Ops[Any]):
         return x @ self.t(name + ".weight") + self.t(name + ".bias")
 
     def attention(self, x: Any, name: str) -> Any:
-        d, h, dh = self.spec.d_model, self.spec.heads, self.spec.d_head
+        spec = self.spec
+        d, dh, kv = spec.d_model, spec.d_head, spec.n_kv
         b, n = x.shape[:2]
         qkv = self.linear(x, name)
-        q, k, v = (z.reshape(b, n, h, dh).transpose(1, 2) for z in qkv.split(d, -1))
-        s = (q @ k.transpose(-1, -2) / math.sqrt(dh)).masked_fill(self.hidden, -math.inf)
+        q, k, v = (z.reshape(b, n, -1, dh).transpose(1, 2)
+                   for z in qkv.split([d, kv * dh, kv * dh], -1))
+        if spec.rotary_dims:
+            q, k = self.rotary(q, n), self.rotary(k, n)
+        rep = spec.heads // kv
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        a_, b_ = spec.score_divisor(layer_of(name))
+        s = (q @ k.transpose(-1, -2) / (math.sqrt(a_) * b_)).masked_fill(self.hidden, -math.inf)
         return (self.torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, d)
+
+    def rotary(self, q: Any, n: int) -> Any:
+        """Rotary positions on ``q [B, H, n, dh]`` in the tensors' dtype."""
+        half = self.spec.rotary_dims // 2
+        angle = self.torch.arange(n, dtype=self.dt)[:, None] * self.t(INV_FREQ)[None, :]
+        c, s = angle.cos(), angle.sin()
+        a, b = q[..., :half], q[..., half:2 * half]
+        return self.torch.cat([a * c - b * s, b * c + a * s, q[..., 2 * half:]], -1)
+
+    def product(self, a: Any, b: Any) -> Any:
+        return a * b
 
     def activation(self, x: Any) -> Any:
         import torch.nn.functional as F  # noqa: N812

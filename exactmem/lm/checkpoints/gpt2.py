@@ -4,21 +4,23 @@ forward pass for the cross-check.
 
 GPT-2's ``Conv1D`` stores weights ``[in, out]`` (``y = x W + b``), the layout of the spec;
 ``c_attn`` packs q | k | v along the output.  The activation ``gelu_new`` and
-``gelu_pytorch_tanh`` are the tanh form, ``gelu`` the erf form.  Options that change the
-function beyond this (``scale_attn_by_inverse_layer_idx``, no score scale, cross attention)
-are refused by name.  Reading the weights needs ``safetensors`` and ``torch``; the
+``gelu_pytorch_tanh`` are the tanh form, ``gelu`` the erf form.  ``scale_attn_weights``
+false (scores ``q.k`` without ``1/sqrt(d_head)``) and ``scale_attn_by_inverse_layer_idx``
+(block ``i``'s scores also divided by ``i + 1``) are read (not yet in certificates); cross
+attention is refused by name.  The weights are read in every layout ``save_pretrained``
+writes (:mod:`.hf_files`).  Reading them needs ``safetensors`` and ``torch``; the
 cross-check needs ``transformers`` (``pip install 'exactmem[trained]'``).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.lm.checkpoints.hf_files import checkpoint_dir, read_config, read_tensors
 from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
@@ -42,54 +44,19 @@ def tensor_names(layers: int, prefix: str = "") -> dict[str, str]:
     return names
 
 
-def is_gpt2_dir(path: Path) -> bool:
-    cfg = path / "config.json"
-    if not path.is_dir() or not cfg.is_file():
-        return False
-    try:
-        return json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "gpt2"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def _config(path: Path) -> dict[str, Any]:
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise SpecError(f"{path}/config.json: cannot read it: {exc}") from None
-    if not isinstance(cfg, dict) or cfg.get("model_type") != "gpt2":
-        raise SpecError(f"{path}/config.json: expected model_type 'gpt2', found "
-                        f"{cfg.get('model_type') if isinstance(cfg, dict) else cfg!r}")
+    cfg = read_config(path, ("gpt2",))
     act = cfg.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
         raise SpecError(f"config.json: activation_function {act!r} is not supported "
                         f"(supported: {sorted(ACTIVATIONS)})")
-    for key, ok in (("scale_attn_by_inverse_layer_idx", False), ("scale_attn_weights", True),
-                    ("add_cross_attention", False)):
-        if cfg.get(key, ok) != ok:
-            raise SpecError(f"config.json: {key} = {cfg[key]!r} is not supported")
+    if cfg.get("add_cross_attention", False):
+        raise SpecError(f"config.json: add_cross_attention = {cfg['add_cross_attention']!r} is "
+                        "not supported (read: a decoder-only GPT-2 LM)")
+    for key in ("scale_attn_by_inverse_layer_idx", "scale_attn_weights"):
+        if not isinstance(cfg.get(key, False), bool):
+            raise SpecError(f"config.json: {key}: expected a bool, found {cfg[key]!r}")
     return cfg
-
-
-def _tensors(path: Path) -> dict[str, np.ndarray]:
-    file = path / "model.safetensors"
-    if not file.is_file():
-        raise SpecError(f"{path}: no model.safetensors (save with safe_serialization=True)")
-    try:
-        from safetensors.torch import load_file
-    except ImportError as exc:
-        raise MissingDependencyError("reading a GPT-2 checkpoint needs safetensors and torch: "
-                                     "pip install 'exactmem[trained]'") from exc
-    try:
-        raw = load_file(str(file))
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is one message
-        raise SpecError(f"{file}: cannot read it: {exc}") from None
-    out = {}
-    for k, v in raw.items():
-        if not v.is_floating_point():
-            raise SpecError(f"{file}: tensor {k} has dtype {v.dtype}, expected a float type")
-        out[k] = v.double().numpy()  # every float32/16/bf16 is exactly a float64
-    return out
 
 
 def load_gpt2(path: str | Path) -> LMSpec:
@@ -97,7 +64,7 @@ def load_gpt2(path: str | Path) -> LMSpec:
     infinite weights refused (:class:`SpecError`, naming the tensor)."""
     path = Path(path)
     cfg = _config(path)
-    raw = _tensors(path)
+    raw = read_tensors(path)
     d = int(cfg["n_embd"])
     tied = bool(cfg.get("tie_word_embeddings", True))
     names = tensor_names(int(cfg["n_layer"]))
@@ -116,14 +83,15 @@ def load_gpt2(path: str | Path) -> LMSpec:
         elif short in names:
             tensors[names[short]] = value
         else:
-            raise SpecError(f"model.safetensors: tensor {key} is not part of a GPT-2 LM "
+            raise SpecError(f"{path}: tensor {key} is not part of a GPT-2 LM "
                             "(unsupported layer)")
     return LMSpec(vocab_size=int(cfg["vocab_size"]), context=int(cfg["n_positions"]),
                   d_model=d, heads=int(cfg["n_head"]), layers=int(cfg["n_layer"]),
                   d_ff=int(cfg.get("n_inner") or 4 * d),
                   activation=ACTIVATIONS[cfg.get("activation_function", "gelu_new")],  # type: ignore[arg-type]
                   layer_norm_eps=float(cfg.get("layer_norm_epsilon", 1e-5)), tied_head=tied,
-                  tensors=tensors)
+                  tensors=tensors, score_scale=bool(cfg.get("scale_attn_weights", True)),
+                  inverse_layer_scale=bool(cfg.get("scale_attn_by_inverse_layer_idx", False)))
 
 
 def torch_logits(path: str | Path, tokens: np.ndarray, dtype: str = "float64") -> np.ndarray:
@@ -139,7 +107,8 @@ def torch_logits(path: str | Path, tokens: np.ndarray, dtype: str = "float64") -
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    model = GPT2LMHeadModel.from_pretrained(str(path), dtype=getattr(torch, dtype))
+    model = GPT2LMHeadModel.from_pretrained(str(checkpoint_dir(path)), dtype=getattr(torch, dtype),
+                                            attn_implementation="eager")
     model.eval()
     out = []
     with torch.no_grad():

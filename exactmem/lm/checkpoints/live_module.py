@@ -45,15 +45,27 @@ def is_module(value: Any) -> bool:
     return isinstance(value, torch.nn.Module)
 
 
+HF_KINDS = {"gpt2": "gpt2", "gpt_neox": "gpt-neox", "llama": "llama", "qwen2": "llama",
+            "mistral": "llama"}  # config.json's model_type -> the importer
+
+
 def lm_kind(path: Path) -> str | None:
-    """The importer that reads the checkpoint ``path`` ("gpt2", "nanogpt",
-    "torch-encoder"), or ``None``."""
-    from exactmem.lm.checkpoints.gpt2 import is_gpt2_dir
+    """The importer that reads the checkpoint ``path`` ("gpt2", "gpt-neox", "llama",
+    "nanogpt", "torch-encoder"), or ``None``.  A ``save_pretrained`` directory (or a weights
+    file with ``config.json`` beside it) goes by its ``model_type``; another model type is
+    refused by name (:class:`~exactmem.errors.SpecError`)."""
+    from exactmem.lm.checkpoints.hf_files import model_type
     from exactmem.lm.checkpoints.nanogpt import is_nanogpt
     from exactmem.lm.checkpoints.torch_encoder import is_torch_encoder
 
-    if is_gpt2_dir(path):
-        return "gpt2"
+    found = model_type(path)
+    if found is not None:
+        if found not in HF_KINDS:
+            from exactmem.errors import SpecError
+
+            raise SpecError(f"{path}: config.json model_type {found!r} is not read (read: "
+                            f"{', '.join(HF_KINDS)})")
+        return HF_KINDS[found]
     try:  # torch.save writes a zip archive (or, before torch 1.6, a pickle)
         with open(path, "rb") as fh:
             head = fh.read(4)

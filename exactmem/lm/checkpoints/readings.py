@@ -45,7 +45,11 @@ def describe(spec: LMSpec, kind: str) -> str:
 
 
 def alternatives(spec: LMSpec, kind: str) -> list[LMSpec]:
-    """The readings of the same tensors other than ``spec``'s own."""
+    """The readings of the same tensors other than ``spec``'s own.  None for rotary or
+    grouped-query models (GPT-NeoX, LLaMA): their import lays the tensors out by the
+    config's head count, so another count is another import, not another reading."""
+    if spec.rotary_dims or spec.kv_heads:
+        return []
     heads = [h for h in range(1, spec.d_model + 1) if spec.d_model % h == 0]
     places = (True, False) if kind == "torch-encoder" else (spec.norm_first,)
     acts = ("gelu_erf", "relu") if kind == "torch-encoder" else (spec.activation,)

@@ -1,0 +1,147 @@
+"""LLaMA-style checkpoints (``LlamaForCausalLM``, Qwen2 with its q/k/v biases, Mistral): the
+import equals ``transformers``' float64 forward pass (grouped-query attention, SwiGLU,
+RMSNorm, rotary positions on every head dimension), every domain encloses the imported
+function, options that are not read are refused by name, no certificate is written yet."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from lm_hf import CONTEXT, VOCAB, check_contains, check_domains, check_onnx, save, tokens
+
+from exactmem.errors import SpecError
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.decoder import INV_FREQ
+from exactmem.lm.float64 import logits64
+from exactmem.model.dataset import Dataset
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+from exactmem.lm.checkpoints.live_module import lm_kind  # noqa: E402
+from exactmem.lm.checkpoints.llama import llama_logits, load_llama  # noqa: E402
+
+SHAPE = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+         "max_position_embeddings": CONTEXT, "initializer_range": 0.1}
+
+
+def saved_model(path: Path, kind: str = "Llama", **kw: Any) -> Path:
+    torch.manual_seed(0)
+    cfg = getattr(transformers, kind + "Config")(**SHAPE, **kw)
+    return save(getattr(transformers, kind + "ForCausalLM")(cfg).eval(), path)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: Any) -> Path:
+    return saved_model(tmp_path_factory.mktemp("llama"))
+
+
+def test_import_equals_transformers(saved: Path) -> None:
+    spec = load_llama(saved)
+    assert lm_kind(saved) == "llama"
+    assert (spec.n_kv, spec.rotary_dims, spec.gated_mlp, spec.norm) == (2, 16, True, "rmsnorm")
+    toks = tokens(0, 6)
+    ours, theirs = logits64(spec, toks), llama_logits(saved, spec, toks)
+    # transformers' RMSNorm runs in float32 whatever the dtype: a float32-sized gap
+    assert float(np.abs(ours - theirs).max()) < 1e-6 * float(np.abs(theirs).max())
+    wrong = dataclasses.replace(spec, tensors={**spec.tensors, INV_FREQ: spec.get(INV_FREQ)[::-1]})
+    assert float(np.abs(logits64(wrong, toks) - theirs).max()) > 1e-4  # rotary takes part
+
+
+@pytest.mark.parametrize("kind", ["Qwen2", "Mistral"])
+def test_qwen2_and_mistral(kind: str, tmp_path: Path) -> None:
+    path = saved_model(tmp_path / kind, kind)
+    spec = load_llama(path)
+    assert lm_kind(path) == "llama"
+    assert ("h0.attn.bias" in spec.tensors) == (kind == "Qwen2")  # Qwen2's q, k, v biases
+    toks = tokens(2, 4)
+    theirs = llama_logits(path, spec, toks)
+    assert float(np.abs(logits64(spec, toks) - theirs).max()) < 1e-6 * float(
+        np.abs(theirs).max())
+
+
+def test_every_domain_encloses_the_function(saved: Path) -> None:
+    proved, positions = check_domains(load_llama(saved), tokens(1, 8))
+    assert proved >= 0.98 * positions
+    check_onnx(load_llama(saved), tokens(1, 3, 11))
+
+
+def test_the_balls_contain_transformers_with_exact_tables(saved: Path) -> None:
+    """With its float32 steps made float64, transformers' logits lie in the norm balls:
+    the certified function is the model's with exact rotary tables."""
+    check_contains(load_llama(saved), saved, "LlamaForCausalLM", tokens(4, 4))
+
+
+def test_sharded_and_single_file(saved: Path, tmp_path: Path) -> None:
+    spec = load_llama(saved)
+    model = transformers.LlamaForCausalLM.from_pretrained(str(saved))
+    sharded = save(model, tmp_path / "sharded", max_shard_size="50KB")
+    assert len(json.loads((sharded / "model.safetensors.index.json").read_text())[
+        "weight_map"]) > 1
+    single = tmp_path / "bin"
+    single.mkdir()
+    shutil.copy(saved / "config.json", single / "config.json")
+    torch.save(model.state_dict(), single / "pytorch_model.bin")
+    for where in (sharded, single, saved / "model.safetensors"):
+        got = load_llama(where)
+        assert all(np.array_equal(got.tensors[k], v) for k, v in spec.tensors.items())
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 10000.0}},
+     "rope_type 'yarn' is not read"),
+    ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope_type 'dynamic' is not read"),
+    ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not read"),
+    ({"head_dim": 32}, "head_dim 32 is not read"),
+    ({"model_type": "gemma"}, "model_type 'gemma' is not read"),
+])
+def test_options_not_read_are_refused(saved: Path, tmp_path: Path, edit: dict[str, Any],
+                                      message: str) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(saved, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**cfg, **edit}))
+    with pytest.raises(SpecError, match=message):
+        load_llama(bad)
+
+
+def test_a_sliding_window_caps_the_context(saved: Path, tmp_path: Path) -> None:
+    path = tmp_path / "mistral"
+    shutil.copytree(saved, path)
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "model_type": "mistral",
+                                                  "sliding_window": 8}))
+    assert load_llama(path).context == 8
+
+
+def test_no_certificate_yet(saved: Path) -> None:
+    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
+                 sequences=((0, 1, 2),), labels=((1, 2, 3),))
+    spec = load_llama(saved)
+    with pytest.raises(SpecError, match="^activation: 'silu' is not in the certificate"):
+        build_lm_certificate(spec, ds, [[0]], True)
+    with pytest.raises(SpecError, match="^rotary positions, grouped-query attention "
+                                        r"\(kv_heads\), gated MLP \(SwiGLU\): not in the"):
+        build_lm_certificate(dataclasses.replace(spec, activation="relu"), ds, [[0]], True)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("kv_heads", 3, "kv_heads: expected 0 or a divisor of heads = 4"),
+    ("rotary_dims", 5, "rotary_dims: expected an even number from 0 to d_head = 16"),
+    ("rotary_dims", 18, "rotary_dims: expected an even number"),
+    ("norm_first", False, "parallel_residual: needs norm_first"),
+])
+def test_the_spec_refuses_bad_fields(saved: Path, field: str, value: object,
+                                     message: str) -> None:
+    spec = load_llama(saved)
+    if field == "norm_first":
+        spec = dataclasses.replace(spec, parallel_residual=True)
+    with pytest.raises(SpecError, match=message):
+        dataclasses.replace(spec, **{field: value})  # type: ignore[arg-type]

@@ -1,0 +1,153 @@
+"""GPT-NeoX (Pythia) checkpoints: the import equals ``transformers``' float64 forward pass
+in every layout ``save_pretrained`` writes, every domain encloses the imported function
+(rotary positions on a quarter of each head, parallel and sequential residuals), options
+that are not read are refused by name, and no certificate is written for it yet."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from lm_hf import CONTEXT, VOCAB, check_contains, check_domains, check_onnx, save, tokens
+
+from exactmem.errors import SpecError
+from exactmem.lm.certfile import build_lm_certificate
+from exactmem.lm.decoder import INV_FREQ
+from exactmem.lm.float64 import logits64
+from exactmem.model.dataset import Dataset
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+from exactmem.lm.checkpoints.gpt_neox import gpt_neox_logits, load_gpt_neox  # noqa: E402
+from exactmem.lm.checkpoints.live_module import lm_kind  # noqa: E402
+
+
+def neox(path: Path, parallel: bool = True, **kw: Any) -> Path:
+    torch.manual_seed(0)
+    cfg = transformers.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=256, max_position_embeddings=CONTEXT, rotary_pct=0.25,
+        use_parallel_residual=parallel, initializer_range=0.1, **kw)
+    return save(transformers.GPTNeoXForCausalLM(cfg).eval(), path)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["parallel", "sequential"])
+def saved(request: Any, tmp_path_factory: Any) -> Path:
+    return neox(tmp_path_factory.mktemp("neox"), request.param)
+
+
+def test_import_equals_transformers(saved: Path) -> None:
+    spec = load_gpt_neox(saved)
+    assert lm_kind(saved) == "gpt-neox"
+    assert (spec.rotary_dims, spec.d_head, spec.tied_head) == (4, 16, False)
+    assert spec.parallel_residual == json.loads((saved / "config.json").read_text())[
+        "use_parallel_residual"]
+    toks = tokens(0, 6)
+    ours, theirs = logits64(spec, toks), gpt_neox_logits(saved, spec, toks)
+    assert float(np.abs(ours - theirs).max()) < 1e-6 * float(np.abs(theirs).max())
+    # the parts take part: without rotary positions, or with the other residual form, the
+    # logits are far from transformers'
+    for other in (dataclasses.replace(spec, parallel_residual=not spec.parallel_residual),
+                  dataclasses.replace(spec, tensors={**spec.tensors,
+                                                     INV_FREQ: spec.get(INV_FREQ) * 0.5})):
+        assert float(np.abs(logits64(other, toks) - theirs).max()) > 1e-4
+
+
+def test_every_domain_encloses_the_function(saved: Path) -> None:
+    proved, positions = check_domains(load_gpt_neox(saved), tokens(1, 8))
+    assert proved >= 0.98 * positions
+    check_onnx(load_gpt_neox(saved), tokens(1, 3, 11))
+
+
+def test_the_balls_contain_transformers_with_exact_tables(saved: Path) -> None:
+    """With its float32 steps made float64, transformers' logits lie in the norm balls:
+    the certified function is the model's with exact rotary tables."""
+    check_contains(load_gpt_neox(saved), saved, "GPTNeoXForCausalLM", tokens(4, 4))
+
+
+def test_every_layout_reads_the_same(saved: Path, tmp_path: Path) -> None:
+    spec = load_gpt_neox(saved)
+    model = transformers.GPTNeoXForCausalLM.from_pretrained(str(saved))
+    sharded = save(model, tmp_path / "sharded", max_shard_size="100KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    single = tmp_path / "single"
+    single.mkdir()
+    shutil.copy(saved / "config.json", single / "config.json")
+    torch.save(model.state_dict(), single / "pytorch_model.bin")
+    for where in (sharded, single, single / "pytorch_model.bin", saved / "model.safetensors"):
+        got = load_gpt_neox(where)
+        assert got.tensors.keys() == spec.tensors.keys()
+        assert all(np.array_equal(got.tensors[k], v) for k, v in spec.tensors.items())
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0,
+                          "partial_rotary_factor": 0.25}}, "rope_type 'linear' is not read"),
+    ({"hidden_act": "relu"}, "hidden_act 'relu' is not read"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                          "partial_rotary_factor": 0.1875}}, "gives 3 rotary dims"),
+    ({"model_type": "gpt_neo"}, "model_type 'gpt_neo' is not read"),
+])
+def test_options_not_read_are_refused(saved: Path, tmp_path: Path, edit: dict[str, Any],
+                                      message: str) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(saved, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**cfg, **edit}))
+    with pytest.raises(SpecError, match=message):
+        load_gpt_neox(bad)
+    if "model_type" in edit:
+        with pytest.raises(SpecError, match="model_type 'gpt_neo' is not read"):
+            lm_kind(bad)
+
+
+def test_no_certificate_yet(saved: Path) -> None:
+    from exactmem.api.lm import certify_lm
+
+    spec = load_gpt_neox(saved)
+    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
+                 sequences=((0, 1, 2),), labels=((1, 2, 3),))
+    with pytest.raises(SpecError, match=r"^rotary positions(, parallel residual)?: not in "
+                                        "the certificate format yet"):
+        build_lm_certificate(spec, ds, [[0]], True)
+    with pytest.raises(SpecError, match="rotary positions"):
+        certify_lm(saved, ds, saved / "never.json", partial=True, kind="gpt-neox")
+    assert not (saved / "never.json").exists()
+
+
+def test_the_pipeline_proves_positions_without_a_certificate(saved: Path) -> None:
+    """``certify_lm`` without an output: import, cross-check against transformers, the
+    default producer; the positions come back unchecked (no certificate format yet)."""
+    from exactmem.api.lm import certify_lm
+
+    spec = load_gpt_neox(saved)
+    toks = tokens(3, 4)
+    ys = logits64(spec, toks).argmax(-1)
+    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
+                 sequences=tuple(map(tuple, toks.tolist())), labels=tuple(map(tuple, ys.tolist())))
+    lines: list[str] = []
+    res = certify_lm(saved, ds, None, partial=True, kind="gpt-neox", log=lines.append)
+    assert res.proved >= 0.98 * res.positions and not res.checked and not res.written
+    assert "GPTNeoXForCausalLM" in res.compared
+    assert any(line.startswith("not checked: rotary positions") for line in lines)
+
+
+def test_older_config_keys(saved: Path, tmp_path: Path) -> None:
+    """``rotary_pct`` / ``rotary_emb_base`` (configs written before ``rope_parameters``)
+    read as their successors."""
+    old = tmp_path / "old"
+    shutil.copytree(saved, old)
+    cfg = json.loads((old / "config.json").read_text())
+    cfg.pop("rope_parameters")
+    (old / "config.json").write_text(json.dumps({**cfg, "rotary_pct": 0.5,
+                                                 "rotary_emb_base": 100.0}))
+    spec = load_gpt_neox(old)
+    assert spec.rotary_dims == 8
+    want = [100.0 ** (-j / 4) for j in range(4)]  # theta^(-2j/r), r = 8, in float32
+    assert np.allclose(spec.get(INV_FREQ), want, rtol=2 ** -23, atol=0)
