@@ -32,8 +32,9 @@ Size (Theorem B.1, without hidden constants): width 14, depth
 parameters: a width-14 network of that depth, ``E_in + depth 14 (14 + 1) + 5 * 14``.
 :func:`theorem_bound` evaluates these with hidden constant factors 1 and the recorded
 ``r / delta``; measured at N = 64 ... 1024 (n = 16, ids): depth 0.39-0.41, max bits
-0.29-0.32 and nonzero parameters 0.031-0.033 of them; ``tests/constructions/test_size_guards.py`` holds
-every size claim (slope of nonzero parameters over N <= 0.65) to the built networks.
+0.29-0.32 and nonzero parameters 0.031-0.033 of them;
+``tests/constructions/test_size_guards.py`` holds every size claim (slope of nonzero
+parameters over N <= 0.65) to the built networks.
 See :mod:`exactmem.constructions.bounds` and ``exactmem info`` for the lower bounds.
 """
 
