@@ -60,6 +60,7 @@ def commit() -> str:
 
 def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noqa: N803
              ) -> dict[str, object]:
+    measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
@@ -69,7 +70,7 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
             "cpu_timings": {k: round(v, 2) for k, v in outcome.cpu_timings.items()},
             "total": total,
             "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
-            "peak_rss_mb": round(use.ru_maxrss / 1024, 1), "commit": commit()}
+            "peak_rss_mb": round(use.ru_maxrss / 1024, 1), "commit": measured_on}
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
