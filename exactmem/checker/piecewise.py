@@ -34,9 +34,7 @@ Cache = dict[tuple[int, ...], tuple[list[int], Where]]
 Map = tuple[tuple[Sequence[Sequence[int]], int], tuple[Sequence[Sequence[int]], int]]
 
 
-def _lcm(a: int, b: int) -> int:
-    m: int = lcm(a, b)  # type: ignore[no-untyped-call]  # refused beyond parse.MAX_DEN_BITS
-    return m
+_lcm: Callable[[int, int], int] = lcm  # refused beyond parse.MAX_DEN_BITS
 
 
 def _refine(starts: list[int], values: list[int], cuts: list[int], where: Where | None,
