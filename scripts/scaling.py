@@ -15,10 +15,10 @@ construction first uses fewer nonzeros than lookup, and writes
 A row too long for one sweep can be run as two ``--row`` runs whose JSON outputs
 ``--add-row TASK N n OURS.json LOOKUP.json`` puts into the table.  Rows are appended to
 the CSV as they finish (``--append`` keeps the rows already there), so an interrupted run
-keeps what it measured.  Floats appear only here, in the report.
-``cpu_s`` is the row process's CPU time (user + system, the whole process: generation
-included): on a shared machine it says more than the wall times.  Progress goes to stderr;
-``--quiet`` turns it off.
+keeps what it measured.  Floats appear only here, in the report.  ``commit`` is the commit
+each row was measured on.  ``cpu_s`` is the row process's CPU time (user + system, the
+whole process: generation included): on a shared machine it says more than the wall times.
+Progress goes to stderr; ``--quiet`` turns it off.
 """
 
 from __future__ import annotations
@@ -43,11 +43,24 @@ FIELDS = ["task", "N", "n", "points", "params_dense", "params_nonzero", "depth",
           "max_bits", "build_s", "evaluate_s", "certificate_s", "check_s", "total_s", "cpu_s",
           "check_over_evaluate", "peak_rss_mb", "verified", "lookup_nonzero", "lookup_max_bits",
           "lookup_total_s", "lookup_verified", "ratio_lookup_over_ours",
-          "time_ours_over_lookup", "load_avg"]
+          "time_ours_over_lookup", "load_avg", "commit"]
+
+
+def commit() -> str:
+    """The commit the row is measured on (``+changes`` when exactmem/ differs from it)."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                             text=True, capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
+                                "exactmem"], text=True, capture_output=True).stdout.strip()
+        return out + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noqa: N803
              ) -> dict[str, object]:
+    measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
@@ -57,7 +70,7 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
             "cpu_timings": {k: round(v, 2) for k, v in outcome.cpu_timings.items()},
             "total": total,
             "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
-            "peak_rss_mb": round(use.ru_maxrss / 1024, 1)}
+            "peak_rss_mb": round(use.ru_maxrss / 1024, 1), "commit": measured_on}
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
@@ -93,7 +106,7 @@ def combine(task: str, N: int, n: int, ours: dict[str, object],  # noqa: N803
             "lookup_total_s": round(ltotal, 2), "lookup_verified": look["verified"],
             "ratio_lookup_over_ours": round(lsz["params_nonzero"] / sz["params_nonzero"], 3),
             "time_ours_over_lookup": round(total / max(ltotal, 1e-9), 2),
-            "load_avg": round(os.getloadavg()[0], 2)}
+            "load_avg": round(os.getloadavg()[0], 2), "commit": ours.get("commit", "unknown")}
 
 
 def slope(rows: list[dict[str, object]], key: str) -> float:

@@ -17,42 +17,66 @@ the number of blocks, not of points.
 """
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
 from math import gcd
-from operator import add, sub
+from operator import add, and_, eq, itemgetter, mul, neg, sub
+from typing import Any
 
 from .parse import lcm
 
+Row = tuple[list[int], list[int] | None, list[int]]
+"""A row: ``(starts, a, b)``, the first point of each piece, slopes (``None``: all 0) and
+intercepts, numerators over the map's denominator."""
+Term = tuple[int, Row]
+Where = dict[int, Callable[[list[int]], Any]]
+Cache = dict[tuple[int, ...], tuple[list[int], Where]]
+Map = tuple[tuple[Sequence[Sequence[int]], int], tuple[Sequence[Sequence[int]], int]]
 
-def _lcm(a, b):
-    return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
+
+_lcm: Callable[[int, int], int] = lcm  # refused beyond parse.MAX_DEN_BITS
 
 
-def _refine(starts, values, cuts, where):
+def _refine(starts: list[int], values: list[int], cuts: list[int], where: Where | None,
+            ) -> list[int]:
     """A row's per-piece ``values`` on the finer pieces ``cuts`` (every start is a cut);
-    ``where[id(starts)]``: the piece of ``starts`` each cut lies in."""
+    ``where[id(starts)]`` picks, for each cut, the value of the piece of ``starts`` it lies in."""
     if cuts is starts or where is None:  # equal pieces
         return values
-    return [values[k] for k in where[id(starts)]]
+    picked = where[id(starts)](values)
+    return list(picked) if isinstance(picked, tuple) else [picked]
 
 
-def _refinement(terms, cache):
-    """The common refinement of the rows' pieces and, per distinct ``starts`` list, the
-    piece each cut lies in; shared by every row of a map that reads the same lists
-    (``cache``, one map's: the lists are alive while it runs)."""
+def _refinement(terms: list[Term], cache: Cache) -> tuple[list[int], Where]:
+    """The common refinement of the rows' pieces and, per distinct ``starts`` list, a picker
+    of the piece each cut lies in (a running count of the starts up to the cut); shared by
+    every row of a map that reads the same lists (``cache``, one map's: the lists are alive
+    while it runs)."""
     lists = {id(r[0]): r[0] for _, r in terms}
     key = tuple(sorted(lists))
     hit = cache.get(key)
     if hit is None:
         cuts = sorted(set().union(*lists.values()))
-        hit = cache[key] = (cuts, {k: [bisect_right(st, c) - 1 for c in cuts]
-                                   for k, st in lists.items()})
+        slot = {c: i for i, c in enumerate(cuts)}
+        where: Where = {}
+        for k, st in lists.items():
+            first = [0] * len(cuts)  # 1 where a piece of ``st`` starts
+            for c in st:
+                first[slot[c]] = 1
+            where[k] = itemgetter(*[p - 1 for p in accumulate(first)])
+        hit = cache[key] = (cuts, where)
     return hit
 
 
-def _compact(starts, a, b, size):
+def _compact(starts: list[int], a: list[int] | None, b: list[int], size: int) -> Row:
     """Drop empty pieces and join neighbours with equal coefficients."""
-    keep: list = []
     last = len(starts) - 1
+    if starts[last] < size and not any(map(eq, starts, starts[1:])):  # no empty piece
+        same = map(eq, b, b[1:]) if a is None else map(and_, map(eq, b, b[1:]),
+                                                       map(eq, a, a[1:]))
+        if not any(same):
+            return starts, a, b
+    keep: list[int] = []
     for p in range(len(starts)):
         if (starts[p + 1] if p < last else size) == starts[p]:
             continue
@@ -65,17 +89,17 @@ def _compact(starts, a, b, size):
             [b[p] for p in keep])
 
 
-def relu(row, xs):
+def relu(row: Row, xs: list[int]) -> Row:
     """``max(0, row)`` on the points ``xs`` (sorted numerators): each piece splits at most
     once, where ``a x + b`` changes sign."""
     starts, a, b = row
     if a is None:
         return starts, None, [v if v > 0 else 0 for v in b]
     size = len(xs)
-    s2, a2, b2 = [], [], []
-    for p, st in enumerate(starts):
-        end = starts[p + 1] if p + 1 < len(starts) else size
-        ap, bp = a[p], b[p]
+    s2: list[int] = []
+    a2: list[int] = []
+    b2: list[int] = []
+    for st, end, ap, bp in zip(starts, [*starts[1:], size], a, b):
         if ap == 0:
             s2.append(st)
             a2.append(0)
@@ -93,11 +117,12 @@ def relu(row, xs):
     return _compact(s2, a2 if any(a2) else None, b2, size)
 
 
-def _scaled(values, w):
-    return values if w == 1 else [w * v for v in values]
+def _scaled(values: list[int], w: int) -> list[int]:
+    return values if w == 1 else list(map(mul, repeat(w), values))
 
 
-def _affine_row(rows, wrow, scale, bias, size, cache):
+def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, size: int,
+                cache: Cache) -> Row:
     """``scale * sum(w * row) + bias`` over the common refinement of the rows read."""
     terms = [(x * scale, rows[j]) for j, x in enumerate(wrow) if x]
     if not terms:
@@ -107,38 +132,40 @@ def _affine_row(rows, wrow, scale, bias, size, cache):
         if w == 1 and not bias:  # a copy: share the row
             return terms[0][1]
         return (starts, None if a is None else _scaled(a, w),
-                [w * v + bias for v in b] if bias else _scaled(b, w))
+                list(map(add, _scaled(b, w), repeat(bias))) if bias else _scaled(b, w))
     cuts, merged, where = terms[0][1][0], False, None
     if any(r[0] is not cuts and r[0] != cuts for _, r in terms):
         (cuts, where), merged = _refinement(terms, cache), True
-    groups: dict = {}
+    groups: dict[int, list[tuple[bool, Row]]] = {}
     for w, row in terms:  # equal |w|: sum the rows first, multiply once (small * big)
         groups.setdefault(abs(w), []).append((w > 0, row))
-    a_sum: list | None = None
-    b_sum: list = []
+    a_sum: list[int] | None = None
+    b_sum: list[int] = []
     for g, (mag, group) in enumerate(groups.items()):
-        ga = gb = None
+        ga: list[int] | None = None
+        gb: list[int] | None = None
         for positive, (starts, a, b) in group:
             op = add if positive else sub
             part = _refine(starts, b, cuts, where)
-            gb = (part if positive else [-v for v in part]) if gb is None else list(
+            gb = (part if positive else list(map(neg, part))) if gb is None else list(
                 map(op, gb, part))
             if a is not None:
                 part = _refine(starts, a, cuts, where)
-                ga = list(map(op, ga if ga is not None else [0] * len(cuts), part))
+                ga = list(map(op, ga if ga is not None else repeat(0), part))
+        assert gb is not None
         gb = _scaled(gb, mag)
         b_sum = list(map(add, b_sum, gb)) if g else gb
         if ga is not None:
             ga = _scaled(ga, mag)
             a_sum = ga if a_sum is None else list(map(add, a_sum, ga))
     if bias:
-        b_sum = [v + bias for v in b_sum]
+        b_sum = list(map(add, b_sum, repeat(bias)))
     if a_sum is not None and not any(a_sum):
         a_sum = None
     return _compact(cuts, a_sum, b_sum, size) if merged else (cuts, a_sum, b_sum)
 
 
-def _normalize(rows, den):
+def _normalize(rows: list[Row], den: int) -> tuple[list[Row], int]:
     g = den
     for _, a, b in rows:
         for v in b if a is None else (*a, *b):
@@ -149,7 +176,9 @@ def _normalize(rows, den):
             for s, a, b in rows], den // g
 
 
-def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
+def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
+             relu_first: bool = False, tick: Callable[[int], object] | None = None,
+             ) -> tuple[list[tuple[int, ...]], int]:
     """``maps`` (a ReLU network, ReLU between maps) on the scalar columns ``xs_cols``
     (1-tuples over ``den``); ``relu_first``: a ReLU precedes the first map.  Returns the
     output columns and their denominator (not reduced)."""
@@ -158,7 +187,7 @@ def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
     size = len(xs)
     if not size:
         return [], den
-    rows = [([0], [1], [0])]
+    rows: list[Row] = [([0], [1], [0])]
     keep = [not relu_first]
     for i, ((w, wd), (b, bd)) in enumerate(maps):
         if i or relu_first:
@@ -167,26 +196,25 @@ def evaluate(maps, xs_cols, den, relu_first=False, tick=None):
                 for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
-        cache: dict = {}
+        cache: Cache = {}
         rows = [_affine_row(rows, wrow, fw, bb * fb, size, cache) for wrow, (bb,) in zip(w, b)]
         if out_den != den:
             rows, out_den = _normalize(rows, out_den)
-        pool: dict = {}  # rows on equal pieces share one starts list: no refinement between them
+        pool: dict[tuple[int, ...], list[int]] = {}  # rows on equal pieces share one starts list
         rows = [(pool.setdefault(tuple(st), st), a, bb) for st, a, bb in rows]
         den = out_den
         if tick is not None:
             tick(len(w))
-    values = []
-    for starts, a, b in rows:
-        vals: list = []
-        for p, st in enumerate(starts):
-            end = starts[p + 1] if p + 1 < len(starts) else size
-            if a is None or a[p] == 0:
-                vals += [b[p]] * (end - st)
+    values: list[list[int]] = []
+    for starts, slopes, icepts in rows:
+        vals: list[int] = []
+        for st, end, p in zip(starts, [*starts[1:], size], range(len(starts))):
+            if slopes is None or slopes[p] == 0:
+                vals += repeat(icepts[p], end - st)
             else:
-                vals += [a[p] * x + b[p] for x in xs[st:end]]
+                vals += map(add, map(mul, repeat(slopes[p]), xs[st:end]), repeat(icepts[p]))
         values.append(vals)
-    out: list = [None] * size
-    for i, pos in enumerate(order):
-        out[pos] = tuple(v[i] for v in values)
+    out: list[tuple[int, ...]] = [()] * size
+    for pos, col in zip(order, zip(*values)):
+        out[pos] = col
     return out, den

@@ -10,8 +10,10 @@ running total, so the width stays constant and the weights have ``~B`` bits inst
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import reduce
 from typing import Any
 
 from exactmem.constructions import _gadget_c1 as c1
@@ -25,8 +27,8 @@ def emit_chain(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
 
     Returns per-network layout facts and the output expression (linear in the last channels).
     """
-    dens = {x.denominator for x in xs}  # one denominator (the usual case): integer keys
-    keys = [x.numerator for x in xs] if len(dens) == 1 else list(xs)
+    den = reduce(lambda a, b: a * b // math.gcd(a, b), {x.denominator for x in xs}, 1)
+    keys = [x.numerator * (den // x.denominator) for x in xs]  # integer keys: x * den
     order = sorted(range(len(xs)), key=keys.__getitem__)
     size = group_points if group_points > 0 else len(xs)
     groups = [order[s:s + size] for s in range(0, len(order), size)]

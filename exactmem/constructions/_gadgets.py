@@ -31,6 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from operator import mul
 
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import ConstructionError
@@ -291,7 +292,7 @@ def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Ran
     valid = 0
     for _ in range(max_tries):
         g = [rng.randint(-K, K) for _ in range(d)]
-        vals = [sum(gi * xi for gi, xi in zip(g, v, strict=True)) for v in ints]
+        vals = [sum(map(mul, g, v)) for v in ints]  # every point has d coordinates
         srt = sorted(vals)
         gap = min((b - a for a, b in zip(srt, srt[1:], strict=False)), default=1)
         if gap <= 0:

@@ -95,7 +95,7 @@ def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
     keys: list[tuple[int, ...]] = []
     seen: dict[tuple[int, ...], int] = {}
     for i, ms in enumerate(multisets):
-        key = tuple(ms[t] for t in chosen)
+        key = tuple(map(ms.__getitem__, chosen))  # Counter: 0 for a missing token
         j = seen.get(key)
         if j is not None:
             other = multisets[j]
