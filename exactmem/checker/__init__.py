@@ -7,6 +7,7 @@ re-encoder; docs/proof-checker.md).  Usable without the rest of exactmem: copy t
 and run ``python -m <folder> CERT``.
 """
 
-from .verify import CheckReport, check_certificate, check_file
+from .report import CheckReport
+from .verify import check_certificate, check_file
 
 __all__ = ["CheckReport", "check_certificate", "check_file"]

@@ -5,8 +5,9 @@ slices and processes come from :func:`shards.shard_plan`; each slice is
 """
 
 from .parse import Unusable, read_json
+from .report import CheckReport
 from .shards import shard_plan
-from .verify import CheckReport, check_certificate, check_file
+from .verify import check_certificate, check_file
 
 
 def combine(reports):
@@ -24,7 +25,7 @@ def combine(reports):
                       bases.pop() if len(bases) == 1 else None,
                       sum(r.positions for r in reports), sum(r.sequences for r in reports))
     if reports and all(r.lm for r in reports):
-        from .lm_verify import claim_text, merge
+        from .lm.lm_verify import claim_text, merge
 
         out.lm = merge([r.lm for r in reports])
         out.claim = claim_text(out.lm) if out.verified else None

@@ -179,7 +179,7 @@ def test_positions_the_checker_cannot_reprove_are_left_out(
         gpt2: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The producer's and the checker's bounds differ; certify-model writes only what the
     checker re-proves (with --partial) and fails otherwise."""
-    from exactmem.checker import lm_verify
+    from exactmem.checker.lm import lm_verify
 
     real = lm_verify.margin_failure
 

@@ -27,7 +27,7 @@ from lm_crafted import (
     zero_bomb,
 )
 
-from exactmem.checker import lm_bounds, lm_codelength, lm_forward, lm_model, lm_verify
+from exactmem.checker.lm import lm_bounds, lm_codelength, lm_forward, lm_model, lm_verify
 from exactmem.checker.sharded import combine
 from exactmem.checker.verify import check_certificate, check_file
 from exactmem.cli import main

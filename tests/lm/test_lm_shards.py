@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from lm_models import random_spec, redigest
 
-from exactmem.checker import lm_verify
+from exactmem.checker.lm import lm_verify
 from exactmem.checker.sharded import _count, check_certificate_sharded, check_sharded
 from exactmem.checker.verify import check_certificate
 from exactmem.lm.certfile import build_lm_certificate

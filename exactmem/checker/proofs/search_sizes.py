@@ -12,7 +12,8 @@ from typing import Any
 
 from ..parse import Unusable, choice, integer, network, obj, ratio, read_json
 from ..passes import run
-from ..verify import VERDICTS, check_certificate
+from ..report import VERDICTS
+from ..verify import check_certificate
 from .lrat import check_lrat_files
 from .search_circuit import VariableLimit
 from .search_claims import Failed, Family, nests_in, shape

@@ -19,10 +19,11 @@ model's code length lies below the uniform code over the dataset's vocabulary.
 
 import hashlib
 
+from ..dataset import canonical, dataset
+from ..parse import Unusable, integer, number, obj, ratio, typed
+from ..report import CheckReport
 from . import lm_codelength, lm_forward
-from .dataset import canonical, dataset
 from .lm_model import at_precision, header, model, precision, work
-from .parse import Unusable, integer, number, obj, ratio, typed
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
@@ -175,6 +176,17 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
+
+
+def check_report(cert, base, progress=None, shard=(0, 1)):
+    """:func:`check` as the checker's one report (the table of formats in
+    :mod:`..verify`): the claim and the exact slice totals ``lm`` that
+    :func:`..sharded.combine` adds up."""
+    totals: dict = {}
+    bad, unusable, claim = check(cert, base, progress, shard, totals=totals)
+    report = CheckReport(bad, unusable)
+    report.claim, report.lm = claim, totals or None
+    return report
 
 
 def distinct(toks, labels, lo, hi):
