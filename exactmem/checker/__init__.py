@@ -7,7 +7,20 @@ re-encoder; docs/proof-checker.md).  Usable without the rest of exactmem: copy t
 and run ``python -m <folder> CERT``.
 """
 
-from .report import CheckReport
-from .verify import check_certificate, check_file
+from typing import Any
 
 __all__ = ["CheckReport", "check_certificate", "check_file"]
+
+
+def __getattr__(name: str) -> Any:
+    """The certificate checker's entry points, loaded on first use, so that importing a
+    part (the proof checker, say) does not load the rest (docs/checker.md: closures)."""
+    if name == "CheckReport":
+        from .report import CheckReport
+
+        return CheckReport
+    if name in ("check_certificate", "check_file"):
+        from . import verify
+
+        return getattr(verify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,8 @@ import stat
 import zlib
 from math import gcd
 
+from .verdict import Unusable
+
 MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file (after decompression)
 MAX_DIGITS = 20000  # decimal digits of one integer, numerator or denominator
 MAX_NODES = 1 << 25  # JSON values (containers and scalars) in one file
@@ -27,10 +29,6 @@ CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 MAX_INFLATION = 32  # a gzip file's text is at most this many times the file ...
 MIN_INFLATED = 1 << 20  # ... or at most this many bytes, whichever is larger
 _RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
-
-
-class Unusable(Exception):
-    """The input cannot be read: not the format, a field malformed, a limit exceeded."""
 
 
 class JsonFloat:

@@ -1,6 +1,6 @@
 """A small LRAT proof checker (standard library only): "this CNF is unsatisfiable".
 
-Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.proofs.drup.parse_cnf`) and a
+Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.proofs.dimacs.parse_cnf`) and a
 textual LRAT proof, one step per line:
 
 * ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` with the hints ``h1 ... hm``: ids of
@@ -20,7 +20,7 @@ accepted.  The check of a lemma costs the total length of its hints, so a proof 
 in time linear in its size; nothing is searched.  The proof is accepted when the empty
 lemma is checked; the lines after it must still be well formed.
 
-Verdicts as in :mod:`exactmem.checker.proofs.drup`: ``s VERIFIED`` (exit 0), ``s REJECTED``
+Verdicts (:mod:`exactmem.checker.verdict`): ``s VERIFIED`` (exit 0), ``s REJECTED``
 (exit 1), ``s UNUSABLE`` (exit 2: malformed input or a resource limit).
 """
 
@@ -30,7 +30,8 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 
-from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, _Rejected, failure, parse_cnf
+from ..verdict import ProofReport, Rejected, Unusable, failure
+from .dimacs import MAX_STEPS, ints, parse_cnf, read_text
 
 MAX_PROOF_BYTES = 1 << 36  # a proof file is streamed line by line, never held whole
 MAX_LINE = 1 << 26
@@ -38,7 +39,7 @@ MAX_LINE = 1 << 26
 
 def _check_lemma(k: int, lemma: list[int], hints: list[int],
                  clauses: dict[int, tuple[int, ...]]) -> int:
-    """Literal visits spent; raises :class:`_Rejected` when the hints do not refute the
+    """Literal visits spent; raises :class:`Rejected` when the hints do not refute the
     lemma's negation."""
     true = {-x for x in lemma}
     if any(-x in true for x in true):
@@ -47,20 +48,20 @@ def _check_lemma(k: int, lemma: list[int], hints: list[int],
     for h in hints:
         c = clauses.get(h)
         if c is None:
-            raise _Rejected(f"proof line {k}: hint {h} is not a live clause")
+            raise Rejected(f"proof line {k}: hint {h} is not a live clause")
         visits += len(c)
         unit = 0
         for x in c:
             if x in true:
-                raise _Rejected(f"proof line {k}: hint {h} is satisfied")
+                raise Rejected(f"proof line {k}: hint {h} is satisfied")
             if -x not in true:
                 if unit:
-                    raise _Rejected(f"proof line {k}: hint {h} has two open literals")
+                    raise Rejected(f"proof line {k}: hint {h} has two open literals")
                 unit = x
         if not unit:
             return visits  # every literal of the hint is false: a conflict
         true.add(unit)
-    raise _Rejected(f"proof line {k}: the hints of lemma {' '.join(map(str, lemma[:12]))} 0 "
+    raise Rejected(f"proof line {k}: the hints of lemma {' '.join(map(str, lemma[:12]))} 0 "
                     "end without a conflict")
 
 
@@ -82,14 +83,14 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
             if not s or s[0] == "c":
                 continue
             if len(s) > 1 and s[1] == "d":
-                ids = _ints(" ".join(s[2:]), f"proof line {k}")
+                ids = ints(" ".join(s[2:]), f"proof line {k}")
                 if not ids or ids[-1] != 0 or 0 in ids[:-1] or min(ids) < 0:
                     raise Unusable(f"proof line {k}: a deletion is 'ID d IDS 0'")
                 if not refuted:
                     for i in ids[:-1]:
                         deletions += clauses.pop(i, None) is not None
                 continue
-            nums = _ints(line, f"proof line {k}")
+            nums = ints(line, f"proof line {k}")
             if nums.count(0) != 2 or nums[-1] != 0 or len(nums) < 3:
                 raise Unusable(f"proof line {k}: a lemma is 'ID LITERALS 0 HINTS 0'")
             cut = nums.index(0)
@@ -112,9 +113,9 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
             clauses[ident] = tuple(lemma)
             refuted = not lemma
         if not refuted:
-            raise _Rejected("the proof does not derive the empty clause")
+            raise Rejected("the proof does not derive the empty clause")
         return ProofReport("s VERIFIED", (), lemmas, deletions, lemmas)
-    except (_Rejected, Unusable, MemoryError, RecursionError) as exc:
+    except (Rejected, Unusable, MemoryError, RecursionError) as exc:
         return failure(exc)
 
 
@@ -143,7 +144,7 @@ def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
             raise Unusable(f"{proof_path}: not a regular file")
         if os.path.getsize(proof_path) > MAX_PROOF_BYTES:
             raise Unusable(f"{proof_path}: larger than {MAX_PROOF_BYTES} bytes")
-        cnf = _read(cnf_path)
+        cnf = read_text(cnf_path)
     except (OSError, Unusable) as exc:
         return ProofReport("s UNUSABLE", (str(exc),))
     return _check(cnf, lambda: _file_lines(proof_path), max_steps)
