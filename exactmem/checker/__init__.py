@@ -1,11 +1,6 @@
 """The trusted checker: standard library only, its own exact forward pass, never searches.
-
-Two parts (docs/checker.md): the certificate checker in this folder (:mod:`.verify`, the
-forward pass, rigorous softmax and language-model bounds, float-exact claims;
-docs/certificate-format.md) and the proof checker in :mod:`.proofs` (CNF, LRAT, the search
-re-encoder; docs/proof-checker.md).  Usable without the rest of exactmem: copy this folder
-and run ``python -m <folder> CERT``.
-"""
+Two parts (docs/checker.md): certificates (:mod:`.verify`) and proofs (:mod:`.proofs`).
+Usable on its own: copy this folder and run ``python -m <folder> CERT``."""
 
 from typing import Any
 
@@ -13,8 +8,8 @@ __all__ = ["CheckReport", "check_certificate", "check_file"]
 
 
 def __getattr__(name: str) -> Any:
-    """The certificate checker's entry points, loaded on first use, so that importing a
-    part (the proof checker, say) does not load the rest (docs/checker.md: closures)."""
+    """The certificate checker, loaded on first use: a part (the proof checker, say)
+    is imported without the rest (docs/checker.md, the table of closures)."""
     if name == "CheckReport":
         from .report import CheckReport
 

@@ -1,7 +1,5 @@
-"""The verdicts of the checker (docs/checker.md): ``s VERIFIED`` (exit 0), ``s REJECTED``
-(exit 1: a claim does not hold), ``s UNUSABLE`` (exit 2: the input cannot be read, a limit
-was reached, or the checker stopped); the one exception for unusable input and the one for
-a rejected step."""
+"""The verdicts (docs/checker.md): ``s VERIFIED`` (exit 0), ``s REJECTED`` (1: a claim fails),
+``s UNUSABLE`` (2: unreadable input, a limit, or the checker stopped); their exceptions."""
 
 from __future__ import annotations
 
