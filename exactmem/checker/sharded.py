@@ -1,12 +1,12 @@
 """Checking one certificate in K slices, in parallel processes or on any executor, and
 joining the slice reports into the verdict of one pass (standard library only).  The
-slices and processes come from :func:`shards.shard_plan`; each slice is
+slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 :func:`verify.check_certificate` with ``shard=(k, K)``.
 """
 
 from .parse import Unusable, read_json
 from .report import CheckReport
-from .shards import shard_plan
+from .shard_plan import shard_plan
 from .verify import check_certificate, check_file
 
 
@@ -63,7 +63,7 @@ def _check_path(path, _base, progress, shard):
 def check_sharded(path, shards, submit=None):
     """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
     verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
-    :data:`shards.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
+    :data:`shard_plan.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
     default a local process pool of the standard library runs the shards."""

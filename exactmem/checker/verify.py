@@ -2,7 +2,7 @@
 
 Checked: the strict grammar (parse.py); the self-digest; the dataset and its SHA-256; the
 network's shapes and kinds and their fit to the dataset; the output of every read position
-of every sequence, exactly (or with rigorous softmax bounds, interval.py), which must
+of every sequence, exactly (or with rigorous softmax bounds, softmax_check.py), which must
 recover the label and equal the certificate's claim; the size figures.  The checker, not
 the producer, states what was proved (:attr:`CheckReport.claim`).  Not checked: the
 construction's name and parameters, theorem bounds.
@@ -12,10 +12,11 @@ import hashlib
 from fractions import Fraction
 from pathlib import Path
 
-from . import floatexact, forward
-from . import interval as softmax_interval
+from . import floatexact
+from . import net_forward as forward
 from . import passes as exact
-from .dataset import canonical, dataset, initial
+from . import softmax_check as softmax_interval
+from .cert_dataset import canonical, dataset, initial
 from .parse import (
     BIASES,
     JsonFloat,

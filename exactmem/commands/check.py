@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _sharded(args: argparse.Namespace) -> CheckReport:
     from pathlib import Path
 
+    from exactmem.checker.shard_plan import MAX_SHARDS
     from exactmem.checker.sharded import check_sharded
-    from exactmem.checker.shards import MAX_SHARDS
 
     path = str(Path(args.certificate).resolve())
     if not args.quiet:

@@ -146,7 +146,7 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
     c = copy.deepcopy(cert)
     edit(c)
     if "labels" in message or "next" in message:
-        from exactmem.checker.dataset import dataset_object
+        from exactmem.checker.cert_dataset import dataset_object
 
         c["dataset"]["sha256"] = dataset_object(c["dataset"]["data"])[5]
     report = check_certificate(redigest(c), Path("."))

@@ -19,7 +19,7 @@ model's code length lies below the uniform code over the dataset's vocabulary.
 
 import hashlib
 
-from ..dataset import canonical, dataset
+from ..cert_dataset import canonical, dataset
 from ..parse import Unusable, integer, number, obj, ratio, typed
 from ..report import CheckReport
 from . import lm_codelength, lm_forward

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..dataset import dataset as read_dataset
+from ..cert_dataset import dataset as read_dataset
 from ..parse import Unusable, integer, read_json
 from .search_claims import (  # noqa: F401 (nests_in, params_of: re-exported)
     Failed,

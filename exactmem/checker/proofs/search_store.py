@@ -31,7 +31,7 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
-from ..dataset import canonical
+from ..cert_dataset import canonical
 from ..parse import Unusable, integer, loads, network, obj
 from .search_claims import Failed, Family, label, shape, statement, summary
 from .search_sizes import MAX_BITS, MAX_SEQUENCES, SearchReport, Sizes
