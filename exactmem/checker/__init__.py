@@ -8,14 +8,9 @@ __all__ = ["CheckReport", "check_certificate", "check_file"]
 
 
 def __getattr__(name: str) -> Any:
-    """The certificate checker, loaded on first use: a part (the proof checker, say)
-    is imported without the rest (docs/checker.md, the table of closures)."""
-    if name == "CheckReport":
-        from .report import CheckReport
+    """The certificate checker, loaded on first use (docs/checker.md: closures)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import verify
 
-        return CheckReport
-    if name in ("check_certificate", "check_file"):
-        from . import verify
-
-        return getattr(verify, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(verify, name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .entry import answer
-from .report import CheckReport
+from .verdict import CheckReport
 from .verify import check_file
 
 

@@ -8,7 +8,8 @@ import os
 from fractions import Fraction
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .parse import JsonFloat, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .verdict import Unusable
 
 DATASET_FORMAT = "exactmem.dataset/1"
 

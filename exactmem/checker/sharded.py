@@ -4,9 +4,10 @@ slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 :func:`verify.check_certificate` with ``shard=(k, K)``.
 """
 
-from .parse import Unusable, read_json
-from .report import CheckReport
+from .net_claims import network_report
+from .parse import read_json
 from .shard_plan import shard_plan
+from .verdict import Unusable
 from .verify import check_certificate, check_file
 
 
@@ -20,16 +21,18 @@ def combine(reports):
             if f not in seen:
                 seen.add(f)
                 failures.append(f)
-    bases = {r.basis for r in reports if r.positions}
-    out = CheckReport(failures, any(r.unusable for r in reports),
-                      bases.pop() if len(bases) == 1 else None,
-                      sum(r.positions for r in reports), sum(r.sequences for r in reports))
-    if reports and all(r.lm for r in reports):
+    unusable = any(r.unusable for r in reports)
+    if reports and all(type(r.totals) is dict for r in reports):  # language models
         from .lm.lm_verify import claim_text, merge
 
-        out.lm = merge([r.lm for r in reports])
-        out.claim = claim_text(out.lm) if out.verified else None
-    return out
+        out = network_report(failures, unusable)
+        out.totals = merge([r.totals for r in reports])
+        out.claim = claim_text(out.totals) if out.verified else None
+        return out
+    bases = {r.totals for r in reports if r.counts.get("positions")}
+    return network_report(failures, unusable, bases.pop() if len(bases) == 1 else None,
+                          sum(r.counts.get("positions", 0) for r in reports),
+                          sum(r.counts.get("sequences", 0) for r in reports))
 
 
 def _count(cert):
@@ -70,7 +73,7 @@ def check_sharded(path, shards, submit=None):
     try:
         count = _count(read_json(path))
     except Unusable as exc:
-        return CheckReport([str(exc)], unusable=True)
+        return network_report([str(exc)], unusable=True)
     return _in_shards(_check_path, str(path), None, shards, submit, count)
 
 

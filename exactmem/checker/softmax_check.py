@@ -12,8 +12,9 @@ the label.  The claim must be the label.
 from fractions import Fraction
 
 from . import net_forward as forward
-from .parse import Unusable, integer, lcm, matrix, obj, ratio, show
+from .parse import integer, lcm, matrix, obj, ratio, show
 from .softmax_bounds import grid, softmax_row
+from .verdict import Unusable
 
 MAX_PRECISION = 1 << 12
 

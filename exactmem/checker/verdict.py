@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
 
@@ -16,26 +16,49 @@ class Rejected(Exception):
     """A step of a proof does not hold: the verdict ``s REJECTED``."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProofReport:
-    """The verdict of a proof check, its reasons and counts."""
+class CheckReport:
+    """The one report of every check: ``failures`` (every reason, in order), ``unusable``,
+    ``claim`` (what a verified input proves), ``counts``, ``totals`` (what shards add up),
+    ``lines``.  With ``rejected_first`` (a search answer) a failed claim outweighs the rest."""
 
-    verdict: str  # "s VERIFIED" | "s REJECTED" | "s UNUSABLE"
-    reasons: tuple[str, ...] = field(default=())
-    lemmas: int = 0
-    deletions: int = 0
-    checked: int = 0  # lemmas in the core, each checked
+    def __init__(self, failures: Iterable[str] = (), unusable: bool = False,
+                 claim: str | None = None, counts: dict[str, int] | None = None) -> None:
+        self.failures, self.unusable, self.claim = list(failures), unusable, claim
+        self.counts, self.lines, self.totals = dict(counts or {}), list[str](), None
+        self.rejected = self.rejected_first = False
+
+    def reject(self, reason: str) -> None:
+        self.failures.append(reason)
+        self.rejected = True
+
+    def refuse(self, reason: str) -> None:
+        self.failures.append(reason)
+        self.unusable = True
 
     @property
     def exit_code(self) -> int:
-        return {"s VERIFIED": 0, "s REJECTED": 1}.get(self.verdict, 2)
+        if self.rejected_first and self.rejected:
+            return 1
+        return 2 if self.unusable else (1 if self.failures else 0)
+
+    @property
+    def verified(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def verdict(self) -> str:
+        """The one stdout line: ``s VERIFIED``, ``s REJECTED`` or ``s UNUSABLE``."""
+        return VERDICTS[self.exit_code]
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.failures
 
 
-def failure(exc: BaseException) -> ProofReport:
-    """The verdict of a check stopped by ``exc``: a rejected step, unusable input, or a
-    resource limit."""
+def failure(exc: BaseException) -> CheckReport:
+    """The verdict of a proof check stopped by ``exc`` (a rejected step, or unusable)."""
     if isinstance(exc, Rejected):
-        return ProofReport("s REJECTED", (str(exc),))
+        return CheckReport([str(exc)])
     if isinstance(exc, Unusable):
-        return ProofReport("s UNUSABLE", (str(exc),))
-    return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
+        return CheckReport([str(exc)], unusable=True)
+    return CheckReport([f"resource limit: {type(exc).__name__}"], unusable=True)

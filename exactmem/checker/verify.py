@@ -17,6 +17,7 @@ from . import net_forward as forward
 from . import passes as exact
 from . import softmax_check as softmax_interval
 from .cert_dataset import canonical, dataset, initial
+from .net_claims import network_report
 from .parse import (
     BIASES,
     JsonFloat,
@@ -29,7 +30,7 @@ from .parse import (
     show,
 )
 from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
-from .report import CheckReport, _claim_text  # noqa: F401 (CheckReport: re-exported)
+from .verdict import CheckReport  # noqa: F401 (re-exported)
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
@@ -164,7 +165,7 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
     fmt = cert.get("format") if type(cert) is dict else None
     checker = CHECKERS.get(fmt) if type(fmt) is str else None
     if checker is None:
-        return CheckReport([f"format: expected {FORMAT!r}"], unusable=True)
+        return network_report([f"format: expected {FORMAT!r}"], unusable=True)
     return checker(cert, base, progress, shard)
 
 
@@ -235,8 +236,8 @@ def check_network(cert, base=Path("."), progress=None, shard=(0, 1)):
         if cert["sizes"] != recomputed:
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {recomputed}")
     except Unusable as exc:
-        return CheckReport([*failures, str(exc)], unusable=True)
-    return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
+        return network_report([*failures, str(exc)], unusable=True)
+    return network_report(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
                        sequences=hi - lo)
 
 
@@ -249,5 +250,5 @@ def check_file(path, progress=None, shard=(0, 1)):
     try:
         cert = read_json(p)
     except Unusable as exc:
-        return CheckReport([str(exc)], unusable=True)
+        return network_report([str(exc)], unusable=True)
     return check_certificate(cert, p.parent, progress, shard)

@@ -46,7 +46,8 @@ def _check(args: argparse.Namespace) -> Any:
     for line in report.reasons:
         print(f"c {line}", file=sys.stderr)
     if report.verdict == "s VERIFIED":
-        print(f"c {report.lemmas} lemmas checked, {report.deletions} deletions applied",
+        print(f"c {report.counts['lemmas']} lemmas checked, "
+              f"{report.counts['deletions']} deletions applied",
               file=sys.stderr)
         print("c claim: this CNF is unsatisfiable (not what it encodes: exactmem "
               "check-search binds a search answer's CNF to its question)")

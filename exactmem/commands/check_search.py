@@ -50,8 +50,8 @@ def _check(args: argparse.Namespace) -> Any:
     c = report.counts
     for line in report.lines:
         print(f"c {line}", file=sys.stderr)
-    if report.statement is not None and report.exit_code == 0:
-        print(f"c claim: {report.statement}", file=sys.stderr)
+    if report.claim is not None and report.exit_code == 0:
+        print(f"c claim: {report.claim}", file=sys.stderr)
     print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
           f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
           f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)

@@ -20,8 +20,8 @@ model's code length lies below the uniform code over the dataset's vocabulary.
 import hashlib
 
 from ..cert_dataset import canonical, dataset
-from ..parse import Unusable, integer, number, obj, ratio, typed
-from ..report import CheckReport
+from ..parse import integer, number, obj, ratio, typed
+from ..verdict import CheckReport, Unusable
 from . import lm_codelength, lm_forward
 from .lm_model import at_precision, header, model, precision, work
 
@@ -181,11 +181,11 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
 def check_report(cert, base, progress=None, shard=(0, 1)):
     """:func:`check` as the checker's one report (the table of formats in
     :mod:`..verify`): the claim and the exact slice totals ``lm`` that
-    :func:`..sharded.combine` adds up."""
+    :func:`..sharded.combine` adds up (``totals``)."""
     totals: dict = {}
     bad, unusable, claim = check(cert, base, progress, shard, totals=totals)
-    report = CheckReport(bad, unusable)
-    report.claim, report.lm = claim, totals or None
+    report = CheckReport(bad, unusable, claim)
+    report.totals = totals or None
     return report
 
 

@@ -28,7 +28,7 @@ clause), ``s UNUSABLE`` (exit 2: malformed input or a resource limit; never a cr
 
 from __future__ import annotations
 
-from ..verdict import ProofReport, Rejected, Unusable, failure
+from ..verdict import CheckReport, Rejected, Unusable, failure
 from .dimacs import MAX_STEPS, MAX_VARS, ints, parse_cnf, read_text
 
 
@@ -237,7 +237,7 @@ class _Checker:
         return True
 
 
-def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
+def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> CheckReport:
     """Check that ``proof_text`` refutes ``cnf_text``; never raises on bad input.
 
     Backward checking (as drat-trim does): a forward pass adds and deletes the clauses,
@@ -292,15 +292,15 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
             if not (ck.rup(lits) or ck.rat(lits)):
                 raise Rejected(f"proof line {k}: lemma {' '.join(map(str, lits[:12]))}"
                                 f"{' ...' if len(lits) > 12 else ''} 0 is neither RUP nor RAT")
-        return ProofReport("s VERIFIED", (), lemmas, deletions, checked)
+        return CheckReport(counts={"lemmas": lemmas, "deletions": deletions, "checked": checked})
     except (Rejected, Unusable, MemoryError, RecursionError) as exc:
         return failure(exc)
 
 
 def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
-                      ) -> ProofReport:
+                      ) -> CheckReport:
     try:
         cnf, proof = read_text(cnf_path), read_text(proof_path)
     except (OSError, Unusable) as exc:
-        return ProofReport("s UNUSABLE", (str(exc),))
+        return CheckReport([str(exc)], unusable=True)
     return check_proof(cnf, proof, max_steps)

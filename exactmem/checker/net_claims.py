@@ -1,47 +1,31 @@
-"""The one report of the checker: its failures, whether the input was unusable, what a
-verified certificate proves (:attr:`CheckReport.claim`), and the verdict line and exit code
-(docs/checker.md)."""
+"""What a verified network certificate proves, in words (the ``c claim:`` line), and its
+report (:func:`network_report`; the report type is :class:`.verdict.CheckReport`)."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
 from fractions import Fraction
+from typing import Any
 
 from .parse import show
+from .verdict import CheckReport
 
-VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
+# what a network certificate proved: (readout kind, exact, epsilon, gap, bits, formats,
+# exists, sequences in all); shard reports combine when theirs are equal
+Basis = tuple[Any, ...]
 
 
-class CheckReport:
-    """``verified`` only when no failure was found; ``unusable`` marks unreadable input;
-    ``claim`` says what a verified certificate proves."""
-
-    def __init__(self, failures, unusable=False, basis=None, positions=0, sequences=0):
-        self.failures = list(failures)
-        self.unusable = unusable
-        self.basis, self.positions = basis, positions  # what was proved, and where
-        self.sequences = sequences
-        self.lm = None  # a language model's exact slice totals (lm_verify.merge)
-        self.claim = _claim_text(positions, sequences, *basis) \
-            if basis and self.verified else None
-
-    @property
-    def verified(self):
-        return not self.failures and not self.unusable
-
-    @property
-    def exit_code(self):
-        return 0 if self.verified else (2 if self.unusable else 1)
-
-    @property
-    def verdict(self):
-        """The one stdout line: ``s VERIFIED``, ``s REJECTED`` or ``s UNUSABLE``."""
-        return VERDICTS[self.exit_code]
-
-    def __repr__(self):
-        head = f"CheckReport({self.verdict[2:].lower()}"
-        if self.claim:
-            head += f", claim={self.claim!r}"
-        if self.failures:
-            head += f", {len(self.failures)} failures, first: {self.failures[0]!r}"
-        return head + ")"
+def network_report(failures: Iterable[str], unusable: bool = False, basis: Basis | None = None,
+                   positions: int = 0, sequences: int = 0) -> CheckReport:
+    """The report of a network certificate (or of some of its slices): ``basis``, what
+    was proved, kept as the report's ``totals`` so that shard reports combine; the claim
+    over ``positions`` read positions of ``sequences`` sequences when verified."""
+    report = CheckReport(failures, unusable,
+                         counts={"positions": positions, "sequences": sequences})
+    report.totals = basis
+    if basis and report.verified:
+        report.claim = _claim_text(positions, sequences, *basis)
+    return report
 
 
 _FLOAT_CLAIM = ("; float-exact in {} (every weight, product, partial sum in any order and "
@@ -59,8 +43,10 @@ _FLOAT_CLAIMS = {
     "is then at most 2 * 127 * 128 = 32512 < 2^15)"}
 
 
-def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None, formats=(),
-                exists=False, total=0):
+def _claim_text(positions: int, sequences: int, kind: str, exact: bool,
+                eps: Fraction | None = None, gap: int | None = None, bits: int | None = None,
+                formats: tuple[str, ...] = (), exists: bool | None = False, total: int = 0
+                ) -> str:
     how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
     if sequences < total:
         how += (f"; a subset: {sequences} of the {total} sequences, those listed in "
