@@ -61,6 +61,7 @@ def _claim_text(positions: int, sequences: int, kind: str, exact: bool,
     elif exact:
         what = "the output equals the label"
     else:
+        assert eps is not None and gap is not None  # a scalar readout's softmax bounds
         what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
                 "smallest gap between distinct labels, so the nearest label is the label")
     floats = "".join(_FLOAT_CLAIMS.get(f, _FLOAT_CLAIM).format(f) for f in formats)

@@ -4,18 +4,25 @@ slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 :func:`verify.check_certificate` with ``shard=(k, K)``.
 """
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from .net_claims import network_report
 from .parse import read_json
 from .shard_plan import shard_plan
-from .verdict import Unusable
-from .verify import check_certificate, check_file
+from .verdict import CheckReport, Unusable
+from .verify import Progress, check_certificate, check_file
+
+Submit = Callable[..., Any]  # submit(function, *args) -> a future
 
 
-def combine(reports):
+def combine(reports: list[CheckReport]) -> CheckReport:
     """One report for the K shard reports of one certificate: verified when every shard
     is; failures in shard order, each named once.  Language-model slices add up their exact
     totals, so the claim is the one of a single pass."""
-    failures, seen = [], set()
+    failures: list[str] = []
+    seen: set[str] = set()
     for r in reports:
         for f in r.failures:
             if f not in seen:
@@ -35,7 +42,7 @@ def combine(reports):
                           sum(r.counts.get("sequences", 0) for r in reports))
 
 
-def _count(cert):
+def _count(cert: Any) -> int:
     """The number of claimed sequences of a decoded certificate (1 when unreadable: the
     one slice then reports why); a language model's are its ``claims.positions`` lists."""
     claims = cert.get("claims") if type(cert) is dict else None
@@ -44,7 +51,8 @@ def _count(cert):
     return len(outputs) if type(outputs) is list else 1
 
 
-def _in_shards(check, source, base, shards, submit, count):
+def _in_shards(check: Callable[..., CheckReport], source: Any, base: Any, shards: int,
+               submit: Submit | None, count: int) -> CheckReport:
     slices, processes = shard_plan(shards, count)
     plan = [(k, slices) for k in range(slices)]
     if submit is not None:
@@ -59,11 +67,12 @@ def _in_shards(check, source, base, shards, submit, count):
                                      [None] * slices, plan)))
 
 
-def _check_path(path, _base, progress, shard):
+def _check_path(path: str, _base: Any, progress: Progress | None, shard: tuple[int, int]
+                ) -> CheckReport:
     return check_file(path, progress, shard)
 
 
-def check_sharded(path, shards, submit=None):
+def check_sharded(path: Path | str, shards: int, submit: Submit | None = None) -> CheckReport:
     """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
     verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
     :data:`shard_plan.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
@@ -77,7 +86,8 @@ def check_sharded(path, shards, submit=None):
     return _in_shards(_check_path, str(path), None, shards, submit, count)
 
 
-def check_certificate_sharded(cert, base, shards, submit=None):
+def check_certificate_sharded(cert: Any, base: Path | str, shards: int,
+                              submit: Submit | None = None) -> CheckReport:
     """:func:`check_sharded` for a decoded certificate (``base``: where a dataset bound
     by path is found)."""
     return _in_shards(check_certificate, cert, base, shards, submit, _count(cert))

@@ -153,10 +153,10 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
         total = _add(total, base)
     new_index, it = [], iter(range(len(total[0])))
     for _seq in index:
-        row = [-1] * n
+        slots = [-1] * n
         for q in queries:
-            row[q] = next(it)
-        new_index.append(row)
+            slots[q] = next(it)
+        new_index.append(slots)
     return total[0], total[1], total[2], new_index
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
 
@@ -24,7 +25,8 @@ class CheckReport:
     def __init__(self, failures: Iterable[str] = (), unusable: bool = False,
                  claim: str | None = None, counts: dict[str, int] | None = None) -> None:
         self.failures, self.unusable, self.claim = list(failures), unusable, claim
-        self.counts, self.lines, self.totals = dict(counts or {}), list[str](), None
+        self.counts, self.lines = dict(counts or {}), list[str]()
+        self.totals: Any = None
         self.rejected = self.rejected_first = False
 
     def reject(self, reason: str) -> None:

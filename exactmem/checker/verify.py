@@ -9,11 +9,13 @@ construction's name and parameters, theorem bounds.
 """
 
 import hashlib
+from collections.abc import Callable
 from fractions import Fraction
+from math import gcd
 from pathlib import Path
+from typing import Any
 
 from . import floatexact
-from . import net_forward as forward
 from . import passes as exact
 from . import softmax_check as softmax_interval
 from .cert_dataset import canonical, dataset, initial
@@ -21,7 +23,6 @@ from .net_claims import network_report
 from .parse import (
     BIASES,
     JsonFloat,
-    Unusable,
     integer,
     network,
     obj,
@@ -30,12 +31,13 @@ from .parse import (
     show,
 )
 from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
-from .verdict import CheckReport  # noqa: F401 (re-exported)
+from .verdict import CheckReport, Unusable
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
 SIZES = ("params_dense", "params_nonzero", "depth", "width", "max_bits")
 LM_FORMAT = "exactmem.lm-certificate/1"
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
 
 
 def _no_floats(value, where):
@@ -80,7 +82,7 @@ def sizes(net, layers):
         for r in rows:
             for x in r:
                 if x:
-                    g = forward.gcd(x, den)
+                    g = gcd(x, den)
                     bits = max(bits, abs(x // g).bit_length(), (den // g).bit_length())
     return {"params_dense": sum(len(r) * len(r[0]) for r, _ in mats),
             "params_nonzero": sum(1 for r, _ in mats for row in r for x in row if x),
@@ -148,13 +150,15 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-def _check_lm(cert, base, progress, shard):
+def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
+              shard: tuple[int, int]) -> CheckReport:
     from .lm.lm_verify import check_report  # language models: docs/trained-models.md
 
     return check_report(cert, base, progress, shard)
 
 
-def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
+def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | None = None,
+                      shard: tuple[int, int] = (0, 1)) -> CheckReport:
     """Check a decoded certificate with the checker of its format (:data:`CHECKERS`);
     returns a :class:`CheckReport` with every failure.
 
@@ -169,7 +173,9 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
     return checker(cert, base, progress, shard)
 
 
-def check_network(cert, base=Path("."), progress=None, shard=(0, 1)):
+def check_network(cert: dict[str, Any], base: Path = Path("."),
+                  progress: Progress | None = None,
+                  shard: tuple[int, int] = (0, 1)) -> CheckReport:
     """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`)."""
     failures = []
     try:
@@ -241,10 +247,13 @@ def check_network(cert, base=Path("."), progress=None, shard=(0, 1)):
                        sequences=hi - lo)
 
 
-CHECKERS = {FORMAT: check_network, LM_FORMAT: _check_lm}  # certificate format -> its checker
+CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int]],
+                             CheckReport]] = {FORMAT: check_network, LM_FORMAT: _check_lm}
+# certificate format -> its checker
 
 
-def check_file(path, progress=None, shard=(0, 1)):
+def check_file(path: Path | str, progress: Progress | None = None,
+               shard: tuple[int, int] = (0, 1)) -> CheckReport:
     """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
     p = Path(path)
     try:
