@@ -1,8 +1,6 @@
 """The verdicts (docs/checker.md): ``s VERIFIED`` (exit 0), ``s REJECTED`` (1: a claim fails),
 ``s UNUSABLE`` (2: unreadable input, a limit, or the checker stopped); their exceptions."""
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import Any
 
