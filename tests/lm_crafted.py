@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.checker.dataset import canonical
+from exactmem.checker.cert_dataset import canonical
 from exactmem.lm.certfile import build_lm_certificate
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import logits64

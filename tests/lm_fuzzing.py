@@ -22,8 +22,8 @@ import numpy as np
 from lm_crafted import digits, next_token_dataset, redigest, self_labelled, small_spec
 from lm_reference import code_lengths, judge
 
-from exactmem.checker import lm_verify
-from exactmem.checker.dataset import canonical
+from exactmem.checker.cert_dataset import canonical
+from exactmem.checker.lm import lm_verify
 from exactmem.checker.verify import check_file
 from exactmem.lm.certfile import build_lm_certificate
 from exactmem.lm.decoder import LMSpec

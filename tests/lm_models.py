@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.checker import lm_forward as L
-from exactmem.checker.dataset import canonical
+from exactmem.checker.cert_dataset import canonical
+from exactmem.checker.lm import lm_forward as L
 from exactmem.lm.decoder import LMSpec
 
 

@@ -134,7 +134,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
     False) and without code-length claims."""
-    from exactmem.checker.lm_verify import check as check_lm
+    from exactmem.checker.lm.lm_verify import check as check_lm
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
     from exactmem.lm.float64 import label_margin, logits64
@@ -289,7 +289,7 @@ def checker_bound(upper: int) -> Any:
     producer's grid of ``2**-DENOM_BITS`` bits, plus one unit."""
     from fractions import Fraction
 
-    from exactmem.checker.lm_codelength import P
+    from exactmem.checker.lm.lm_codelength import P
     from exactmem.lm.codelength import DENOM_BITS
 
     return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)

@@ -28,7 +28,7 @@ def check_search(path: PathLike, base: PathLike | None = None) -> CheckResult:
 
     rep = check_search_file(str(path), None if base is None else str(base))
     return _result(rep.exit_code, rep.reasons,
-                   rep.statement or "every size of the answer is found or refuted as it states",
+                   rep.claim or "every size of the answer is found or refuted as it states",
                    Path(path))
 
 

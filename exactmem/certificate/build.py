@@ -72,8 +72,9 @@ def claim_float_exact(cert: dict[str, Any], formats: Sequence[str] | None = None
     float-exact (docs/float-exact.md), as ``claims.float_exact``, and re-digest it.  The
     formats are found with the checker's own rule, which re-verifies them at check time.
     Returns the formats claimed (none: the certificate is left unchanged)."""
-    from exactmem.checker import dataset as cdataset
-    from exactmem.checker import floatexact, forward
+    from exactmem.checker import cert_dataset as cdataset
+    from exactmem.checker import floatexact
+    from exactmem.checker import net_forward as forward
 
     names = list(formats or floatexact.FORMATS)
     unknown = [f for f in names if f not in floatexact.CLAIMS]

@@ -1,12 +1,16 @@
 """The trusted checker: standard library only, its own exact forward pass, never searches.
+Two parts (docs/checker.md): certificates (:mod:`.verify`) and proofs (:mod:`.proofs`).
+Usable on its own: copy this folder and run ``python -m <folder> CERT``."""
 
-Two parts (docs/checker.md): the certificate checker in this folder (:mod:`.verify`, the
-forward pass, rigorous softmax and language-model bounds, float-exact claims;
-docs/certificate-format.md) and the proof checker in :mod:`.proofs` (CNF, LRAT, the search
-re-encoder; docs/proof-checker.md).  Usable without the rest of exactmem: copy this folder
-and run ``python -m <folder> CERT``.
-"""
-
-from .verify import CheckReport, check_certificate, check_file
+from typing import Any
 
 __all__ = ["CheckReport", "check_certificate", "check_file"]
+
+
+def __getattr__(name: str) -> Any:
+    """The certificate checker, loaded on first use (docs/checker.md: closures)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import verify
+
+    return getattr(verify, name)

@@ -37,7 +37,7 @@ any order, never overflow, so integer kernels give the exact value).
 
 from operator import add, sub
 
-from .forward import gcd, normalize, project, subset
+from .net_forward import gcd, normalize, project, subset
 from .parse import extended
 
 # significand bits P, exponent emin of the smallest normal (2^emin; nothing smaller is

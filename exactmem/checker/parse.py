@@ -16,7 +16,15 @@ import os
 import re
 import stat
 import zlib
+from collections.abc import Sequence
+from fractions import Fraction
 from math import gcd
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .verdict import Unusable
+
+Matrix = tuple[list[list[int]], int]  # integer rows over one positive denominator
 
 MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file (after decompression)
 MAX_DIGITS = 20000  # decimal digits of one integer, numerator or denominator
@@ -29,27 +37,23 @@ MIN_INFLATED = 1 << 20  # ... or at most this many bytes, whichever is larger
 _RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
 
 
-class Unusable(Exception):
-    """The input cannot be read: not the format, a field malformed, a limit exceeded."""
-
-
 class JsonFloat:
     """A float literal met in the JSON text; never a valid value, kept to name its field."""
 
     __slots__ = ("text",)
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
 
-def kind_of(value):
+def kind_of(value: Any) -> str:
     if isinstance(value, JsonFloat):
         return f"the JSON float {value.text}"
     return {bool: "a boolean", int: "an integer", str: "a string", list: "a list",
             dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def show(x):
+def show(x: Fraction) -> str:
     """A Fraction as text, short enough for a message whatever its size."""
     bits = max(abs(x.numerator), x.denominator).bit_length()
     if bits > 256:
@@ -57,7 +61,7 @@ def show(x):
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
-def number(x):
+def number(x: int) -> str:
     """An integer as text for a message or a claim: its digits, or its bit length when it
     has more than 1,000 digits (beyond what a line should hold, and Python's int-to-str
     limit)."""
@@ -67,7 +71,7 @@ def number(x):
     return f"<{'minus ' if x < 0 else ''}a number of {bits} bits>"
 
 
-def _pairs(pairs):
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = {}
     for key, value in pairs:
         if key in out:
@@ -76,11 +80,11 @@ def _pairs(pairs):
     return out
 
 
-def _constant(name):
+def _constant(name: str) -> NoReturn:
     raise Unusable(f"{name} is not a number this format allows")
 
 
-def decimal(text):
+def decimal(text: str) -> int:
     """A string of ASCII digits (optionally ``-``) of at most MAX_DIGITS digits -> int,
     by halves (no dependence on Python's integer-string limit)."""
     negative = text.startswith("-")
@@ -90,17 +94,17 @@ def decimal(text):
     if len(digits) > MAX_DIGITS:
         raise Unusable(f"a number of {len(digits)} digits exceeds the limit of {MAX_DIGITS}")
 
-    def conv(d):
+    def conv(d: str) -> int:
         if len(d) <= 4000:
             return int(d)
         h = len(d) // 2
-        return conv(d[:-h]) * 10 ** h + conv(d[-h:])
+        return conv(d[:-h]) * int(10 ** h) + conv(d[-h:])
 
     value = conv(digits)
     return -value if negative else value
 
 
-def lcm(a, b, where="a common denominator"):
+def lcm(a: int, b: int, where: str = "a common denominator") -> int:
     """``lcm(a, b)``, refused beyond :data:`MAX_DEN_BITS` bits (before anything computes
     with it): the one way the checker forms a common denominator."""
     m = a * b // gcd(a, b)
@@ -110,21 +114,21 @@ def lcm(a, b, where="a common denominator"):
     return m
 
 
-def bounded(den, where="a common denominator"):
+def bounded(den: int, where: str = "a common denominator") -> int:
     """``den`` unchanged when within :data:`MAX_DEN_BITS` bits, else :class:`Unusable`."""
     return lcm(den, 1, where)
 
 
-def count_nodes(chunk):
+def count_nodes(chunk: bytes | bytearray | str) -> int:
     """An upper bound on the JSON values that start in ``chunk`` (bytes or text): one per
     ``[`` not closed at once (a first element), ``,`` (a next one) and ``:`` (a member's
     value); the root is one more."""
-    b = (lambda t: t) if isinstance(chunk, str) else (lambda t: t.encode())
-    return chunk.count(b("[")) - chunk.count(b("[]")) + chunk.count(b(",")) \
-        + chunk.count(b(":"))
+    if isinstance(chunk, str):
+        return chunk.count("[") - chunk.count("[]") + chunk.count(",") + chunk.count(":")
+    return chunk.count(b"[") - chunk.count(b"[]") + chunk.count(b",") + chunk.count(b":")
 
 
-def loads(text, max_nodes=None):
+def loads(text: str, max_nodes: int | None = None) -> Any:
     """Strict JSON text -> Python values (floats become :class:`JsonFloat` markers); at
     most ``max_nodes`` (MAX_NODES) values, counted before parsing."""
     most = MAX_NODES if max_nodes is None else max_nodes
@@ -133,7 +137,7 @@ def loads(text, max_nodes=None):
     return _parse(text)
 
 
-def _parse(text):
+def _parse(text: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_pairs, parse_float=JsonFloat,
                           parse_int=decimal, parse_constant=_constant)
@@ -144,7 +148,8 @@ def _parse(text):
             from None
 
 
-def _chunks(fh, path, cap, max_nodes, packed=None):
+def _chunks(fh: Any, path: Path | str, cap: int, max_nodes: int,
+            packed: int | None = None) -> bytearray:
     """The bytes of ``fh`` read CHUNK at a time; stops as soon as more than ``cap`` bytes or
     more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen, and, for a
     gzip file of ``packed`` bytes, as soon as the text passes ``MAX_INFLATION * packed``
@@ -168,7 +173,8 @@ def _chunks(fh, path, cap, max_nodes, packed=None):
             raise Unusable(f"{path}: more than {max_nodes} JSON values (the limit MAX_NODES)")
 
 
-def read_json(path, max_bytes=None, max_nodes=None):
+def read_json(path: Path | str, max_bytes: int | None = None,
+              max_nodes: int | None = None) -> Any:
     """Read a JSON file: a regular file of at most ``max_bytes`` (MAX_FILE_BYTES) bytes and
     ``max_nodes`` (MAX_NODES) JSON values, UTF-8 without BOM, optionally gzip-compressed
     (recognised by its magic bytes; decompressed a chunk at a time, and both limits hold
@@ -207,7 +213,8 @@ def read_json(path, max_bytes=None, max_nodes=None):
     return _parse(text)
 
 
-def obj(value, where, required, optional=()):
+def obj(value: Any, where: str, required: Sequence[str],
+        optional: Sequence[str] = ()) -> dict[str, Any]:
     """An object with exactly the ``required`` keys and possibly some ``optional`` ones."""
     if type(value) is not dict:
         raise Unusable(f"{where}: expected an object, found {kind_of(value)}")
@@ -220,7 +227,7 @@ def obj(value, where, required, optional=()):
     return value
 
 
-def integer(value, where, lo=None, hi=None):
+def integer(value: Any, where: str, lo: int | None = None, hi: int | None = None) -> int:
     """A JSON integer (not a boolean, not a float) within ``[lo, hi]``."""
     if type(value) is not int:
         raise Unusable(f"{where}: expected an integer, found {kind_of(value)}")
@@ -231,7 +238,7 @@ def integer(value, where, lo=None, hi=None):
     return value
 
 
-def exact_shape(value, where, expected):
+def exact_shape(value: Any, where: str, expected: list[int]) -> list[int]:
     """A tensor shape: exactly the list of JSON integers ``expected`` (a boolean is not an
     integer, so ``[true, 2]`` is not ``[1, 2]``)."""
     if type(value) is not list or any(type(x) is not int for x in value) \
@@ -243,22 +250,23 @@ def exact_shape(value, where, expected):
     return value
 
 
-def typed(value, kind, where):
+def typed(value: Any, kind: type, where: str) -> Any:
     if type(value) is not kind:
         raise Unusable(f"{where}: expected {kind_of(kind())}, found {kind_of(value)}")
     return value
 
 
-def choice(value, options, where):
-    if typed(value, str, where) not in options:
-        raise Unusable(f"{where}: expected one of {list(options)}, found {value[:80]!r}")
-    return value
+def choice(value: Any, options: Sequence[str], where: str) -> str:
+    text: str = typed(value, str, where)
+    if text not in options:
+        raise Unusable(f"{where}: expected one of {list(options)}, found {text[:80]!r}")
+    return text
 
 
 _SMALL = {str(i): (i, 1) for i in range(-64, 65)}  # the commonest weights, read at once
 
 
-def ratio(text, where):
+def ratio(text: Any, where: str) -> tuple[int, int]:
     """Canonical ``"p"`` / ``"p/q"`` -> ``(p, q)``: ASCII digits, q > 1 and gcd 1, no -0."""
     if type(text) is str and text in _SMALL:
         return _SMALL[text]
@@ -276,7 +284,8 @@ def ratio(text, where):
     return p, q
 
 
-def matrix(value, where, rows=None, cols=None):
+def matrix(value: Any, where: str, rows: int | None = None,
+           cols: int | None = None) -> Matrix:
     """A non-empty list of equal rows of rationals -> ``(num rows, den)``; optional shape."""
     if type(value) is not list or not value or any(type(r) is not list for r in value):
         raise Unusable(f"{where}: expected a non-empty list of rows")
@@ -297,7 +306,7 @@ def matrix(value, where, rows=None, cols=None):
     return [[p * (den // q) for p, q in r] for r in pq], den
 
 
-def vector(value, where, length):
+def vector(value: Any, where: str, length: int) -> Matrix:
     """A bias: a list of ``length`` rationals -> ``(column rows, den)``; ``None`` -> zeros."""
     if value is None:
         return [[0] for _ in range(length)], 1
@@ -306,7 +315,7 @@ def vector(value, where, length):
     return matrix([[x] for x in value], where)
 
 
-def _affine(m, where, width):
+def _affine(m: dict[str, Any], where: str, width: int) -> tuple[Matrix, Matrix, bool]:
     wt = matrix(m["weight"], f"{where}.weight", cols=width)
     return wt, vector(m["bias"], f"{where}.bias", len(wt[0])), m["bias"] is not None
 
@@ -314,7 +323,7 @@ def _affine(m, where, width):
 BIASES = ("query_bias", "key_bias", "value_bias", "output_bias")
 
 
-def _head(h, hw, width):
+def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
     """A head: four matrices; optional biases (``None`` when absent) and a positive
     ``scale`` (a ratio, default 1)."""
     obj(h, hw, ("query", "key", "value", "output"), (*BIASES, "scale"))
@@ -322,7 +331,7 @@ def _head(h, hw, width):
     q = matrix(h["query"], f"{hw}.query", cols=width)
     k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
     o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
-    head = {"query": q, "key": k, "value": v, "output": o}
+    head: dict[str, Any] = {"query": q, "key": k, "value": v, "output": o}
     for name, rows in zip(BIASES, (len(q[0]), len(k[0]), len(v[0]), width)):
         if name in h and h[name] is None:
             raise Unusable(f"{hw}.{name}: a list of {rows} rationals (leave an absent bias out)")
@@ -334,13 +343,15 @@ def _head(h, hw, width):
     return head
 
 
-def _uniform(h):
+def _uniform(h: dict[str, Any]) -> bool:
     """The head's weights are uniform: ``W_K = 0``, or ``W_Q = 0`` without a query bias."""
-    zero = lambda m: m is None or all(x == 0 for r in m[0] for x in r)  # noqa: E731
+    def zero(m: Matrix | None) -> bool:
+        return m is None or all(x == 0 for r in m[0] for x in r)
+
     return zero(h["key"]) or (zero(h["query"]) and zero(h["query_bias"]))
 
 
-def _attention(la, w, width, n):
+def _attention(la: Any, w: str, width: int, n: int) -> dict[str, Any]:
     obj(la, w, ("type", "kind", "residual", "keys", "heads"), ("causal",))
     causal = typed(la.get("causal", False), bool, f"{w}.causal")
     akind = choice(la["kind"], ("uniform", "hardmax", "softmax"), f"{w}.kind")
@@ -365,7 +376,7 @@ def _attention(la, w, width, n):
             "heads": heads, "zero_scores": zero, "causal": causal}
 
 
-def extended(layers):
+def extended(layers: list[dict[str, Any]]) -> str | None:
     """The first feature beyond Kajitsuka & Sato's model (positions, biases, scales, causal
     masks) that the network uses, or ``None``."""
     for i, la in enumerate(layers):
@@ -380,7 +391,7 @@ def extended(layers):
     return None
 
 
-def network(value):
+def network(value: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """Parse and shape-check ``network``; returns (input, layers, readout) as plain dicts."""
     obj(value, "network", ("input", "layers", "readout"))
     inp = obj(value["input"], "network.input", ("kind", "dim", "seq_len"))
@@ -415,17 +426,19 @@ def network(value):
             residual = typed(la["residual"], bool, f"{w}.residual")
             if type(la["maps"]) is not list or not la["maps"]:
                 raise Unusable(f"{w}.maps: expected a non-empty list")
-            maps, present, inw = [], [], width
+            maps: list[tuple[Matrix, Matrix]] = []
+            biased: list[bool] = []
+            inw = width
             for j, m in enumerate(la["maps"]):
                 wt, b, p = _affine(obj(m, f"{w}.maps[{j}]", ("weight", "bias")),
                                    f"{w}.maps[{j}]", inw)
                 maps.append((wt, b))
-                present.append(p)
+                biased.append(p)
                 inw = len(wt[0])
             if residual and inw != width:
                 raise Unusable(f"{w}: a residual block must keep the dimension {width}")
             layers.append({"type": "feedforward", "maps": maps, "residual": residual,
-                           "bias_present": present})
+                           "bias_present": biased})
             width = inw
         elif t == "attention":
             layers.append(_attention(la, w, width, n))
@@ -433,9 +446,9 @@ def network(value):
             raise Unusable(f"{w}.type: unknown layer type {t!r}")
     ro = obj(value["readout"], "network.readout", ("kind", "positions"))
     rkind = choice(ro["kind"], ("scalar", "argmax"), "network.readout.kind")
-    pos = choice(ro["positions"], ("last", "first", "every"), "network.readout.positions")
+    read_at = choice(ro["positions"], ("last", "first", "every"), "network.readout.positions")
     if rkind == "scalar" and width != 1:
         raise Unusable(f"network.readout: a scalar readout needs output dimension 1, not {width}")
-    read = {"last": [n - 1], "first": [0], "every": list(range(n))}[pos]
+    read = {"last": [n - 1], "first": [0], "every": list(range(n))}[read_at]
     return {"kind": kind, "dim": dim, "n": n, "out_dim": width}, layers, \
-        {"kind": rkind, "positions": read, "name": pos}
+        {"kind": rkind, "positions": read, "name": read_at}

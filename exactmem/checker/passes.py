@@ -3,13 +3,14 @@ float-exact claims on the same slice (standard library only).
 
 When a float-exact claim holds, its pass (floatexact.py) has computed every needed value as an
 exact rational of the same function in the float mirror's order; those values are the
-outputs, and the exact pass (forward.py) runs only when no claim holds.
+outputs, and the exact pass (net_forward.py) runs only when no claim holds.
 """
 
 from fractions import Fraction
 
-from . import floatexact, forward
-from .dataset import initial
+from . import floatexact
+from . import net_forward as forward
+from .cert_dataset import initial
 
 
 def work_units(layers, sequences, passes=1):

@@ -1,37 +1,48 @@
 """Checking one certificate in K slices, in parallel processes or on any executor, and
 joining the slice reports into the verdict of one pass (standard library only).  The
-slices and processes come from :func:`shards.shard_plan`; each slice is
+slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 :func:`verify.check_certificate` with ``shard=(k, K)``.
 """
 
-from .parse import Unusable, read_json
-from .shards import shard_plan
-from .verify import CheckReport, check_certificate, check_file
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .net_claims import network_report
+from .parse import read_json
+from .shard_plan import shard_plan
+from .verdict import CheckReport, Unusable
+from .verify import Progress, check_certificate, check_file
+
+Submit = Callable[..., Any]  # submit(function, *args) -> a future
 
 
-def combine(reports):
+def combine(reports: list[CheckReport]) -> CheckReport:
     """One report for the K shard reports of one certificate: verified when every shard
     is; failures in shard order, each named once.  Language-model slices add up their exact
     totals, so the claim is the one of a single pass."""
-    failures, seen = [], set()
+    failures: list[str] = []
+    seen: set[str] = set()
     for r in reports:
         for f in r.failures:
             if f not in seen:
                 seen.add(f)
                 failures.append(f)
-    bases = {r.basis for r in reports if r.positions}
-    out = CheckReport(failures, any(r.unusable for r in reports),
-                      bases.pop() if len(bases) == 1 else None,
-                      sum(r.positions for r in reports), sum(r.sequences for r in reports))
-    if reports and all(r.lm for r in reports):
-        from .lm_verify import claim_text, merge
+    unusable = any(r.unusable for r in reports)
+    if reports and all(type(r.totals) is dict for r in reports):  # language models
+        from .lm.lm_verify import claim_text, merge
 
-        out.lm = merge([r.lm for r in reports])
-        out.claim = claim_text(out.lm) if out.verified else None
-    return out
+        out = network_report(failures, unusable)
+        out.totals = merge([r.totals for r in reports])
+        out.claim = claim_text(out.totals) if out.verified else None
+        return out
+    bases = {r.totals for r in reports if r.counts.get("positions")}
+    return network_report(failures, unusable, bases.pop() if len(bases) == 1 else None,
+                          sum(r.counts.get("positions", 0) for r in reports),
+                          sum(r.counts.get("sequences", 0) for r in reports))
 
 
-def _count(cert):
+def _count(cert: Any) -> int:
     """The number of claimed sequences of a decoded certificate (1 when unreadable: the
     one slice then reports why); a language model's are its ``claims.positions`` lists."""
     claims = cert.get("claims") if type(cert) is dict else None
@@ -40,7 +51,8 @@ def _count(cert):
     return len(outputs) if type(outputs) is list else 1
 
 
-def _in_shards(check, source, base, shards, submit, count):
+def _in_shards(check: Callable[..., CheckReport], source: Any, base: Any, shards: int,
+               submit: Submit | None, count: int) -> CheckReport:
     slices, processes = shard_plan(shards, count)
     plan = [(k, slices) for k in range(slices)]
     if submit is not None:
@@ -55,25 +67,27 @@ def _in_shards(check, source, base, shards, submit, count):
                                      [None] * slices, plan)))
 
 
-def _check_path(path, _base, progress, shard):
+def _check_path(path: str, _base: Any, progress: Progress | None, shard: tuple[int, int]
+                ) -> CheckReport:
     return check_file(path, progress, shard)
 
 
-def check_sharded(path, shards, submit=None):
+def check_sharded(path: Path | str, shards: int, submit: Submit | None = None) -> CheckReport:
     """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
     verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
-    :data:`shards.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
+    :data:`shard_plan.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
     default a local process pool of the standard library runs the shards."""
     try:
         count = _count(read_json(path))
     except Unusable as exc:
-        return CheckReport([str(exc)], unusable=True)
+        return network_report([str(exc)], unusable=True)
     return _in_shards(_check_path, str(path), None, shards, submit, count)
 
 
-def check_certificate_sharded(cert, base, shards, submit=None):
+def check_certificate_sharded(cert: Any, base: Path | str, shards: int,
+                              submit: Submit | None = None) -> CheckReport:
     """:func:`check_sharded` for a decoded certificate (``base``: where a dataset bound
     by path is found)."""
     return _in_shards(check_certificate, cert, base, shards, submit, _count(cert))

@@ -2,24 +2,27 @@
 
 Checked: the strict grammar (parse.py); the self-digest; the dataset and its SHA-256; the
 network's shapes and kinds and their fit to the dataset; the output of every read position
-of every sequence, exactly (or with rigorous softmax bounds, interval.py), which must
+of every sequence, exactly (or with rigorous softmax bounds, softmax_check.py), which must
 recover the label and equal the certificate's claim; the size figures.  The checker, not
 the producer, states what was proved (:attr:`CheckReport.claim`).  Not checked: the
 construction's name and parameters, theorem bounds.
 """
 
 import hashlib
+from collections.abc import Callable
 from fractions import Fraction
+from math import gcd
 from pathlib import Path
+from typing import Any
 
-from . import floatexact, forward
-from . import interval as softmax_interval
+from . import floatexact
 from . import passes as exact
-from .dataset import canonical, dataset, initial
+from . import softmax_check as softmax_interval
+from .cert_dataset import canonical, dataset, initial
+from .net_claims import network_report
 from .parse import (
     BIASES,
     JsonFloat,
-    Unusable,
     integer,
     network,
     obj,
@@ -28,46 +31,13 @@ from .parse import (
     show,
 )
 from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
+from .verdict import CheckReport, Unusable
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
 SIZES = ("params_dense", "params_nonzero", "depth", "width", "max_bits")
-VERDICTS = {0: "s VERIFIED", 1: "s REJECTED", 2: "s UNUSABLE"}
-
-
-class CheckReport:
-    """``verified`` only when no failure was found; ``unusable`` marks unreadable input;
-    ``claim`` says what a verified certificate proves."""
-
-    def __init__(self, failures, unusable=False, basis=None, positions=0, sequences=0):
-        self.failures = list(failures)
-        self.unusable = unusable
-        self.basis, self.positions = basis, positions  # what was proved, and where
-        self.sequences = sequences
-        self.lm = None  # a language model's exact slice totals (lm_verify.merge)
-        self.claim = _claim_text(positions, sequences, *basis) \
-            if basis and self.verified else None
-
-    @property
-    def verified(self):
-        return not self.failures and not self.unusable
-
-    @property
-    def exit_code(self):
-        return 0 if self.verified else (2 if self.unusable else 1)
-
-    @property
-    def verdict(self):
-        """The one stdout line: ``s VERIFIED``, ``s REJECTED`` or ``s UNUSABLE``."""
-        return VERDICTS[self.exit_code]
-
-    def __repr__(self):
-        head = f"CheckReport({self.verdict[2:].lower()}"
-        if self.claim:
-            head += f", claim={self.claim!r}"
-        if self.failures:
-            head += f", {len(self.failures)} failures, first: {self.failures[0]!r}"
-        return head + ")"
+LM_FORMAT = "exactmem.lm-certificate/1"
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
 
 
 def _no_floats(value, where):
@@ -112,7 +82,7 @@ def sizes(net, layers):
         for r in rows:
             for x in r:
                 if x:
-                    g = forward.gcd(x, den)
+                    g = gcd(x, den)
                     bits = max(bits, abs(x // g).bit_length(), (den // g).bit_length())
     return {"params_dense": sum(len(r) * len(r[0]) for r, _ in mats),
             "params_nonzero": sum(1 for r, _ in mats for row in r for x in row if x),
@@ -180,59 +150,34 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
                 failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
 
 
-_FLOAT_CLAIM = ("; float-exact in {} (every weight, product, partial sum in any order and "
-                "activation of the float mirror is zero or a normal float of the format, so IEEE "
-                "evaluation, flushing subnormals or not, gives the exact outputs)")
-_FLOAT_CLAIMS = {
-    "bfloat16-weights/float32": "; exact with {} (every weight-matrix entry a normal bfloat16; "
-    "biases, embedding table, products, partial sums in any order and activations zero or "
-    "normal float32 values: bf16 weights upcast in a float32 matmul give the exact outputs)",
-    "int8": "; exact in {} (every weight-matrix entry an integer in [-128, 127]; biases, "
-    "embedding table, inputs and activations integers; every partial sum in any order below "
-    "2^31: int8 weights with int32 accumulation give the exact outputs, on kernels that add "
-    "products in int32 in any order and on u8 x s8 kernels that add pairs of products in "
-    "saturating int16 when activations are fed as 7-bit limbs, as the export does: a pair "
-    "is then at most 2 * 127 * 128 = 32512 < 2^15)"}
+def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
+              shard: tuple[int, int]) -> CheckReport:
+    from .lm.lm_verify import check_report  # language models: docs/trained-models.md
+
+    return check_report(cert, base, progress, shard)
 
 
-def _claim_text(positions, sequences, kind, exact, eps=None, gap=None, bits=None, formats=(),
-                exists=False, total=0):
-    how = "exact evaluation" if exact else f"rigorous softmax bounds at {bits} bits"
-    if sequences < total:
-        how += (f"; a subset: {sequences} of the {total} sequences, those listed in "
-                "claims.sequences")
-    if exists:
-        return (f"an exact real readout exists ({how}): the feature matrix of the "
-                f"{positions} read positions before the linear readout is non-singular on "
-                "the hinted columns, so some real readout row gives every label exactly "
-                "(the readout written in the certificate is an approximation)")
-    if kind == "argmax":
-        what = "the argmax is unique and is the label"
-    elif exact:
-        what = "the output equals the label"
-    else:
-        what = (f"|f - label| <= epsilon = {show(eps)} < {show(Fraction(gap, 2))} = half the "
-                "smallest gap between distinct labels, so the nearest label is the label")
-    floats = "".join(_FLOAT_CLAIMS.get(f, _FLOAT_CLAIM).format(f) for f in formats)
-    return f"memorization ({how}): at all {positions} read positions {what}{floats}"
-
-
-def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
-    """Check a decoded certificate; returns a :class:`CheckReport` with every failure.
+def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | None = None,
+                      shard: tuple[int, int] = (0, 1)) -> CheckReport:
+    """Check a decoded certificate with the checker of its format (:data:`CHECKERS`);
+    returns a :class:`CheckReport` with every failure.
 
     ``progress(stage, done, total)``, if given, is called as the forward pass advances.
     ``shard = (k, K)`` evaluates only the k-th of K equal slices of the sequences (every
     other check is made in full); :func:`sharded.combine` joins the K reports into one.
     """
-    failures = []
-    if type(cert) is dict and cert.get("format") == "exactmem.lm-certificate/1":
-        from .lm_verify import check as check_lm  # language models: docs/trained-models.md
+    fmt = cert.get("format") if type(cert) is dict else None
+    checker = CHECKERS.get(fmt) if type(fmt) is str else None
+    if checker is None:
+        return network_report([f"format: expected {FORMAT!r}"], unusable=True)
+    return checker(cert, base, progress, shard)
 
-        totals: dict = {}
-        bad, unusable, claim = check_lm(cert, base, progress, shard, totals=totals)
-        report = CheckReport(bad, unusable)
-        report.claim, report.lm = claim, totals or None
-        return report
+
+def check_network(cert: dict[str, Any], base: Path = Path("."),
+                  progress: Progress | None = None,
+                  shard: tuple[int, int] = (0, 1)) -> CheckReport:
+    """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`)."""
+    failures = []
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
             raise Unusable(f"format: expected {FORMAT!r}")
@@ -297,16 +242,22 @@ def check_certificate(cert, base=Path("."), progress=None, shard=(0, 1)):
         if cert["sizes"] != recomputed:
             failures.append(f"sizes: claimed {cert['sizes']}, recomputed {recomputed}")
     except Unusable as exc:
-        return CheckReport([*failures, str(exc)], unusable=True)
-    return CheckReport(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
+        return network_report([*failures, str(exc)], unusable=True)
+    return network_report(failures, basis=basis, positions=(hi - lo) * len(readout["positions"]),
                        sequences=hi - lo)
 
 
-def check_file(path, progress=None, shard=(0, 1)):
+CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int]],
+                             CheckReport]] = {FORMAT: check_network, LM_FORMAT: _check_lm}
+# certificate format -> its checker
+
+
+def check_file(path: Path | str, progress: Progress | None = None,
+               shard: tuple[int, int] = (0, 1)) -> CheckReport:
     """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
     p = Path(path)
     try:
         cert = read_json(p)
     except Unusable as exc:
-        return CheckReport([str(exc)], unusable=True)
+        return network_report([str(exc)], unusable=True)
     return check_certificate(cert, p.parent, progress, shard)

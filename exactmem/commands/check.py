@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _sharded(args: argparse.Namespace) -> CheckReport:
     from pathlib import Path
 
+    from exactmem.checker.shard_plan import MAX_SHARDS
     from exactmem.checker.sharded import check_sharded
-    from exactmem.checker.shards import MAX_SHARDS
 
     path = str(Path(args.certificate).resolve())
     if not args.quiet:
@@ -55,30 +55,28 @@ def _sharded(args: argparse.Namespace) -> CheckReport:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import progress
-    from exactmem.checker import check_file
+    from exactmem.checker.entry import answer
 
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
-    try:
-        if args.shards > 1 or args.scheduler:
-            report = _sharded(args)
-        else:
-            tick, close = progress.hook("check", heartbeat=True)
-            tick("read", 0, 0)  # reading and parsing, until the checker's first callback
-            try:
-                report = check_file(args.certificate, progress=tick)
-            finally:
-                close()
-    except (ValueError, ArithmeticError, MemoryError, RecursionError) as exc:
-        # never expected: the checker answers every input itself; still a verdict line
-        print(f"c the checker stopped: {type(exc).__name__}: {str(exc)[:300]}",
-              file=sys.stderr)
-        print(CheckReport([], unusable=True).verdict)
-        return 2
+    return answer(lambda: _check(args))
+
+
+def _check(args: argparse.Namespace) -> CheckReport:
+    from exactmem import progress
+    from exactmem.checker import check_file
+
+    if args.shards > 1 or args.scheduler:
+        report = _sharded(args)
+    else:
+        tick, close = progress.hook("check", heartbeat=True)
+        tick("read", 0, 0)  # reading and parsing, until the checker's first callback
+        try:
+            report = check_file(args.certificate, progress=tick)
+        finally:
+            close()
     for line in report.failures:
         print(f"c {line}", file=sys.stderr)
     if report.claim:
         print(f"c claim: {report.claim}")
-    print(report.verdict)
-    return report.exit_code
+    return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.checker.entry import answer
+
+    return answer(lambda: _check(args))
+
+
+def _check(args: argparse.Namespace) -> Any:
     from exactmem.api.proofs import proof_format
     from exactmem.checker.proofs.drup import MAX_STEPS, check_proof_files
     from exactmem.checker.proofs.lrat import check_lrat_files
@@ -39,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
     for line in report.reasons:
         print(f"c {line}", file=sys.stderr)
     if report.verdict == "s VERIFIED":
-        print(f"c {report.lemmas} lemmas checked, {report.deletions} deletions applied",
+        print(f"c {report.counts['lemmas']} lemmas checked, "
+              f"{report.counts['deletions']} deletions applied",
               file=sys.stderr)
         print("c claim: this CNF is unsatisfiable (not what it encodes: exactmem "
               "check-search binds a search answer's CNF to its question)")
-    print(report.verdict)
-    return report.exit_code
+    return report

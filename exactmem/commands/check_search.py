@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from exactmem.checker.entry import answer
+
+    return answer(lambda: _check(args))
+
+
+def _check(args: argparse.Namespace) -> Any:
     from exactmem.checker.proofs.search_check import check_search_file
 
     report = check_search_file(args.answer, args.base)
@@ -43,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
     c = report.counts
     for line in report.lines:
         print(f"c {line}", file=sys.stderr)
-    if report.statement is not None and report.exit_code == 0:
-        print(f"c claim: {report.statement}", file=sys.stderr)
+    if report.claim is not None and report.exit_code == 0:
+        print(f"c claim: {report.claim}", file=sys.stderr)
     print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
           f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
           f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)
-    print(report.verdict)
-    return report.exit_code
+    return report

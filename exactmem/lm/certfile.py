@@ -137,7 +137,7 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, 
     data), over the distinct sequences."""
     import numpy as np
 
-    from exactmem.checker import lm_codelength
+    from exactmem.checker.lm import lm_codelength
     from exactmem.lm.codelength import code_length_float, memorized_bits
     from exactmem.lm.float64 import logits64
 

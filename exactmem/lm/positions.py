@@ -5,7 +5,7 @@ or arb for the first blocks and norm balls for the rest (:mod:`exactmem.lm.split
 
 A position is proved when its label's logit ball lies strictly above every other logit ball.
 This is the producer's decision only: the certificate is re-proved by the stdlib checker
-(``exactmem/checker/lm_forward.py``), which shares no code with these modules.
+(``exactmem/checker/lm/lm_forward.py``), which shares no code with these modules.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from exactmem.arith import format_rational
-from exactmem.checker.dataset import dataset_object
+from exactmem.checker.cert_dataset import dataset_object
 from exactmem.checker.parse import Unusable, read_json
 from exactmem.errors import DatasetError
 

@@ -4,9 +4,9 @@ The forward pass treats every sequence on its own (attention mixes positions of 
 sequence only), so evaluating the K slices ``[k N / K, (k + 1) N / K)`` and concatenating
 their predictions gives the evaluation of the whole dataset; failures are renumbered to
 the sequence indices of the whole dataset.  Whatever K is asked, at most
-:data:`~exactmem.checker.shards.MAX_SHARDS` slices are made, never more than there
+:data:`~exactmem.checker.shard_plan.MAX_SHARDS` slices are made, never more than there
 are sequences, in at most one local process per CPU
-(:func:`~exactmem.checker.shards.shard_plan`).
+(:func:`~exactmem.checker.shard_plan.shard_plan`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from exactmem.checker.shards import shard_plan
+from exactmem.checker.shard_plan import shard_plan
 from exactmem.errors import ExactmemError
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation, join

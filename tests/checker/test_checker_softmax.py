@@ -15,7 +15,7 @@ from exactmem.arith import exp_bounds, softmax_enclosure
 from exactmem.certificate import build_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.checker import check_certificate
-from exactmem.checker import softmax as checker_softmax
+from exactmem.checker import softmax_bounds as checker_softmax
 from exactmem.constructions import get
 from exactmem.datasets.draw_attention import generate_for
 from exactmem.model.dataset import Dataset

@@ -143,11 +143,11 @@ def test_backward_checking_checks_the_core_only() -> None:
     proof = solver_proof("cadical153", cls)
     assert proof is not None
     good = check_proof(cnf, proof)
-    assert good.verdict == "s VERIFIED" and 0 < good.checked <= good.lemmas
+    assert good.verdict == "s VERIFIED" and 0 < good.counts["checked"] <= good.counts["lemmas"]
     # a lemma that does not follow, placed where nothing uses it: not part of the core
     junk = f"{nvars + 5} {nvars + 6} 0\n-{nvars + 5} 0\n"
     rep = check_proof(cnf, junk + proof)
-    assert rep.verdict == "s VERIFIED" and rep.checked == good.checked
+    assert rep.verdict == "s VERIFIED" and rep.counts["checked"] == good.counts["checked"]
     # the same false unit placed so that the refutation uses it: rejected
     rep = check_proof(dimacs(2, [[1, 2], [-1, 2]]), "-2 0\n0\n")
     assert rep.verdict == "s REJECTED" and "neither RUP nor RAT" in rep.reasons[0]

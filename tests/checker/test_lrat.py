@@ -39,7 +39,7 @@ def test_cadical_lrat_proofs_verified_and_their_lemmas_are_rup_for_dratify(n: in
     proof = lrat_proof(cls)
     cnf = dimacs(nvars, cls)
     rep = check_lrat(cnf, proof)
-    assert rep.verdict == "s VERIFIED" and rep.lemmas > 0
+    assert rep.verdict == "s VERIFIED" and rep.counts["lemmas"] > 0
     dratify = pytest.importorskip("dratify")
     drup = to_drup(cls, proof)
     assert dratify.check_proof(dratify.parse_dimacs(cnf), drup).ok

@@ -20,9 +20,9 @@ from exactmem.certificate import build_certificate, spec_from_certificate
 from exactmem.certificate.build import digest_of
 from exactmem.certificate.encode import spec_to_json
 from exactmem.checker import check_certificate
-from exactmem.checker.dataset import initial
-from exactmem.checker.interval import enclose
+from exactmem.checker.cert_dataset import initial
 from exactmem.checker.parse import network
+from exactmem.checker.softmax_check import enclose
 from exactmem.checker.verify import run
 from exactmem.constructions.base import BuildResult
 from exactmem.model import Dataset

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from exactmem.checker.dataset import canonical
+from exactmem.checker.cert_dataset import canonical
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 CERTS = sorted(RESULTS.glob("capacity_gpt2_*.json.gz"))

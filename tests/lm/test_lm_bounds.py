@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import checker_norm_case, random_spec
 
-from exactmem.checker import lm_bounds as B
-from exactmem.checker import lm_forward as L
+from exactmem.checker.lm import lm_bounds as B
+from exactmem.checker.lm import lm_forward as L
 
 mpmath.mp.prec = 400
 FS = st.sampled_from([32, 64, 128])
@@ -128,7 +128,7 @@ def test_softmax_weights_contain_every_point(ss: list[int], r: int, rnd) -> None
 def test_the_forward_pass_contains_the_float64_logits() -> None:
     """A random pre-LN decoder (no checkpoint needed): the checker's logit balls hold the
     float64 logits up to float64's own error, and the radii are tiny."""
-    from exactmem.checker import lm_verify
+    from exactmem.checker.lm import lm_verify
     from exactmem.lm.certfile import build_lm_certificate
     from exactmem.lm.float64 import logits64
     from exactmem.model.dataset import Dataset
@@ -153,7 +153,7 @@ def test_the_forward_pass_contains_the_float64_logits() -> None:
 def test_producer_and_checker_agree_on_a_random_model(act: str) -> None:
     """The arb producer and the stdlib checker, sharing no code, prove the same positions
     (labels: the float64 argmax; one label made wrong is proved by neither)."""
-    from exactmem.checker.lm_verify import check
+    from exactmem.checker.lm.lm_verify import check
     from exactmem.lm.certfile import build_lm_certificate
     from exactmem.lm.float64 import logits64
     from exactmem.lm.positions import prove_positions

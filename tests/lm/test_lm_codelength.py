@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import random_spec, redigest
 
-from exactmem.checker import lm_codelength
+from exactmem.checker.lm import lm_codelength
 from exactmem.checker.verify import check_certificate
 from exactmem.lm.certfile import build_lm_certificate, lm_info
 from exactmem.lm.codelength import code_length_float, code_length_upper
@@ -146,7 +146,7 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
     c = copy.deepcopy(cert)
     edit(c)
     if "labels" in message or "next" in message:
-        from exactmem.checker.dataset import dataset_object
+        from exactmem.checker.cert_dataset import dataset_object
 
         c["dataset"]["sha256"] = dataset_object(c["dataset"]["data"])[5]
     report = check_certificate(redigest(c), Path("."))
@@ -156,7 +156,7 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
 
 def test_the_checkers_own_bounds_as_claims_are_verified(cert: Cert) -> None:
     from exactmem.api.lm import checker_bound
-    from exactmem.checker.lm_verify import check
+    from exactmem.checker.lm.lm_verify import check
 
     derived: dict[int, int] = {}
     bad, unusable, _ = check(copy.deepcopy(cert), Path("."), derived=derived)

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.checker.dataset import canonical  # noqa: E402
+from exactmem.checker.cert_dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.lm.checkpoints.random_models import random_encoder, self_labelled_encoder  # noqa: E402

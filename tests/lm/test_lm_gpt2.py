@@ -17,7 +17,7 @@ pytest.importorskip("safetensors")
 
 from lm_models import redigest  # noqa: E402
 
-from exactmem.checker.dataset import canonical  # noqa: E402
+from exactmem.checker.cert_dataset import canonical  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
@@ -179,7 +179,7 @@ def test_positions_the_checker_cannot_reprove_are_left_out(
         gpt2: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The producer's and the checker's bounds differ; certify-model writes only what the
     checker re-proves (with --partial) and fails otherwise."""
-    from exactmem.checker import lm_verify
+    from exactmem.checker.lm import lm_verify
 
     real = lm_verify.margin_failure
 

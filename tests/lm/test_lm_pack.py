@@ -6,7 +6,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.checker import lm_forward as L
+from exactmem.checker.lm import lm_forward as L
 
 
 def _draw(seed: int, n: int, k: int, m: int, wbits: int, xbits: int, bias: bool):

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from exactmem.api.lm import certify_lm  # noqa: E402
-from exactmem.checker import lm_forward, lm_verify  # noqa: E402
+from exactmem.checker.lm import lm_forward, lm_verify  # noqa: E402
 from exactmem.checker.verify import check_certificate  # noqa: E402
 from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import checker_norm_case, random_spec, redigest
 
-from exactmem.checker import lm_forward as L
-from exactmem.checker.dataset import canonical
+from exactmem.checker.cert_dataset import canonical
+from exactmem.checker.lm import lm_forward as L
 from exactmem.checker.verify import check_certificate
 from exactmem.cli import main
 from exactmem.errors import SpecError

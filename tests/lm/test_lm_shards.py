@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from lm_models import random_spec, redigest
 
-from exactmem.checker import lm_verify
+from exactmem.checker.lm import lm_verify
 from exactmem.checker.sharded import _count, check_certificate_sharded, check_sharded
 from exactmem.checker.verify import check_certificate
 from exactmem.lm.certfile import build_lm_certificate
@@ -59,7 +59,7 @@ def test_every_split_gives_the_verdict_and_claim_lines_of_one_pass(cert: Cert, k
     assert "\nc claim: code length at most " in one.claim
     split = check_certificate_sharded(copy.deepcopy(cert), Path("."), k, inline)
     assert (split.verdict, split.claim, split.failures) == (one.verdict, one.claim, [])
-    assert split.lm is not None and split.lm["sequences"] == N
+    assert split.totals is not None and split.totals["sequences"] == N
 
 
 def test_the_memorized_bits_are_summed_exactly_before_rounding(cert: Cert) -> None:

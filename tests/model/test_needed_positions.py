@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from exactmem.checker import forward as cforward
+from exactmem.checker import net_forward as cforward
 from exactmem.checker import passes, verify
-from exactmem.checker.dataset import dataset
+from exactmem.checker.cert_dataset import dataset
 from exactmem.checker.parse import network
 from exactmem.datasets.draw import generate
 from exactmem.model.forward import needed_positions
@@ -76,7 +76,7 @@ def test_float_mirror_values_are_the_exact_outputs(cert: dict[str, Any]) -> None
     """When the float32 claim holds the checker reads the outputs from the float mirror's
     exact values: they equal its own exact pass (another order of the same function)."""
     from exactmem.checker import floatexact
-    from exactmem.checker.dataset import initial
+    from exactmem.checker.cert_dataset import initial
 
     net, layers, readout = network(cert["network"])
     toks = dataset(cert["dataset"], Path("."))[2]

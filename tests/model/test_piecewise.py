@@ -1,6 +1,6 @@
 """The piece-by-piece evaluation of scalar-input ReLU blocks equals the row-major pass:
 on random small networks (hypothesis) and on the Kajitsuka & Sato constructions, in the
-producer (exactmem.model.piecewise) and in the checker (exactmem.checker.piecewise)."""
+producer (exactmem.model.piecewise) and in the checker (exactmem.checker.net_piecewise)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from exactmem.arith import ScaledMatrix
 from exactmem.certificate import build_certificate
-from exactmem.checker import forward as cforward
-from exactmem.checker import piecewise as cpiece
+from exactmem.checker import net_forward as cforward
+from exactmem.checker import net_piecewise as cpiece
 from exactmem.checker import verify
-from exactmem.checker.dataset import dataset as cdataset
+from exactmem.checker.cert_dataset import dataset as cdataset
 from exactmem.checker.parse import network
 from exactmem.constructions import get
 from exactmem.datasets.draw import generate

@@ -14,8 +14,8 @@ import pytest
 from fuzzing import genuine, redigest, text_of
 
 from exactmem.checker import check_file
+from exactmem.checker.shard_plan import MAX_SHARDS, shard_plan
 from exactmem.checker.sharded import check_certificate_sharded, check_sharded
-from exactmem.checker.shards import MAX_SHARDS, shard_plan
 from exactmem.cli import main
 from exactmem.model.dataset import load_dataset
 from exactmem.model.interval_verdict import evaluate_certified

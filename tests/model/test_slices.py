@@ -65,7 +65,7 @@ def ks25() -> Any:
 def test_deep_block_runs_once_over_all_slices(ks25: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Slicing bounds the attention layers' memory; the deep scalar block after them runs
     once on the joined state (producer and checker), not once per slice."""
-    from exactmem.checker import piecewise as checker_piecewise
+    from exactmem.checker import net_piecewise as checker_piecewise
     from exactmem.model import piecewise as model_piecewise
 
     ds, out = ks25

@@ -91,7 +91,7 @@ def test_an_answer_is_checked_with_its_store(
     assert ans["status"] == "found" and ans["proved_minimal"] and ans["claim"] == "minimal"
     rep = check_search(copy.deepcopy(ans), folder)
     assert rep.verdict == "s VERIFIED", rep.reasons
-    assert rep.statement is not None and rep.statement.startswith(
+    assert rep.claim is not None and rep.claim.startswith(
         "status found: shatters the 3 sequences with minimal 10 parameters")
     assert "shatters the 3 sequences; 4 labellings found (8 of 8" in rep.lines[0]
     # one found labelling taken out of the store: the shape no longer shatters by it

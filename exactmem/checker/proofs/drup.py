@@ -28,79 +28,8 @@ clause), ``s UNUSABLE`` (exit 2: malformed input or a resource limit; never a cr
 
 from __future__ import annotations
 
-import os
-import stat
-from dataclasses import dataclass, field
-
-MAX_BYTES = 1 << 30  # per file
-MAX_VARS = 1 << 24
-MAX_STEPS = 2_000_000_000  # clause visits during propagation, over the whole check
-
-
-class Unusable(Exception):
-    """Malformed input or a resource limit."""
-
-
-class _Rejected(Exception):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ProofReport:
-    verdict: str  # "s VERIFIED" | "s REJECTED" | "s UNUSABLE"
-    reasons: tuple[str, ...] = field(default=())
-    lemmas: int = 0
-    deletions: int = 0
-    checked: int = 0  # lemmas in the core, each checked
-
-    @property
-    def exit_code(self) -> int:
-        return {"s VERIFIED": 0, "s REJECTED": 1}.get(self.verdict, 2)
-
-
-def _ints(line: str, where: str) -> list[int]:
-    out = []
-    for tok in line.split():
-        if not (tok.isascii() and (tok.isdigit() or (tok[0] == "-" and tok[1:].isdigit()))):
-            raise Unusable(f"{where}: not an integer: {tok[:20]!r}")
-        out.append(int(tok))
-    return out
-
-
-def parse_cnf(text: str) -> tuple[int, list[list[int]]]:
-    """``(variables, clauses)`` of a strict DIMACS CNF."""
-    nvars = ncls = -1
-    clauses: list[list[int]] = []
-    cur: list[int] = []
-    for k, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s[0] == "c":
-            continue
-        if s[0] == "p":
-            parts = s.split()
-            if nvars >= 0 or len(parts) != 4 or parts[1] != "cnf":
-                raise Unusable(f"cnf line {k}: expected one header 'p cnf VARS CLAUSES'")
-            nvars, ncls = _ints(" ".join(parts[2:]), f"cnf line {k}")
-            if not (0 <= nvars <= MAX_VARS and ncls >= 0):
-                raise Unusable(f"cnf line {k}: header out of range")
-            continue
-        if nvars < 0:
-            raise Unusable(f"cnf line {k}: clause before the 'p cnf' header")
-        for lit in _ints(s, f"cnf line {k}"):
-            if lit == 0:
-                clauses.append(cur)
-                cur = []
-            elif abs(lit) > nvars:
-                raise Unusable(f"cnf line {k}: literal {lit} beyond {nvars} variables")
-            else:
-                cur.append(lit)
-    if nvars < 0:
-        raise Unusable("cnf: no 'p cnf' header")
-    if cur:
-        raise Unusable("cnf: last clause not ended by 0")
-    if len(clauses) != ncls:
-        raise Unusable(f"cnf: header says {ncls} clauses, found {len(clauses)}")
-    return nvars, clauses
+from ..verdict import CheckReport, Rejected, Unusable, failure
+from .dimacs import MAX_STEPS, MAX_VARS, ints, parse_cnf, read_text
 
 
 class _Checker:
@@ -308,7 +237,7 @@ class _Checker:
         return True
 
 
-def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
+def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> CheckReport:
     """Check that ``proof_text`` refutes ``cnf_text``; never raises on bad input.
 
     Backward checking (as drat-trim does): a forward pass adds and deletes the clauses,
@@ -330,7 +259,7 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
             if not s or s[0] == "c":
                 continue
             delete = s[0] == "d"
-            lits = _ints(s[1:] if delete else s, f"proof line {k}")
+            lits = ints(s[1:] if delete else s, f"proof line {k}")
             if not lits or lits[-1] != 0 or 0 in lits[:-1]:
                 raise Unusable(f"proof line {k}: a step is literals ended by one 0")
             if ck.conflict >= 0:
@@ -347,7 +276,7 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
             trail_len = len(ck.trail)
             steps.append((k, ck.add(lits), trail_len))
         if ck.conflict < 0:
-            raise _Rejected("the proof does not derive the empty clause")
+            raise Rejected("the proof does not derive the empty clause")
         ck.top = len(ck.trail)
         ck.mark(ck.conflict, ck.clauses[ck.conflict])
         checked = 0
@@ -361,42 +290,17 @@ def check_proof(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> P
             checked += 1
             lits = ck.clauses[ci]
             if not (ck.rup(lits) or ck.rat(lits)):
-                raise _Rejected(f"proof line {k}: lemma {' '.join(map(str, lits[:12]))}"
+                raise Rejected(f"proof line {k}: lemma {' '.join(map(str, lits[:12]))}"
                                 f"{' ...' if len(lits) > 12 else ''} 0 is neither RUP nor RAT")
-        return ProofReport("s VERIFIED", (), lemmas, deletions, checked)
-    except (_Rejected, Unusable, MemoryError, RecursionError) as exc:
+        return CheckReport(counts={"lemmas": lemmas, "deletions": deletions, "checked": checked})
+    except (Rejected, Unusable, MemoryError, RecursionError) as exc:
         return failure(exc)
 
 
-def failure(exc: BaseException) -> ProofReport:
-    """The verdict of a check stopped by ``exc``: a rejected step, unusable input, or a
-    resource limit."""
-    if isinstance(exc, _Rejected):
-        return ProofReport("s REJECTED", (str(exc),))
-    if isinstance(exc, Unusable):
-        return ProofReport("s UNUSABLE", (str(exc),))
-    return ProofReport("s UNUSABLE", (f"resource limit: {type(exc).__name__}",))
-
-
-def _read(path: str) -> str:
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise Unusable(f"{path}: not a regular file")
-    if os.path.getsize(path) > MAX_BYTES:
-        raise Unusable(f"{path}: larger than {MAX_BYTES} bytes")
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_BYTES + 1)
-    try:
-        text = data.decode("ascii")
-    except UnicodeDecodeError:
-        raise Unusable(f"{path}: not an ASCII text file (binary DRAT is not supported)") \
-            from None
-    return text
-
-
 def check_proof_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
-                      ) -> ProofReport:
+                      ) -> CheckReport:
     try:
-        cnf, proof = _read(cnf_path), _read(proof_path)
+        cnf, proof = read_text(cnf_path), read_text(proof_path)
     except (OSError, Unusable) as exc:
-        return ProofReport("s UNUSABLE", (str(exc),))
+        return CheckReport([str(exc)], unusable=True)
     return check_proof(cnf, proof, max_steps)

@@ -1,27 +1,16 @@
-"""A small LRAT proof checker (standard library only): "this CNF is unsatisfiable".
+"""LRAT proof checker (standard library only): "this CNF is unsatisfiable".
 
-Input: a strict DIMACS CNF (parsed by :func:`exactmem.checker.proofs.drup.parse_cnf`) and a
-textual LRAT proof, one step per line:
-
-* ``id l1 ... lk 0 h1 ... hm 0`` adds lemma ``id`` with the hints ``h1 ... hm``: ids of
-  live clauses;
-* ``id d c1 ... cm 0`` deletes the clauses ``c1 ... cm`` (the leading id is not used);
-* ``c ...`` is a comment.
-
-Standard LRAT numbering (as lrat-check and cake_lpr read it): clause ``k`` of the CNF file
-is ``k`` (``1..m`` in file order), and lemma ids exceed ``m`` and strictly increase.
-
-A lemma is checked by reverse unit propagation **along its hints only**: its literals are
-made false; each hint, in order, must then have every literal false but one, which is made
-true (a unit), or every literal false (a conflict: the lemma is implied by the hinted
-clauses).  A hint that is satisfied, has two open literals, or is not a live clause, and
-hints that end without a conflict, reject the proof.  Negative hints (RAT steps) are not
-accepted.  The check of a lemma costs the total length of its hints, so a proof is checked
-in time linear in its size; nothing is searched.  The proof is accepted when the empty
-lemma is checked; the lines after it must still be well formed.
-
-Verdicts as in :mod:`exactmem.checker.proofs.drup`: ``s VERIFIED`` (exit 0), ``s REJECTED``
-(exit 1), ``s UNUSABLE`` (exit 2: malformed input or a resource limit).
+A strict DIMACS CNF (:mod:`.dimacs`) and a textual LRAT proof, a step per line:
+``id l1 .. lk 0 h1 .. hm 0`` adds lemma ``id`` with hints (ids of live clauses);
+``id d c1 .. cm 0`` deletes clauses; ``c`` starts a comment.  Standard numbering (lrat-check,
+cake_lpr): CNF clause ``k`` is ``k`` (``1..m``), lemma ids exceed ``m`` and increase.
+A lemma is checked by unit propagation **along its hints only**: its literals made false,
+each hint in order must have all literals false but one (made true) or all false (a
+conflict: the lemma follows).  A satisfied hint, one with two open literals or not live,
+or hints ending without a conflict reject the proof; negative (RAT) hints are refused.
+Linear in the proof's size, nothing searched (docs/proof-checker.md).  Accepted when the
+empty lemma is checked (later lines must still be well formed).  Verdicts:
+:mod:`exactmem.checker.verdict`.
 """
 
 from __future__ import annotations
@@ -30,7 +19,8 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 
-from .drup import MAX_STEPS, ProofReport, Unusable, _ints, _read, _Rejected, failure, parse_cnf
+from ..verdict import CheckReport, Rejected, Unusable, failure
+from .dimacs import MAX_STEPS, ints, parse_cnf, read_text
 
 MAX_PROOF_BYTES = 1 << 36  # a proof file is streamed line by line, never held whole
 MAX_LINE = 1 << 26
@@ -38,7 +28,7 @@ MAX_LINE = 1 << 26
 
 def _check_lemma(k: int, lemma: list[int], hints: list[int],
                  clauses: dict[int, tuple[int, ...]]) -> int:
-    """Literal visits spent; raises :class:`_Rejected` when the hints do not refute the
+    """Literal visits spent; raises :class:`Rejected` when the hints do not refute the
     lemma's negation."""
     true = {-x for x in lemma}
     if any(-x in true for x in true):
@@ -47,29 +37,29 @@ def _check_lemma(k: int, lemma: list[int], hints: list[int],
     for h in hints:
         c = clauses.get(h)
         if c is None:
-            raise _Rejected(f"proof line {k}: hint {h} is not a live clause")
+            raise Rejected(f"proof line {k}: hint {h} is not a live clause")
         visits += len(c)
         unit = 0
         for x in c:
             if x in true:
-                raise _Rejected(f"proof line {k}: hint {h} is satisfied")
+                raise Rejected(f"proof line {k}: hint {h} is satisfied")
             if -x not in true:
                 if unit:
-                    raise _Rejected(f"proof line {k}: hint {h} has two open literals")
+                    raise Rejected(f"proof line {k}: hint {h} has two open literals")
                 unit = x
         if not unit:
             return visits  # every literal of the hint is false: a conflict
         true.add(unit)
-    raise _Rejected(f"proof line {k}: the hints of lemma {' '.join(map(str, lemma[:12]))} 0 "
+    raise Rejected(f"proof line {k}: the hints of lemma {' '.join(map(str, lemma[:12]))} 0 "
                     "end without a conflict")
 
 
-def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> ProofReport:
+def check_lrat(cnf_text: str, proof_text: str, max_steps: int = MAX_STEPS) -> CheckReport:
     """Check that the LRAT ``proof_text`` refutes ``cnf_text``; never raises on bad input."""
     return _check(cnf_text, lambda: iter(proof_text.splitlines()), max_steps)
 
 
-def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) -> ProofReport:
+def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) -> CheckReport:
     """The check over the proof's lines."""
     try:
         nvars, cnf = parse_cnf(cnf_text)
@@ -82,14 +72,14 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
             if not s or s[0] == "c":
                 continue
             if len(s) > 1 and s[1] == "d":
-                ids = _ints(" ".join(s[2:]), f"proof line {k}")
+                ids = ints(" ".join(s[2:]), f"proof line {k}")
                 if not ids or ids[-1] != 0 or 0 in ids[:-1] or min(ids) < 0:
                     raise Unusable(f"proof line {k}: a deletion is 'ID d IDS 0'")
                 if not refuted:
                     for i in ids[:-1]:
                         deletions += clauses.pop(i, None) is not None
                 continue
-            nums = _ints(line, f"proof line {k}")
+            nums = ints(line, f"proof line {k}")
             if nums.count(0) != 2 or nums[-1] != 0 or len(nums) < 3:
                 raise Unusable(f"proof line {k}: a lemma is 'ID LITERALS 0 HINTS 0'")
             cut = nums.index(0)
@@ -112,9 +102,9 @@ def _check(cnf_text: str, lines: Callable[[], Iterator[str]], max_steps: int) ->
             clauses[ident] = tuple(lemma)
             refuted = not lemma
         if not refuted:
-            raise _Rejected("the proof does not derive the empty clause")
-        return ProofReport("s VERIFIED", (), lemmas, deletions, lemmas)
-    except (_Rejected, Unusable, MemoryError, RecursionError) as exc:
+            raise Rejected("the proof does not derive the empty clause")
+        return CheckReport(counts={"lemmas": lemmas, "deletions": deletions, "checked": lemmas})
+    except (Rejected, Unusable, MemoryError, RecursionError) as exc:
         return failure(exc)
 
 
@@ -135,7 +125,7 @@ def _file_lines(path: str) -> Iterator[str]:
 
 
 def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
-                     ) -> ProofReport:
+                     ) -> CheckReport:
     """Like :func:`check_lrat`; the proof file is streamed (at most ``MAX_PROOF_BYTES``),
     so proofs larger than the DRUP checker's file limit can be checked."""
     try:
@@ -143,7 +133,7 @@ def check_lrat_files(cnf_path: str, proof_path: str, max_steps: int = MAX_STEPS
             raise Unusable(f"{proof_path}: not a regular file")
         if os.path.getsize(proof_path) > MAX_PROOF_BYTES:
             raise Unusable(f"{proof_path}: larger than {MAX_PROOF_BYTES} bytes")
-        cnf = _read(cnf_path)
+        cnf = read_text(cnf_path)
     except (OSError, Unusable) as exc:
-        return ProofReport("s UNUSABLE", (str(exc),))
+        return CheckReport([str(exc)], unusable=True)
     return _check(cnf, lambda: _file_lines(proof_path), max_steps)

@@ -28,8 +28,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..dataset import dataset as read_dataset
-from ..parse import Unusable, integer, read_json
+from ..cert_dataset import dataset as read_dataset
+from ..parse import integer, read_json
+from ..verdict import CheckReport, Unusable
 from .search_claims import (  # noqa: F401 (nests_in, params_of: re-exported)
     Failed,
     nests_in,
@@ -37,11 +38,11 @@ from .search_claims import (  # noqa: F401 (nests_in, params_of: re-exported)
     statement,
     summary,
 )
-from .search_sizes import MAX_BITS, MAX_SEQUENCES, MAX_SIZES, SearchReport, Sizes
+from .search_sizes import MAX_BITS, MAX_SEQUENCES, MAX_SIZES, Sizes, search_report
 from .search_store import check_labelings_answer, check_store, is_store
 
 
-def _answer_sizes(answer: Any, base: Path, report: SearchReport) -> Sizes:
+def _answer_sizes(answer: Any, base: Path, report: CheckReport) -> Sizes:
     """The question of an answer: its embedded dataset (SHA-256 recomputed) and bits."""
     if type(answer) is not dict:
         raise Unusable("answer: expected a JSON object")
@@ -60,13 +61,13 @@ def _answer_sizes(answer: Any, base: Path, report: SearchReport) -> Sizes:
     return Sizes(inputs, size, seqs, tuple(labels), digest, bits, base, report)
 
 
-def check_search(answer: Any, base: Path) -> SearchReport:
+def check_search(answer: Any, base: Path) -> CheckReport:
     """Check a decoded answer; files it names are found relative to ``base``.  An
     ``--all-labelings`` answer (it names its results store) is checked with its store
     (:mod:`.search_store`)."""
     if type(answer) is dict and "sequences" in answer and "results" in answer:
         return check_labelings_answer(answer, base)
-    report = SearchReport()
+    report = search_report()
     try:
         a = _answer_sizes(answer, base, report)
         sizes = answer["sizes"]
@@ -78,22 +79,24 @@ def check_search(answer: Any, base: Path) -> SearchReport:
                 done.append((e, a.entry(e, f"sizes[{k}]")))
                 report.counts["unknown"] += done[-1][1] == "unknown"
             except Failed as exc:
-                report.failures.extend(str(x) for x in exc.args)
+                for x in exc.args:
+                    report.reject(str(x))
             except Unusable as exc:
-                report.unusable.append(str(exc))
+                report.refuse(str(exc))
         if len(done) == len(sizes):
             summary(answer, done, a, a.bits)
-            report.statement = statement(answer, a.bits)
+            report.claim = statement(answer, a.bits)
     except Failed as exc:
-        report.failures.extend(str(x) for x in exc.args)
+        for x in exc.args:
+            report.reject(str(x))
     except (Unusable, MemoryError, RecursionError) as exc:
-        report.unusable.append(str(exc) or type(exc).__name__)
+        report.refuse(str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer
-        report.unusable.append(f"cannot be checked: {type(exc).__name__}: {exc}")
+        report.refuse(f"cannot be checked: {type(exc).__name__}: {exc}")
     return report
 
 
-def check_search_file(path: str, base: str | None = None) -> SearchReport:
+def check_search_file(path: str, base: str | None = None) -> CheckReport:
     """Read and check an answer file -- or the results store of an ``--all-labelings`` run
     (:mod:`.search_store`); its files are relative to its folder (or ``base``)."""
     if is_store(path):
@@ -101,7 +104,7 @@ def check_search_file(path: str, base: str | None = None) -> SearchReport:
     try:
         answer = read_json(path)
     except Unusable as exc:
-        report = SearchReport()
-        report.unusable.append(str(exc))
+        report = search_report()
+        report.refuse(str(exc))
         return report
     return check_search(answer, Path(path).parent if base is None else Path(base))

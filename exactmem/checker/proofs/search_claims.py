@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..parse import Unusable, choice, integer, obj
+from ..parse import choice, integer, obj
+from ..verdict import Unusable
 
 KNOBS = ("layers", "heads", "d_model", "head_dim", "ff_width")
 LIMITS = {"layers": 8, "heads": 16, "d_model": 64, "head_dim": 64, "ff_width": 1024}

@@ -10,9 +10,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..parse import Unusable, choice, integer, network, obj, ratio, read_json
+from ..parse import choice, integer, network, obj, ratio, read_json
 from ..passes import run
-from ..verify import VERDICTS, check_certificate
+from ..verdict import CheckReport, Unusable
+from ..verify import check_certificate
 from .lrat import check_lrat_files
 from .search_circuit import VariableLimit
 from .search_claims import Failed, Family, nests_in, shape
@@ -23,28 +24,13 @@ MAX_SEQUENCES = 4096
 MAX_SIZES = 100_000
 
 
-class SearchReport:
-    """Failures (a claim that does not hold) and unusable input, with counts."""
-
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-        self.unusable: list[str] = []
-        self.counts = {"found": 0, "lrat": 0, "nested": 0, "label-consistency": 0,
-                       "unknown": 0}
-        self.statement: str | None = None  # what a verified answer proves, in its words
-        self.lines: list[str] = []  # more of what was checked (a store: one per shape)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failures else (2 if self.unusable else 0)
-
-    @property
-    def verdict(self) -> str:
-        return VERDICTS[self.exit_code]
-
-    @property
-    def reasons(self) -> list[str]:
-        return self.failures + self.unusable
+def search_report() -> CheckReport:
+    """An empty report of a search answer: a claim that fails rejects the answer whatever
+    else is unusable; the counts of what was checked."""
+    report = CheckReport(counts={"found": 0, "lrat": 0, "nested": 0, "label-consistency": 0,
+                                 "unknown": 0})
+    report.rejected_first = True
+    return report
 
 
 def _sha256_file(path: Path) -> str:
@@ -80,7 +66,7 @@ class Sizes(Family):
     relative to ``base``."""
 
     def __init__(self, inputs: str, size: int, seqs: tuple[Any, ...], labels: tuple[int, ...],
-                 sha256: str, bits: int, base: Path, report: SearchReport) -> None:
+                 sha256: str, bits: int, base: Path, report: CheckReport) -> None:
         super().__init__(size, max(2, max(labels) + 1))
         self.inputs, self.seqs, self.labels, self.sha256 = inputs, seqs, labels, sha256
         self.bits, self.base, self.report = bits, base, report

@@ -31,10 +31,11 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
-from ..dataset import canonical
-from ..parse import Unusable, integer, loads, network, obj
+from ..cert_dataset import canonical
+from ..parse import integer, loads, network, obj
+from ..verdict import CheckReport, Unusable
 from .search_claims import Failed, Family, label, shape, statement, summary
-from .search_sizes import MAX_BITS, MAX_SEQUENCES, SearchReport, Sizes
+from .search_sizes import MAX_BITS, MAX_SEQUENCES, Sizes, search_report
 
 STORE_FORMAT = "exactmem.search-results/1"
 MAX_LABELLINGS = 1 << 24  # classes ** N (the search's cap)
@@ -94,7 +95,7 @@ class _Shape:
 class Store:
     """A results store under check; ``report`` collects failures and counts."""
 
-    def __init__(self, header: Any, base: Path, report: SearchReport) -> None:
+    def __init__(self, header: Any, base: Path, report: CheckReport) -> None:
         h = obj(header, "header", ("sequences", "vocab", "classes", "ties"), ("bits", "bound"))
         if "bits" not in h:
             raise Unusable("header.bits: missing (a store of real weights is the solvers' "
@@ -217,7 +218,7 @@ def _token_symmetries(seqs: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def _checked_store(header: Any, records: list[Any], base: Path, report: SearchReport
+def _checked_store(header: Any, records: list[Any], base: Path, report: CheckReport
                    ) -> Store:
     """The store with every record checked; failures go to ``report``."""
     store = Store(header, base, report)
@@ -225,26 +226,28 @@ def _checked_store(header: Any, records: list[Any], base: Path, report: SearchRe
         try:
             store.record(rec, f"record {k + 1}")
         except Failed as exc:
-            report.failures.extend(str(x) for x in exc.args)
+            for x in exc.args:
+                report.reject(str(x))
         except Unusable as exc:
-            report.unusable.append(str(exc))
+            report.refuse(str(exc))
     return store
 
 
-def check_store_records(header: Any, records: list[Any], base: Path, report: SearchReport
+def check_store_records(header: Any, records: list[Any], base: Path, report: CheckReport
                         ) -> dict[str, bool | None]:
     return _checked_store(header, records, base, report).conclusions()
 
 
-def _guarded(report: SearchReport, work: Any) -> SearchReport:
+def _guarded(report: CheckReport, work: Any) -> CheckReport:
     try:
         work()
     except Failed as exc:
-        report.failures.extend(str(x) for x in exc.args)
+        for x in exc.args:
+            report.reject(str(x))
     except (Unusable, MemoryError, RecursionError) as exc:
-        report.unusable.append(str(exc) or type(exc).__name__)
+        report.refuse(str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - never a traceback, never a verified answer
-        report.unusable.append(f"cannot be checked: {type(exc).__name__}: {exc}")
+        report.refuse(f"cannot be checked: {type(exc).__name__}: {exc}")
     return report
 
 
@@ -258,10 +261,10 @@ def is_store(path: str) -> bool:
     return STORE_FORMAT.encode() in first and not first.lstrip().startswith(b"[")
 
 
-def check_store(path: Path, base: Path | None = None) -> SearchReport:
+def check_store(path: Path, base: Path | None = None) -> CheckReport:
     """Check every record of a results store; files are relative to its folder (or
     ``base``)."""
-    report = SearchReport()
+    report = search_report()
 
     def work() -> None:
         header, records = read_store(path)
@@ -269,10 +272,10 @@ def check_store(path: Path, base: Path | None = None) -> SearchReport:
     return _guarded(report, work)
 
 
-def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
+def check_labelings_answer(answer: dict[str, Any], base: Path) -> CheckReport:
     """Check an ``--all-labelings`` answer: its store (``results``, relative to ``base``),
     and that its header, each size's ``shatters``, the summary and the texts follow."""
-    report = SearchReport()
+    report = search_report()
 
     def work() -> None:
         for key in ("bits", "sizes", "sequences", "vocab", "classes", "results", "status",
@@ -288,7 +291,7 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
                     raise Failed(f"{field}: the answer and its store's header differ")
         store = _checked_store(header, records, base, report)
         found = store.conclusions()
-        if report.failures or report.unusable:
+        if report.failures:
             return
         sizes = answer["sizes"]
         if type(sizes) is not list:
@@ -323,7 +326,7 @@ def check_labelings_answer(answer: dict[str, Any], base: Path) -> SearchReport:
                              f"{counts or 'no labelling'} for {name}")
             done.append((e, status))
         summary(answer, done, fam, answer["bits"])
-        report.statement = statement(answer, answer["bits"]).replace(
+        report.claim = statement(answer, answer["bits"]).replace(
             "status found: ", f"status found: shatters the {len(answer['sequences'])} "
             "sequences with ", 1)
     return _guarded(report, work)

@@ -179,8 +179,8 @@ def solve(nvars: int, clauses: list[list[int]], conflicts: int = DEFAULT_CONFLIC
         return SatAnswer(Unknown(f"{version()} said UNSAT but the proof checker answered "
                                  f"{report.verdict}: {'; '.join(report.reasons)}"),
                          used, cnf_path, proof_path, secs, hashes)
-    detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of {report.lemmas} "
-              f"lemmas verified by exactmem.checker.proofs.lrat")
+    detail = (f"{version()}: UNSAT after {used} conflicts; LRAT proof of "
+              f"{report.counts['lemmas']} lemmas verified by exactmem.checker.proofs.lrat")
     return SatAnswer(Infeasible("lrat", detail), used, cnf_path, proof_path, secs, hashes)
 
 

@@ -7,25 +7,30 @@ import json
 import os
 from fractions import Fraction
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, NoReturn
 
-from .parse import JsonFloat, Unusable, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .parse import JsonFloat, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .verdict import Unusable
 
 DATASET_FORMAT = "exactmem.dataset/1"
 
 
-def _refuse(value):
+# (task, inputs, tokens, labels, size, sha256) of a dataset read strictly
+Dataset = tuple[Any, Any, list[Any], list[Any], int, str]
+
+def _refuse(value: Any) -> NoReturn:
     if isinstance(value, JsonFloat):
         raise Unusable(f"the JSON float {value.text}; numbers are integers or 'p/q' strings")
     raise Unusable(f"a value of type {type(value).__name__} has no JSON form")
 
 
-def canonical(value):
+def canonical(value: Any) -> str:
     """Canonical JSON text: sorted keys, no spaces, ASCII; a float anywhere is unusable."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       default=_refuse)
 
 
-def dataset(entry, base):
+def dataset(entry: Any, base: Path | str) -> Dataset:
     """The dataset (embedded, or a bound regular file), read strictly; returns
     ``(task, inputs, tokens, labels, size, sha256)``."""
     obj(entry, "dataset", ("sha256",), ("data", "path"))
@@ -41,7 +46,7 @@ def dataset(entry, base):
     return dataset_object(data, where)
 
 
-def inside(base, name):
+def inside(base: Path | str, name: str) -> Path:
     """The bound dataset file ``name`` of a certificate in the folder ``base``: a relative
     path that resolves (symbolic links followed) inside ``base``, never outside it."""
     rule = ("dataset.path: a bound dataset is a relative path inside the certificate's "
@@ -57,7 +62,7 @@ def inside(base, name):
     return Path(target)
 
 
-def dataset_object(data, where="dataset"):
+def dataset_object(data: Any, where: str = "dataset") -> Dataset:
     """A decoded dataset object, read strictly (docs/dataset-format.md); returns
     ``(task, inputs, tokens, labels, size, sha256)`` with vector tokens as Fraction tuples
     and ``size`` the vocabulary size or the dimension."""
@@ -115,7 +120,8 @@ def dataset_object(data, where="dataset"):
     return task, inputs, toks, labels, size, digest
 
 
-def initial(net, toks, layers):
+def initial(net: dict[str, Any], toks: list[Any], layers: list[dict[str, Any]]
+            ) -> tuple[list[tuple[int, ...]], int, list[list[int]]]:
     """Distinct input columns, their denominator, and the column index of every position
     (token ids: the embedding table's columns, indexed by the ids)."""
     if net["kind"] == "token-ids":
@@ -125,9 +131,9 @@ def initial(net, toks, layers):
         prows, pden = layers[0]["positions"]  # column (t, k) = table[:, t] + positions[:, k]
         m = lcm(den, pden, "the input columns")
         fa, fb = m // den, m // pden
-        ids: dict = {}
-        out: list = []
-        index = []
+        ids: dict[tuple[int, int], int] = {}
+        out: list[tuple[int, ...]] = []
+        index: list[list[int]] = []
         for s in toks:
             row = []
             for k, t in enumerate(s):
@@ -138,8 +144,8 @@ def initial(net, toks, layers):
                 row.append(j)
             index.append(row)
         return out, m, index
-    table: dict = {}
-    cols: list = []
+    table: dict[Any, int] = {}
+    cols: list[tuple[int, ...]] = []
     index, den = [], 1
     for q in {x.denominator for s in toks for t in s for x in t}:
         den = lcm(den, q, "the input columns")

@@ -18,11 +18,14 @@ model's code length lies below the uniform code over the dataset's vocabulary.
 """
 
 import hashlib
+from pathlib import Path
+from typing import Any
 
+from ..cert_dataset import canonical, dataset
+from ..parse import integer, number, obj, ratio, typed
+from ..verdict import CheckReport, Unusable
 from . import lm_codelength, lm_forward
-from .dataset import canonical, dataset
 from .lm_model import at_precision, header, model, precision, work
-from .parse import Unusable, integer, number, obj, ratio, typed
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
@@ -177,6 +180,18 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     return failures, False, None if failures else claim_text(part)
 
 
+def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
+                 shard: tuple[int, int] = (0, 1)) -> CheckReport:
+    """:func:`check` as the checker's one report (the table of formats in
+    :mod:`..verify`): the claim and the exact slice totals that
+    :func:`..sharded.combine` adds up (``totals``)."""
+    totals: dict[str, Any] = {}
+    bad, unusable, claim = check(cert, base, progress, shard, totals=totals)
+    report = CheckReport(bad, unusable, claim)
+    report.totals = totals or None
+    return report
+
+
 def distinct(toks, labels, lo, hi):
     """The indices in ``[lo, hi)`` of the sequences that do not repeat an earlier one of the
     whole dataset (same tokens and labels): a repeated sequence is counted once."""
@@ -190,7 +205,7 @@ def distinct(toks, labels, lo, hi):
     return out
 
 
-def merge(parts):
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals of disjoint slices, in order, as those of their union: counts and the
     exact rational code-length totals are sums (no rounding before the claim is written)."""
     out = dict(parts[0])
@@ -203,7 +218,7 @@ def merge(parts):
     return out
 
 
-def claim_text(t):
+def claim_text(t: dict[str, Any]) -> str:
     """The claim lines for the totals ``t`` of :func:`check` (or of :func:`merge`)."""
     claim = (f"{t['proved']} of {t['positions']} positions have the label as unique argmax "
              f"({t['full']} of {t['sequences']} sequences in full; "

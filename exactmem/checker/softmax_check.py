@@ -2,7 +2,7 @@
 
 Used when a softmax head has non-zero scores (its outputs are irrational).  Activations are
 midpoint-radius intervals: integer tuples ``mid``, ``rad >= 0`` over one denominator.  Exact
-layers act exactly on intervals; softmax rows are enclosed by :mod:`.softmax` at the
+layers act exactly on intervals; softmax rows are enclosed by :mod:`.softmax_bounds` at the
 certificate's ``hints.softmax.precision`` (the checker does not escalate).  A read position
 is accepted when the label is forced: argmax - the label's lower bound beats every other
 class's upper bound; scalar - the whole interval lies within ``hints.softmax.epsilon`` of
@@ -11,9 +11,10 @@ the label.  The claim must be the label.
 
 from fractions import Fraction
 
-from . import forward
-from .parse import Unusable, integer, lcm, matrix, obj, ratio, show
-from .softmax import grid, softmax_row
+from . import net_forward as forward
+from .parse import integer, lcm, matrix, obj, ratio, show
+from .softmax_bounds import grid, softmax_row
+from .verdict import Unusable
 
 MAX_PRECISION = 1 << 12
 
@@ -152,10 +153,10 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
         total = _add(total, base)
     new_index, it = [], iter(range(len(total[0])))
     for _seq in index:
-        row = [-1] * n
+        slots = [-1] * n
         for q in queries:
-            row[q] = next(it)
-        new_index.append(row)
+            slots[q] = next(it)
+        new_index.append(slots)
     return total[0], total[1], total[2], new_index
 
 

@@ -4,8 +4,9 @@ tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
 (:func:`precision`).  Used by :mod:`lm_verify`.
 """
 
+from ..parse import choice, exact_shape, integer, kind_of, obj, ratio, typed
+from ..verdict import Unusable
 from . import lm_forward
-from .parse import Unusable, choice, exact_shape, integer, kind_of, obj, ratio, typed
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
          "activation", "layer_norm_eps", "tied_head", "tensors")

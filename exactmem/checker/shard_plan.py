@@ -6,7 +6,7 @@ import os
 MAX_SHARDS = 64  # slices of the sequences a sharded run makes, whatever K is asked
 
 
-def shard_plan(shards, count):
+def shard_plan(shards: int, count: int) -> tuple[int, int]:
     """``(slices, processes)`` for ``count`` sequences asked in ``shards``: at most
     :data:`MAX_SHARDS` slices and never more than ``count`` (an empty slice is wasted
     work), at most one local process per CPU."""

@@ -12,7 +12,7 @@ from itertools import accumulate
 from math import gcd
 from operator import add, itemgetter, mul, neg, sub
 
-from . import piecewise
+from . import net_piecewise as piecewise
 from .parse import bounded, lcm
 
 SWEEP_MIN_HIDDEN = 32

@@ -14,17 +14,17 @@ large, is answered in time polynomial in ``bits``.
 from fractions import Fraction
 
 
-def _ceil_div(a, b):
+def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
 
-def exp_bounds(q, bits):
+def exp_bounds(q: Fraction, bits: int) -> tuple[Fraction, Fraction]:
     """``(lo, hi)`` Fractions with ``lo <= exp(q) <= hi``; ``bits`` = working precision."""
     if q == 0:
         return Fraction(1), Fraction(1)
     if q < 0:
-        lo, hi = exp_bounds(-q, bits)
-        return 1 / hi, 1 / lo
+        below, above = exp_bounds(-q, bits)
+        return 1 / above, 1 / below
     a, b = q.numerator, q.denominator
     m = 0
     while 2 * a > (b << m):
@@ -49,19 +49,20 @@ def exp_bounds(q, bits):
     return Fraction(lo, one), Fraction(hi, one)
 
 
-def _lower(q, bits):
+def _lower(q: Fraction, bits: int) -> Fraction:
     """A lower bound of ``exp(q)`` for ``q <= 0``: 0 below the cut-off."""
     return Fraction(0) if q < -bits else exp_bounds(q, bits)[0]
 
 
-def _upper(q, bits):
+def _upper(q: Fraction, bits: int) -> Fraction | None:
     """An upper bound of ``exp(q)``; ``None`` (infinity) above the cut-off."""
     if q > bits:
         return None
     return exp_bounds(max(q, Fraction(-bits)), bits)[1]
 
 
-def softmax_row(lo_scores, hi_scores, bits):
+def softmax_row(lo_scores: list[Fraction], hi_scores: list[Fraction], bits: int
+                ) -> list[tuple[Fraction, Fraction]]:
     """Bounds ``[(lo_j, hi_j)]`` of ``softmax(s)`` for ``lo_scores[j] <= s_j <= hi_scores[j]``."""
     if len(lo_scores) == 1:
         return [(Fraction(1), Fraction(1))]
@@ -71,18 +72,19 @@ def softmax_row(lo_scores, hi_scores, bits):
     s_small = sum(small)
     infinite = sum(b is None for b in big)
     s_big = sum(b for b in big if b is not None)
-    out = []
+    out: list[tuple[Fraction, Fraction]] = []
     for j in range(len(small)):
-        if infinite - (big[j] is None) > 0:  # another term may dominate
+        bj = big[j]
+        if infinite - (bj is None) > 0:  # another term may dominate
             lo = Fraction(0)
         else:
-            lo = small[j] / (small[j] + s_big - (big[j] or 0))
-        hi = Fraction(1) if big[j] is None else big[j] / (big[j] + s_small - small[j])
+            lo = small[j] / (small[j] + s_big - (bj or 0))
+        hi = Fraction(1) if bj is None else bj / (bj + s_small - small[j])
         out.append((lo, min(hi, Fraction(1))))
     return out
 
 
-def grid(lo, hi, bits):
+def grid(lo: Fraction, hi: Fraction, bits: int) -> tuple[int, int]:
     """Outward rounding of ``[lo, hi]`` to multiples of ``2^-bits``: ``(mid, rad)`` over
     ``2^(bits+1)`` (integers)."""
     a = (lo.numerator << bits) // lo.denominator
