@@ -8,12 +8,10 @@ ETA (nested tasks share one display).  Elsewhere (logs, pipes, CI) a plain line 
 
 is printed at most every :data:`LOG_INTERVAL` seconds, and a closing ``... - done`` line
 gives the stage's total time, so a log stays readable and a waiting user still sees the run
-advance.  When stderr is a regular file (``2> run.log``) only the closing line is written: one
-line per stage, however long it runs.  A task opened with ``heartbeat=True`` keeps printing
-its elapsed time from a background thread even when nothing calls :meth:`Task.update` (a
-stage without a natural counter, such as building a construction).  ``configure(quiet=True)``
-(every verb's ``--quiet``) or ``EXACTMEM_QUIET=1`` turns everything off.  Progress never
-touches stdout.
+advance.  A task opened with ``heartbeat=True`` keeps printing its elapsed time from a
+background thread even when nothing calls :meth:`Task.update` (a stage without a natural
+counter, such as building a construction).  ``configure(quiet=True)`` (every verb's
+``--quiet``) or ``EXACTMEM_QUIET=1`` turns everything off.  Progress never touches stdout.
 
 Library code reports through :func:`task`; code that must not import this module (the
 checker imports only the standard library) takes a plain callback
@@ -91,16 +89,6 @@ def _due(start: float, last: float, now: float) -> bool:
                                           and now - start >= LOG_INTERVAL / 4)
 
 
-def _to_file() -> bool:
-    """Whether stderr is a regular file (not a terminal, a pipe or an in-memory stream)."""
-    import stat
-
-    try:
-        return stat.S_ISREG(os.fstat(sys.stderr.fileno()).st_mode)
-    except (AttributeError, OSError, ValueError):  # no file descriptor behind it
-        return False
-
-
 def _rich_display(unit: str) -> Any:
     """The shared rich ``Progress`` (started on first use), or ``None`` without rich."""
     if _live["progress"] is not None:
@@ -157,7 +145,6 @@ class Task:
         self._id: Any = None
         self._stop: threading.Event | None = None
         self._quiet = is_quiet()
-        self._per_stage = False  # stderr is a file: only the closing line
         if self._quiet:
             return
         if sys.stderr.isatty():
@@ -166,9 +153,7 @@ class Task:
                 if self._bar is not None:
                     self._id = self._bar.add_task(description, total=total or None, unit=unit)
                     _live["open"] += 1
-        elif _to_file():
-            self._per_stage = True
-        if self._bar is None and heartbeat and not self._per_stage:
+        if self._bar is None and heartbeat:
             self._stop = threading.Event()
             threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
                              name=f"progress: {description}").start()
@@ -206,7 +191,7 @@ class Task:
                              description=self.description)
             return
         now = time.monotonic()
-        if not self._per_stage and _due(self._start, self._last, now):
+        if _due(self._start, self._last, now):
             with _lock:
                 self._emit(now)
 

@@ -29,10 +29,10 @@ from typing import Any
 import gmpy2
 from fuzzing import genuine, redigest, reference_accepts, text_of, write
 
-from exactmem.adapters.fidelity import exact_values_of
 from exactmem.adapters.formats import FORMATS as FLOATS
 from exactmem.adapters.formats import FloatFormat, round_to_format
 from exactmem.adapters.mpfr_eval import exact_values, forward_float
+from exactmem.adapters.precision import exact_values_of
 from exactmem.arith import ScaledMatrix
 from exactmem.arith.rational import format_rational
 from exactmem.certificate import build_certificate, claim_float_exact

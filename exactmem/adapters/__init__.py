@@ -4,7 +4,7 @@
 * :mod:`exactmem.adapters.safetensors_io`: safetensors files bound to the certificate;
 * :mod:`exactmem.adapters.onnx_export`: an ONNX graph of MatMul/Softmax-level primitives;
 * :mod:`exactmem.adapters.mpfr_eval`: the forward pass in ``p``-bit floating point (MPFR);
-* :mod:`exactmem.adapters.fidelity`: the float fidelity report and minimal mantissa bits.
+* :mod:`exactmem.adapters.precision`: the float fidelity report and minimal mantissa bits.
 
 Import the submodule you need; importing this package loads neither torch nor onnx.
 torch, safetensors, onnx and onnxruntime come with the ``export`` extra, matplotlib with

@@ -4,7 +4,7 @@
 state_dict in torch, a safetensors file through torch (its floats read back exactly, then
 run in the file's dtype).  ``exactmem precision`` uses the same runs for its per-runtime
 rows.  A sequence is memorized when every read position gives its label under the float
-readout rule of :func:`exactmem.adapters.fidelity.judge` (a scalar output within ``1/2``
+readout rule of :func:`exactmem.adapters.precision.judge` (a scalar output within ``1/2``
 of the label, or one unique finite maximum at the label's class); the fraction counts
 sequences, as the precision report does.
 

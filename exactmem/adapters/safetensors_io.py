@@ -152,7 +152,7 @@ def verify_binding(path: str | Path, certificate: str | Path,
     exact = spec_from_sidecar(json.loads(side.read_text()))
     if exact != spec_from_certificate(read_certificate(certificate)):
         problems.append("the sidecar's network is not the certificate's network")
-    from exactmem.adapters.fidelity import round_spec
+    from exactmem.adapters.precision import round_spec
 
     fmt = FORMATS.get(meta.get("exactmem.dtype", ""), None)
     try:

@@ -11,7 +11,7 @@ needs when called.
 
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
-from exactmem.api.typed_results import (
+from exactmem.api.results import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,

@@ -13,8 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.searching import search
-from exactmem.api.typed_results import (
+from exactmem.api.results import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,
@@ -24,6 +23,7 @@ from exactmem.api.typed_results import (
     PrecisionResult,
     ProveResult,
 )
+from exactmem.api.search import search
 from exactmem.errors import CertificateError, ExactmemError, MissingDependencyError
 from exactmem.model.dataset import Dataset, load_dataset
 from exactmem.model.sizes import Sizes
@@ -242,7 +242,7 @@ def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None
     from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 
     _need_torch("the precision report")
-    from exactmem.adapters import fidelity as pr
+    from exactmem.adapters import precision as pr
 
     cert, base = _certificate(certificate)
     spec = spec_from_certificate(cert)

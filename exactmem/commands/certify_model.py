@@ -11,25 +11,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "certify-model",
         help="certify that a PyTorch (.pt) or safetensors model memorizes a dataset",
-        description="Read MODEL, turn every float into the exact rational it is, evaluate "
-                    "it exactly on every sequence of DATA, run the independent checker, and "
-                    "only then write CERT. MODEL is one of: a torch state_dict (.pt, saved "
-                    "with torch.save) or a safetensors file in the layout that 'exactmem "
-                    "export' writes (docs/model-layout.md); a GPT-2 save_pretrained "
-                    "directory; a nanoGPT checkpoint (.pt with model_args); a stack of "
-                    "nn.TransformerEncoderLayer saved by save_encoder; a GPT-NeoX or "
-                    "LLaMA-style (Qwen2, Mistral) save_pretrained directory (read and "
-                    "evaluated, not yet written as certificates). Language models are "
-                    "certified position by position (docs/trained-models.md, "
-                    "docs/certify-model.md). Exit 0 certified, 1 some sequence is not "
-                    "memorized (listed on stderr; CERT is not written), 2 unusable input.",
-        epilog="examples: exactmem export c.json --format torch -o m.pt && "
-               "exactmem certify-model m.pt d.json -o c2.json; "
-               "exactmem certify-model gpt2-dir/ d.json -o c3.json --partial")
-    p.add_argument("model", metavar="MODEL",
-                   help="model file or directory: .pt state_dict, .safetensors, a "
-                        "save_pretrained directory (GPT-2, GPT-NeoX, LLaMA-style), a nanoGPT "
-                        "checkpoint or a saved encoder stack (--format names the kind)")
+        description="Read MODEL (a torch state_dict saved with torch.save, or a safetensors "
+                    "file) in the layout that 'exactmem export' writes, "
+                    "turn every float into the exact rational it is, evaluate it exactly on "
+                    "every sequence of DATA, run the independent checker, and only then write "
+                    "CERT. Exit 0 certified, 1 some sequence is not memorized (listed on "
+                    "stderr; CERT is not written), 2 unusable input.",
+        epilog="example: exactmem export c.json --format torch -o m.pt && "
+               "exactmem certify-model m.pt d.json -o c2.json")
+    p.add_argument("model", metavar="MODEL", help="model file: .pt state_dict or .safetensors")
     p.add_argument("data", metavar="DATA", help="dataset file (exactmem.dataset/1 JSON)")
     p.add_argument("-o", "--output", required=True, metavar="CERT",
                    help="certificate file to write")
@@ -76,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from exactmem import progress
     from exactmem.api.lm import lm_kind_of
     from exactmem.api.model import certify_model
-    from exactmem.api.typed_results import CertifyResult
+    from exactmem.api.results import CertifyResult
     from exactmem.errors import SpecError
 
     kind = lm_kind_of(args.model, args.format, args.partial)

@@ -40,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             for key in LM_KEYS:
                 print(f"{key:20s} {lm[key]}")
-            for key in sorted(k for k in lm if "bits" in k or k == "distinct_sequences"):
-                print(f"{key:36s} {lm[key]}")
         return 0
     data = info(read_certificate(args.certificate))
     if args.json:

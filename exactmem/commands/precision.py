@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.plot)
     if args.json:
         check_writable(args.json)
-    from exactmem.adapters import fidelity as pr
+    from exactmem.adapters import precision as pr
     from exactmem.certificate import (
         dataset_from_certificate,
         read_certificate,

@@ -209,13 +209,3 @@ def test_export_without_the_extra_names_it(tmp_path: Path) -> None:
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
         assert "pip install 'exactmem[export]'" in proc.stderr
         assert not list(tmp_path.glob("out.*"))
-
-
-def test_certify_model_help_describes_every_model_kind(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["certify-model", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    for kind in ("state_dict", "safetensors", "GPT-2", "nanoGPT", "nn.TransformerEncoderLayer",
-                 "GPT-NeoX", "LLaMA-style"):
-        assert kind in text.split("positional arguments")[0], kind

@@ -475,26 +475,3 @@ def test_no_module_of_the_search_wing_is_long() -> None:
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "search").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}
     assert long == {}
-
-
-# the front door: a verb parses, makes one API call and prints --------------------------------
-FRONT_DOOR = {"commands": {"exactmem.api", "exactmem.errors", "exactmem.progress"}}
-
-
-@pytest.mark.xfail(strict=True, reason="the verbs still reach past the API")
-def test_commands_import_only_the_api_errors_and_progress() -> None:
-    """``commands/*`` import nothing of exactmem but ``api``, ``errors``, ``progress`` and
-    their own helpers (``commands/_args.py``)."""
-    bad = [b for b in table_violations(ROOT, {}, FRONT_DOOR) if b.startswith("commands/")]
-    assert bad == []
-
-
-def test_a_command_reaching_past_the_api_is_caught(tmp_path: Path) -> None:
-    pkg = _plant(tmp_path, "x", "")
-    (pkg / "commands").mkdir()
-    verb = pkg / "commands" / "verb.py"
-    verb.write_text("from exactmem.api import check\nfrom exactmem import progress\n"
-                    "from exactmem.commands._args import add_quiet\n")
-    assert table_violations(pkg, {}, FRONT_DOOR) == []
-    verb.write_text("def run():\n    from exactmem.checker import check_file\n")
-    assert "commands may import only" in " ".join(table_violations(pkg, {}, FRONT_DOOR))

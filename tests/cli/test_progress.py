@@ -221,19 +221,3 @@ def test_rate_and_eta_follow_the_recent_speed() -> None:
     assert t.line(now=45.0) == "slowing: 60/100 (60%), 3.5 s/it, elapsed 0:45, ETA 2:20"
     assert t.line(now=45.0, final=True).startswith("slowing: 60/100 (60%), 1.3 it/s")
     t.close()
-
-
-def test_a_file_gets_one_line_per_stage(monkeypatch: pytest.MonkeyPatch,
-                                        tmp_path: Path) -> None:
-    with (tmp_path / "log").open("w") as log:
-        monkeypatch.setattr("sys.stderr", log)
-        with progress.task("work", total=4, unit="row") as t:
-            for _ in range(4):
-                time.sleep(0.03)  # longer than LOG_INTERVAL: a pipe would get a line each
-                t.update()
-        with progress.stage("build"):
-            time.sleep(0.1)
-    lines = (tmp_path / "log").read_text().splitlines()
-    assert len(lines) == 2, lines
-    assert lines[0].startswith("work: 4/4 (100%)") and lines[0].endswith(" - done")
-    assert re.match(r"build: elapsed \d+:\d\d - done$", lines[1])

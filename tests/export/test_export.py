@@ -67,7 +67,7 @@ def float64_error_bound(spec: NetworkSpec) -> float:
     hardmax/uniform attention (convex combinations; the scores of these networks are exact)
     do not increase it.  With ``L`` maps and ``G`` the product of ``max(1, ||[W b]||_inf)``
     over all of them (embedding tables included, so ``G`` also bounds every input), to first
-    order ``|error| <= L gamma_K G``.  The precision analysis (:mod:`exactmem.adapters.fidelity`)
+    order ``|error| <= L gamma_K G``.  The precision analysis (:mod:`exactmem.adapters.precision`)
     decides memorization in float; this bound only says how far apart two correct float64
     evaluations (torch, onnxruntime) may be.
     """

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from token_data import token_dataset as shared_token_dataset
 
-from exactmem.adapters.fidelity import (
+from exactmem.adapters.formats import FLOAT64, bits, round_to_format
+from exactmem.adapters.mpfr_eval import exact_values, forward_float
+from exactmem.adapters.precision import (
     curves,
     float_rows,
     forward_misses,
@@ -22,8 +24,6 @@ from exactmem.adapters.fidelity import (
     precision_report,
     weights_misses,
 )
-from exactmem.adapters.formats import FLOAT64, bits, round_to_format
-from exactmem.adapters.mpfr_eval import exact_values, forward_float
 from exactmem.adapters.torch import run_torch, to_torch
 from exactmem.arith import ScaledMatrix
 from exactmem.cli import main
@@ -140,7 +140,7 @@ def test_plot_is_written(small: tuple[NetworkSpec, Dataset], tmp_path: Path) -> 
 @settings(max_examples=60, deadline=None)
 @given(x=st.integers(-(1 << 80), 1 << 80), p=st.integers(2, 60))
 def test_integer_rounding_matches_mpfr(x: int, p: int) -> None:
-    from exactmem.adapters.fidelity import round_spec
+    from exactmem.adapters.precision import round_spec
 
     spec = NetworkSpec("vectors", 1, 1, (Linear(Affine(ScaledMatrix.row([x]))),),
                        Readout("scalar", "last"))
