@@ -9,6 +9,7 @@ Importing this package loads neither torch, nor z3, nor onnx: each function impo
 needs when called.
 """
 
+from exactmem.api.export import export
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
 from exactmem.api.results import (
@@ -22,7 +23,7 @@ from exactmem.api.results import (
     ProveResult,
     SearchResult,
 )
-from exactmem.api.verbs import certify, check, export, generate, info, precision, prove, search
+from exactmem.api.verbs import certify, check, generate, info, precision, prove, search
 from exactmem.model.dataset import load_dataset, save_dataset
 
 __all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",

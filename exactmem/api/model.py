@@ -87,7 +87,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   log: Callable[[str], None] | None = None,
                   progress: Callable[[str, int, int], None] | None = None,
                   partial: bool = False, module: Any = None, strict_config: bool = False,
-                  producer: str = "auto", kind: str = "auto") -> CertifyResult | LMResult:
+                  producer: str = "auto", kind: str = "auto",
+                  self_check: bool = True) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
@@ -102,6 +103,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     "Which function").  ``kind``: "auto" (detected), "export", or a language-model
     importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"; the rotary models
     are proved but not yet written as certificates: docs/trained-models.md).
+    ``self_check`` False writes a language model's proof without running the checker.
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -115,11 +117,16 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     if kind not in ("auto", "export", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"):
         raise SpecError(f"kind: expected auto, export, gpt2, gpt-neox, llama, nanogpt or "
                         f"torch-encoder, found {kind!r}")
-    lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
+    if isinstance(model, (str, os.PathLike)) and module is None:
+        from exactmem.api.lm import lm_kind_of
+
+        lm = lm_kind_of(Path(model), kind, partial)  # a path: detected, or --partial refused
+    else:
+        lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
     if lm is not None:
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
-                           progress=progress, producer=producer)
+                           progress=progress, producer=producer, self_check=self_check)
     if partial or module is not None or strict_config:
         raise SpecError("partial, module and strict_config apply to language models only")
     from exactmem.adapters.import_model import needs_torch, read_model

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,14 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.api.lm import lm_kind_of
     from exactmem.api.model import certify_model
     from exactmem.api.results import CertifyResult
     from exactmem.errors import SpecError
 
-    kind = lm_kind_of(args.model, args.format, args.partial)
-    if kind:
-        return run_lm(args, kind)
     if args.quiet:
         progress.configure(quiet=True)
 
@@ -85,15 +83,24 @@ def run(args: argparse.Namespace) -> int:
             structure = Path(args.structure).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
-    out = Path(args.output)
     tick, close = progress.hook("certify-model", heartbeat=True)
     try:
-        result = certify_model(args.model, args.data, output=out, skeleton=structure,
-                               epsilon=args.epsilon, bind_dataset=args.bind_dataset, log=log,
-                               progress=tick, kind="export")
+        result = certify_model(args.model, args.data, output=Path(args.output),
+                               skeleton=structure, epsilon=args.epsilon,
+                               bind_dataset=args.bind_dataset, log=log, progress=tick,
+                               partial=args.partial, strict_config=args.strict_config,
+                               producer=args.producer, kind=args.format,
+                               self_check=not args.no_self_check)
     finally:
         close()
-    assert isinstance(result, CertifyResult)
+    if isinstance(result, CertifyResult):
+        return _report(args, result, log)
+    return _report_lm(args, result, log)
+
+
+def _report(args: argparse.Namespace, result: Any, log: Callable[[str], None]) -> int:
+    """A model in the export layout: the verdict, the failing sequences."""
+    out = args.output
     for note in result.notes:
         log(note)
     if not result.verified:
@@ -117,27 +124,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_lm(args: argparse.Namespace, kind: str) -> int:
-    """certify-model on a language-model checkpoint: :func:`exactmem.api.lm.certify_lm`."""
-    from exactmem import progress
-    from exactmem.api.lm import certify_lm
-
-    if args.quiet:
-        progress.configure(quiet=True)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    tick, close = progress.hook("certify-model", heartbeat=True)
-    try:
-        r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
-                       bind_dataset=args.bind_dataset, log=log, progress=tick,
-                       producer=getattr(args, "producer", "auto"),
-                       self_check=not getattr(args, "no_self_check", False),
-                       strict_config=getattr(args, "strict_config", False))
-    finally:
-        close()
+def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> int:
+    """A language model (:class:`exactmem.api.lm.LMResult`): positions proved."""
     times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
     log(f"times: {times}")
     if not r.written:

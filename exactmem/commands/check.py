@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exactmem.checker import CheckReport
-from exactmem.errors import ExactmemError, MissingDependencyError
+from exactmem.errors import ExactmemError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,55 +29,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _sharded(args: argparse.Namespace) -> CheckReport:
-    from pathlib import Path
-
-    from exactmem.checker.sharded import check_sharded
-    from exactmem.checker.shards import MAX_SHARDS
-
-    path = str(Path(args.certificate).resolve())
-    if not args.quiet:
-        slices = min(args.shards, MAX_SHARDS)
-        print(f"checking {args.certificate} in {slices} shards"
-              + (" (at most the number of sequences)" if slices > 1 else "")
-              + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
-              flush=True)
-    if not args.scheduler:
-        return check_sharded(path, args.shards)
-    try:
-        from distributed import Client
-    except ImportError as exc:
-        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
-            from exc
-    with Client(args.scheduler, timeout=30) as client:
-        return check_sharded(path, args.shards, client.submit)
-
-
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.checker import check_file
+    from exactmem.api import verbs
 
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
     try:
         if args.shards > 1 or args.scheduler:
-            report = _sharded(args)
+            if not args.quiet:
+                slices = verbs.shard_count(args.shards)
+                print(f"checking {args.certificate} in {slices} shards"
+                      + (" (at most the number of sequences)" if slices > 1 else "")
+                      + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
+                      flush=True)
+            result = verbs.check(args.certificate, shards=args.shards,
+                                 scheduler=args.scheduler)
         else:
             tick, close = progress.hook("check", heartbeat=True)
             tick("read", 0, 0)  # reading and parsing, until the checker's first callback
             try:
-                report = check_file(args.certificate, progress=tick)
+                result = verbs.check(args.certificate, progress=tick)
             finally:
                 close()
     except (ValueError, ArithmeticError, MemoryError, RecursionError) as exc:
         # never expected: the checker answers every input itself; still a verdict line
         print(f"c the checker stopped: {type(exc).__name__}: {str(exc)[:300]}",
               file=sys.stderr)
-        print(CheckReport([], unusable=True).verdict)
+        print("s UNUSABLE")
         return 2
-    for line in report.failures:
+    for line in result.failures:
         print(f"c {line}", file=sys.stderr)
-    if report.claim:
-        print(f"c claim: {report.claim}")
-    print(report.verdict)
-    return report.exit_code
+    if result.claim:
+        print(f"c claim: {result.claim}")
+    print(result.line)
+    return result.exit_code

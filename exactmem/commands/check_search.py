@@ -35,18 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.proofs.search_check import check_search_file
+    from exactmem.api.proofs import check_search
 
-    report = check_search_file(args.answer, args.base)
-    for line in report.reasons:
+    result = check_search(args.answer, args.base)
+    for line in result.failures + result.notes:
         print(f"c {line}", file=sys.stderr)
-    c = report.counts
-    for line in report.lines:
-        print(f"c {line}", file=sys.stderr)
-    if report.statement is not None and report.exit_code == 0:
-        print(f"c claim: {report.statement}", file=sys.stderr)
-    print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
-          f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
-          f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)
-    print(report.verdict)
-    return report.exit_code
+    print(result.line)
+    return result.exit_code

@@ -42,6 +42,8 @@ FORBIDDEN = {
 }
 # the rooms that may import only these of exactmem (a prefix stands for its subpackages)
 ALLOWED = {
+    # the verbs: parse, one API call, print (their own argument helpers aside)
+    "commands": {"exactmem.api", "exactmem.errors", "exactmem.progress"},
     "files": {"exactmem.errors"},  # every file exactmem writes: atomic.py
     "datasets": {"exactmem.errors", "exactmem.arith", "exactmem.model", "exactmem.files",
                  "exactmem.progress"},  # dataset generation
@@ -336,6 +338,28 @@ def test_proofs_import_exactmem_only_downward() -> None:
             assert x.kind != "path", f"{path}:{x.line}: loads by path"
             assert not x.name.startswith(("exactmem.cli", "exactmem.commands", "exactmem.api")),\
                 f"{path}:{x.line}: imports {x.name}"
+
+
+def test_commands_import_only_the_api() -> None:
+    """Every verb is parse -> one ``exactmem.api`` call -> print: ``commands/`` reaches
+    nothing of exactmem but the API, the errors, progress and its own helpers."""
+    rule = {"commands": ALLOWED["commands"]}
+    assert table_violations(ROOT, {}, rule) == []
+    assert not any(x.name.startswith("exactmem.") and not x.name.startswith(
+        ("exactmem.api", "exactmem.errors", "exactmem.progress", "exactmem.commands"))
+        for path in files("commands") for x in loads(path, "exactmem.commands.m"))
+
+
+def test_a_command_reaching_past_the_api_is_caught(tmp_path: Path) -> None:
+    pkg = tmp_path / "exactmem"
+    for rel, text in (("__init__.py", ""), ("api/__init__.py", ""), ("checker/__init__.py", ""),
+                      ("commands/__init__.py", ""),
+                      ("commands/ok.py", "from exactmem.api import verbs\n"),
+                      ("commands/bad.py", "def run():\n    from exactmem.checker import x\n")):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    bad = table_violations(pkg, {}, {"commands": ALLOWED["commands"]})
+    assert len(bad) == 1 and bad[0].startswith("commands/bad.py:2: commands may import only")
 
 
 # one name, one module ------------------------------------------------------------------------

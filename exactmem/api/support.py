@@ -1,0 +1,63 @@
+"""What the verbs share besides the API calls: the construction registry (their names and
+options, for argument parsing), output-path checks, optional dependencies, and a Dask
+client for ``--scheduler``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from exactmem.errors import MissingDependencyError
+
+
+def constructions() -> dict[str, Any]:
+    """The registered constructions by CLI name (each with ``options``)."""
+    from exactmem import constructions as registry
+
+    return dict(registry.registry())
+
+
+def dtype_bits() -> dict[str, int]:
+    """The bits of each stored dtype (:data:`exactmem.constructions.bounds.DTYPE_BITS`)."""
+    from exactmem.constructions.bounds import DTYPE_BITS
+
+    return dict(DTYPE_BITS)
+
+
+def check_writable(path: str | Path) -> Path:
+    """``path`` as a :class:`Path` once its folder exists and is writable (else a one-line
+    error)."""
+    from exactmem.files.atomic import check_writable as check
+
+    return check(path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    from exactmem.files.atomic import write_text_atomic as write
+
+    write(path, text)
+
+
+def need(package: str, what: str) -> None:
+    """A one-line error naming the extra unless the optional ``package`` is installed."""
+    from exactmem.adapters import need as check
+
+    check(package, what)
+
+
+@contextmanager
+def dask_submit(address: str | None) -> Iterator[Any]:
+    """The ``submit`` of a Dask client on ``address`` (closed on exit), or ``None``."""
+    if not address:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
+            from exc
+    with Client(address, timeout=30) as client:
+        yield client.submit
