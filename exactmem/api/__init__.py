@@ -19,6 +19,7 @@ from exactmem.api.results import (
     ExportResult,
     InfoResult,
     LemmaResult,
+    LMInfoResult,
     PrecisionResult,
     ProveResult,
     SearchResult,
@@ -27,7 +28,8 @@ from exactmem.api.verbs import certify, check, generate, info, precision, prove,
 from exactmem.model.dataset import load_dataset, save_dataset
 
 __all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
-           "LemmaResult", "PrecisionResult", "ProveResult", "SearchResult", "certify",
+           "LemmaResult", "LMInfoResult", "PrecisionResult", "ProveResult", "SearchResult",
+           "certify",
            "certify_model", "check", "check_proof", "check_search", "export", "generate",
            "info", "load_dataset", "precision",
            "prove", "save_dataset", "search"]
