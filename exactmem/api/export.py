@@ -46,11 +46,11 @@ def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str
     """Write the certified network of ``certificate`` (a file, or a parsed dict) to
     ``output`` in ``format`` with weights rounded once to nearest into ``dtype``
     (``exactmem export``); ``check=False`` skips the checker, ``progress`` follows it."""
-    from exactmem.adapters import need
-    from exactmem.adapters.runtimes import DTYPES, NARROW
     from exactmem.certificate import dataset_from_certificate
+    from exactmem.exporters.runtimes import DTYPES, NARROW
     from exactmem.files.atomic import check_writable
     from exactmem.lm.certfile import LM_FORMAT
+    from exactmem.optional import need
 
     if format not in FORMATS:
         raise SpecError(f"format: expected torch, safetensors or onnx, found {format!r}")
@@ -143,7 +143,7 @@ def _narrow_claim(format: str, dtype: str, sidecar: PathLike | None,  # noqa: A0
                   cert: dict[str, Any], name: str) -> str | None:
     """The claim behind a narrow ``dtype`` (runtimes.NARROW), or None for a float export;
     a certificate that does not claim it is unusable input (nothing is written)."""
-    from exactmem.adapters.runtimes import DTYPES, NARROW
+    from exactmem.exporters.runtimes import DTYPES, NARROW
 
     if dtype not in NARROW:
         return None
@@ -170,7 +170,7 @@ def _write_narrow(format: str, dtype: str, narrow: str, cert: dict[str, Any], sp
     if format == "onnx":
         import onnx
 
-        from exactmem.adapters import lowp_onnx
+        from exactmem.exporters import lowp_onnx
 
         model = (lowp_onnx.build_int8_model(spec, meta) if dtype == "int8"
                  else lowp_onnx.build_bf16_model(spec))
@@ -180,8 +180,8 @@ def _write_narrow(format: str, dtype: str, narrow: str, cert: dict[str, Any], sp
         return
     import json
 
-    from exactmem.adapters import lowp
-    from exactmem.adapters.skeleton import skeleton
+    from exactmem.exporters import lowp
+    from exactmem.exporters.skeleton import skeleton
 
     if format == "torch":
         lowp.save_lowp_state_dict(spec, narrow, tmp)
@@ -196,8 +196,8 @@ def _write_and_run(cert: dict[str, Any], ds: Any, name: str, out: Path, format: 
                    allow_lossy: bool) -> ExportResult:
     """Write the file under a temporary name, run it in its runtime, and keep it only when
     it memorizes (or with ``allow_lossy``)."""
-    from exactmem.adapters.runtimes import load_torch, run_file
     from exactmem.certificate import spec_from_certificate
+    from exactmem.exporters.runtimes import load_torch, run_file
     from exactmem.files.atomic import atomic_path
 
     spec = spec_from_certificate(cert)
@@ -206,8 +206,8 @@ def _write_and_run(cert: dict[str, Any], ds: Any, name: str, out: Path, format: 
     with ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(out))
         if narrow:
-            from exactmem.adapters.runtimes import run_narrow_file
             from exactmem.constructions.bounds import stored_split
+            from exactmem.exporters.runtimes import run_narrow_file
 
             _write_narrow(format, dtype, narrow, cert, spec, tmp)
             ran = run_narrow_file(format, tmp, spec, ds, dtype)
@@ -224,14 +224,14 @@ def _write_and_run(cert: dict[str, Any], ds: Any, name: str, out: Path, format: 
         if format == "torch":
             load_torch().save_state_dict(spec, tmp, dtype)
         elif format == "safetensors":
-            from exactmem.adapters.safetensors_io import write_safetensors
+            from exactmem.exporters.safetensors_io import write_safetensors
 
             side = Path(sidecar) if sidecar else out.with_name(out.name + ".exact.json")
             side_tmp = stack.enter_context(atomic_path(side))
             write_safetensors(spec, tmp, name, dtype, side_tmp)
             extra = f"; exact sidecar {side}"
         else:
-            from exactmem.adapters.onnx_export import write_onnx
+            from exactmem.exporters.onnx_export import write_onnx
 
             write_onnx(spec, tmp, dtype,
                        {"exactmem.certificate_digest": str(cert.get("digest", ""))})
@@ -252,8 +252,8 @@ def _advice(format: str, dtype: str, name: str, cert: dict[str, Any], spec: Any,
             ds: Any) -> str:
     """Which wider dtype of the format memorizes (run in memory), or how to build a network
     that float runs exactly."""
-    from exactmem.adapters.formats import FORMATS as FLOATS
-    from exactmem.adapters.runtimes import DTYPES, run_format
+    from exactmem.exporters.runtimes import DTYPES, run_format
+    from exactmem.floats.formats import FORMATS as FLOATS
 
     want = FLOATS[dtype].precision
     for dt in DTYPES[format]:
@@ -272,15 +272,15 @@ def _advice(format: str, dtype: str, name: str, cert: dict[str, Any], spec: Any,
 
 
 def _matrices(spec: Any) -> Any:
-    from exactmem.adapters.skeleton import named_matrices
+    from exactmem.exporters.skeleton import named_matrices
 
     return named_matrices(spec)
 
 
 def _rounding(spec: Any, dtype: str) -> tuple[int, int, int]:
     """Weights in all, rounded, and overflowed to infinity when rounded into ``dtype``."""
-    from exactmem.adapters.formats import FORMATS as FLOATS
-    from exactmem.adapters.formats import round_to_format
+    from exactmem.floats.formats import FORMATS as FLOATS
+    from exactmem.floats.formats import round_to_format
 
     fmt = FLOATS[dtype]
     total = rounded = overflow = 0

@@ -129,10 +129,10 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                            progress=progress, producer=producer, self_check=self_check)
     if partial or module is not None or strict_config:
         raise SpecError("partial, module and strict_config apply to language models only")
-    from exactmem.adapters.import_model import needs_torch, read_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
+    from exactmem.importers.import_model import needs_torch, read_model
     from exactmem.model.evaluate import evaluate
     from exactmem.model.interval import has_softmax_scores
     from exactmem.model.interval_verdict import certify_interval, softmax_hint

@@ -9,8 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from exactmem.errors import MissingDependencyError
-
 
 def constructions() -> dict[str, Any]:
     """The registered constructions by CLI name (each with ``options``)."""
@@ -43,7 +41,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 def need(package: str, what: str) -> None:
     """A one-line error naming the extra unless the optional ``package`` is installed."""
-    from exactmem.adapters import need as check
+    from exactmem.optional import need as check
 
     check(package, what)
 
@@ -54,10 +52,7 @@ def dask_submit(address: str | None) -> Iterator[Any]:
     if not address:
         yield None
         return
-    try:
-        from distributed import Client
-    except ImportError as exc:
-        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
-            from exc
-    with Client(address, timeout=30) as client:
+    from exactmem.optional import require
+
+    with require("distributed", "--scheduler").Client(address, timeout=30) as client:
         yield client.submit

@@ -217,7 +217,7 @@ def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None
     from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 
     _need_torch("the precision report")
-    from exactmem.adapters import precision as pr
+    from exactmem.floats import fidelity as pr
 
     cert, base = _certificate(certificate)
     spec = spec_from_certificate(cert)

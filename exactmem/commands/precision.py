@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.api.fidelity import fidelity_report
+    from exactmem.api.float_report import fidelity_report
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

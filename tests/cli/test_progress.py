@@ -174,9 +174,9 @@ def test_certify_shows_every_stage_on_stderr_only(tmp_path: Path,
 
 
 def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    from exactmem.adapters import mpfr_eval
-    from exactmem.adapters.formats import bits
     from exactmem.constructions import get
+    from exactmem.floats import mpfr_eval
+    from exactmem.floats.formats import bits
 
     ds = _dataset(60)
     con = get("lookup")

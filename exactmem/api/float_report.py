@@ -1,7 +1,7 @@
 """The full float fidelity report of ``exactmem precision CERT``: the dtype table (torch
 and onnxruntime), the fewest significand bits for rounded weights and for the MPFR forward
 pass, an optional plot, and the ``bits``-bit forward pass certified
-(:mod:`exactmem.adapters.precision`)."""
+(:mod:`exactmem.floats.fidelity`)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int |
     the memorized fraction against the significand bits; ``json_out`` the data as JSON."""
     import json
 
-    from exactmem.adapters import need
     from exactmem.files.atomic import check_writable, write_text_atomic
+    from exactmem.optional import need
 
     say = log or (lambda _msg: None)
     need("torch", "precision")  # the dtype table runs the network in torch
@@ -45,18 +45,18 @@ def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int |
         check_writable(plot)
     if json_out:
         check_writable(json_out)
-    from exactmem.adapters import precision as pr
     from exactmem.certificate import (
         dataset_from_certificate,
         read_certificate,
         spec_from_certificate,
     )
+    from exactmem.floats import fidelity as pr
 
     cert = read_certificate(certificate)
     spec = spec_from_certificate(cert)
     ds = dataset_from_certificate(cert, Path(certificate).parent)
     if device.startswith("cuda"):
-        from exactmem.adapters.torch import cuda_available
+        from exactmem.exporters.torch import cuda_available
 
         if not cuda_available():
             say("exactmem precision: no CUDA device; running the dtype table on the CPU")
