@@ -9,10 +9,10 @@ Importing this package loads neither torch, nor z3, nor onnx: each function impo
 needs when called.
 """
 
-from exactmem.api.export import export
+from exactmem.api.exports import export
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
-from exactmem.api.results import (
+from exactmem.api.result_types import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,

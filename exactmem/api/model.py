@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.api.lm import LMResult
-from exactmem.api.results import CertifyResult, CheckResult
+from exactmem.api.result_types import CertifyResult, CheckResult
 from exactmem.api.verbs import PathLike, check_result, dataset_of, failing_sequences, sizes_of
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset

@@ -1,6 +1,6 @@
 """The proof side of the public API: ``exactmem.check_search`` and ``exactmem.check_proof``
 mirror the verbs ``check-search`` and ``check-proof`` (docs/proof-checker.md).  Both return
-a :class:`~exactmem.api.results.CheckResult` whose ``claim`` says what a verified answer
+a :class:`~exactmem.api.result_types.CheckResult` whose ``claim`` says what a verified answer
 proves; an unreadable file is an ``unusable`` result, not an exception."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from exactmem.api.results import CheckResult
+from exactmem.api.result_types import CheckResult
 
 PathLike = str | os.PathLike[str]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.results import (
+from exactmem.api.result_types import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,
@@ -22,7 +22,7 @@ from exactmem.api.results import (
     PrecisionResult,
     ProveResult,
 )
-from exactmem.api.search import search
+from exactmem.api.searching import search
 from exactmem.errors import CertificateError, ExactmemError, MissingDependencyError
 from exactmem.model.dataset import Dataset, load_dataset
 from exactmem.model.sizes import Sizes

@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
     from exactmem.api.model import certify_model
-    from exactmem.api.results import CertifyResult
+    from exactmem.api.result_types import CertifyResult
     from exactmem.errors import SpecError
 
     if args.quiet:

@@ -1,7 +1,7 @@
 """``exactmem export CERT --format torch|safetensors|onnx -o OUT``: the certified network
 in the float formats users load, or with int8 / bfloat16 weight matrices for a certificate
 that claims them (``--dtype int8|bfloat16``); a language model's certificate through
-:func:`exactmem.api.export.export`."""
+:func:`exactmem.api.exports.export`."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.api.export import NotExported, export
+    from exactmem.api.exports import NotExported, export
 
     tick, close = progress.hook("check", heartbeat=True)  # minutes at 10^6 parameters
     try:

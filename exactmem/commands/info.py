@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem.api import verbs
-    from exactmem.api.results import LMInfoResult
+    from exactmem.api.result_types import LMInfoResult
 
     res = verbs.info(args.certificate)
     if args.json:

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.results import ExportResult
+from exactmem.api.result_types import ExportResult
 from exactmem.errors import CertificateError, SpecError
 
 PathLike = str | Path
