@@ -24,6 +24,21 @@ from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 
 CONSTRUCTION = "imported-model"
+#: what ``certify-model`` reads, by ``kind`` (``--format``): the language-model importers of
+#: :data:`exactmem.api.lm.KINDS`, and the export layout
+MODEL_KINDS = {
+    "gpt2": "a GPT-2 save_pretrained directory (config.json and weights; transformers' "
+            "GPT2LMHeadModel)",
+    "gpt-neox": "a GPT-NeoX save_pretrained directory (rotary positions, parallel "
+                "residuals; proved, not yet written as a certificate)",
+    "llama": "a LLaMA-style save_pretrained directory (LLaMA, Qwen2, Mistral; proved, not "
+             "yet written as a certificate)",
+    "nanogpt": "a nanoGPT checkpoint (ckpt.pt with model_args and model)",
+    "torch-encoder": "a torch checkpoint of a stack of nn.TransformerEncoderLayer with an "
+                     "embedding and a head (docs/trained-models.md)",
+    "export": "a torch state_dict (.pt, saved with torch.save) or a safetensors file in the "
+              "layout 'exactmem export' writes (docs/model-layout.md)",
+}
 
 
 def _fits(spec: NetworkSpec, ds: Dataset) -> None:

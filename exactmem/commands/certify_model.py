@@ -10,18 +10,26 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from exactmem.api.lm import FORMATS
+    from exactmem.api.model import MODEL_KINDS
+
+    kinds = "; ".join(f"{kind}: {text}" for kind, text in MODEL_KINDS.items())
     p = sub.add_parser(
         "certify-model",
-        help="certify that a PyTorch (.pt) or safetensors model memorizes a dataset",
-        description="Read MODEL (a torch state_dict saved with torch.save, or a safetensors "
-                    "file) in the layout that 'exactmem export' writes, "
-                    "turn every float into the exact rational it is, evaluate it exactly on "
-                    "every sequence of DATA, run the independent checker, and only then write "
-                    "CERT. Exit 0 certified, 1 some sequence is not memorized (listed on "
-                    "stderr; CERT is not written), 2 unusable input.",
+        help="certify that a trained or exported model memorizes a dataset (GPT-2, GPT-NeoX, "
+             "LLaMA-style, nanoGPT, torch encoder stacks, .pt / safetensors files)",
+        description="Read MODEL exactly (every float is the exact rational it is), evaluate "
+                    "it on DATA, run the independent checker, and only then write CERT. "
+                    f"MODEL is one of ({kinds}); --format auto detects which. A model in the "
+                    "export layout must memorize every sequence of DATA; a language model is "
+                    "certified position by position (--partial: the positions proved, K of "
+                    "M). Exit 0 certified, 1 not memorized (listed on stderr; CERT is not "
+                    "written), 2 unusable input.",
         epilog="example: exactmem export c.json --format torch -o m.pt && "
-               "exactmem certify-model m.pt d.json -o c2.json")
-    p.add_argument("model", metavar="MODEL", help="model file: .pt state_dict or .safetensors")
+               "exactmem certify-model m.pt d.json -o c2.json; "
+               "exactmem certify-model gpt2/ d.json --partial -o lm.json")
+    p.add_argument("model", metavar="MODEL",
+                   help="model file or checkpoint directory (the kinds above)")
     p.add_argument("data", metavar="DATA", help="dataset file (exactmem.dataset/1 JSON)")
     p.add_argument("-o", "--output", required=True, metavar="CERT",
                    help="certificate file to write")
@@ -35,14 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
-    p.add_argument("--format", choices=("auto", "gpt2", "gpt-neox", "llama", "nanogpt",
-                                        "torch-encoder", "export"),
-                   default="auto",
-                   help="MODEL's kind: a GPT-2, GPT-NeoX or LLaMA-style (Qwen2, Mistral) "
-                        "save_pretrained directory (the last two not yet in certificates), "
-                        "a nanoGPT checkpoint, a "
-                        "stack of nn.TransformerEncoderLayer (docs/trained-models.md), the "
-                        "export layout, or auto (detected)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="MODEL's kind (" + ", ".join(MODEL_KINDS) + "), or auto (detected)")
     p.add_argument("--partial", action="store_true",
                    help="language models: certify exactly the positions proved (K of M)")
     p.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto",
