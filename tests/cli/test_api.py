@@ -218,3 +218,16 @@ def test_certify_model_reads_every_kind_the_verb_reads(gpt2_made: Path,
 def test_certify_model_partial_needs_a_language_model(made: Path) -> None:
     with pytest.raises(ExactmemError, match="only for language-model checkpoints"):
         exactmem.certify_model(made / "c.json", made / "d.json", partial=True)
+
+
+def test_lm_info_text_shows_the_bits() -> None:
+    """``exactmem info`` without ``--json`` shows a language model's bit figures too."""
+    figures = {"certified_positions": 3, "positions": 8, "N": 2, "n": 4,
+               "certified_memorized_bits": "12.5", "float_memorized_bits": 13.0,
+               "certified_bits_per_param": "0.01", "layers": 1}
+    text = str(exactmem.LMInfoResult(figures, ("certified_positions", "positions", "N", "n",
+                                                "layers")))
+    keys = [line.split()[0] for line in text.splitlines()]
+    assert keys == ["certified_positions", "positions", "N", "n", "layers",
+                    "certified_bits_per_param", "certified_memorized_bits",
+                    "float_memorized_bits"]
