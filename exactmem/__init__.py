@@ -13,6 +13,7 @@ from exactmem.api import (
     CheckResult,
     ExportResult,
     InfoResult,
+    LMInfoResult,
     PrecisionResult,
     ProveResult,
     SearchResult,
@@ -62,7 +63,8 @@ __all__ = [
     "Linear", "NetworkSpec", "NotExactError", "Readout", "SpecError", "__version__", "evaluate",
     "load_dataset", "sizes",
     # the API: one function per CLI verb (docs/api.md)
-    "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "PrecisionResult",
+    "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "LMInfoResult",
+    "PrecisionResult",
     "ProveResult", "SearchResult", "certify", "certify_model", "check", "check_proof",
     "check_search", "export", "generate",
     "info", "precision", "prove", "save_dataset", "search",

@@ -8,10 +8,12 @@ ETA (nested tasks share one display).  Elsewhere (logs, pipes, CI) a plain line 
 
 is printed at most every :data:`LOG_INTERVAL` seconds, and a closing ``... - done`` line
 gives the stage's total time, so a log stays readable and a waiting user still sees the run
-advance.  A task opened with ``heartbeat=True`` keeps printing its elapsed time from a
-background thread even when nothing calls :meth:`Task.update` (a stage without a natural
-counter, such as building a construction).  ``configure(quiet=True)`` (every verb's
-``--quiet``) or ``EXACTMEM_QUIET=1`` turns everything off.  Progress never touches stdout.
+advance.  Written to a file (``2> run.log``), progress is one line per stage: the closing
+line, with the stage's count, rate and total time.  A task opened with ``heartbeat=True``
+keeps printing its elapsed time from a background thread even when nothing calls
+:meth:`Task.update` (a stage without a natural counter, such as building a construction).
+``configure(quiet=True)`` (every verb's ``--quiet``) or ``EXACTMEM_QUIET=1`` turns
+everything off.  Progress never touches stdout.
 
 Library code reports through :func:`task`; code that must not import this module (the
 checker imports only the standard library) takes a plain callback
@@ -21,6 +23,7 @@ checker imports only the standard library) takes a plain callback
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import threading
 import time
@@ -79,6 +82,14 @@ def _print(text: str) -> None:
     with _lock:
         print(text, file=sys.stderr, flush=True)
         _printed_at[0] = time.monotonic()
+
+
+def _to_file() -> bool:
+    """Whether stderr is a regular file (a log written to disk, not a terminal or a pipe)."""
+    try:
+        return stat.S_ISREG(os.fstat(sys.stderr.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured, closed)
+        return False
 
 
 def _due(start: float, last: float, now: float) -> bool:
@@ -145,15 +156,17 @@ class Task:
         self._id: Any = None
         self._stop: threading.Event | None = None
         self._quiet = is_quiet()
+        self._per_stage = False  # stderr is a file: only the closing line
         if self._quiet:
             return
+        self._per_stage = _to_file()
         if sys.stderr.isatty():
             with _lock:
                 self._bar = _rich_display(unit)
                 if self._bar is not None:
                     self._id = self._bar.add_task(description, total=total or None, unit=unit)
                     _live["open"] += 1
-        if self._bar is None and heartbeat:
+        if self._bar is None and heartbeat and not self._per_stage:
             self._stop = threading.Event()
             threading.Thread(target=self._beat, args=(self._stop,), daemon=True,
                              name=f"progress: {description}").start()
@@ -191,6 +204,8 @@ class Task:
                              description=self.description)
             return
         now = time.monotonic()
+        if self._per_stage:
+            return
         if _due(self._start, self._last, now):
             with _lock:
                 self._emit(now)
@@ -230,8 +245,9 @@ class Task:
         return time.monotonic() - self._start
 
     def close(self, outcome: str = "done") -> None:
-        """Stop; a task that ran for at least :data:`LOG_INTERVAL` (or printed a line) ends
-        with one ``... - done`` line (``outcome``) giving its total time."""
+        """Stop; a task that ran for at least :data:`LOG_INTERVAL` (or printed a line, or
+        writes to a file) ends with one ``... - done`` line (``outcome``) giving its total
+        time."""
         if self._stop is not None:
             self._stop.set()
             self._stop = None
@@ -239,7 +255,8 @@ class Task:
             return
         self._quiet = True
         with _lock:
-            long = self._printed or time.monotonic() - self._start >= LOG_INTERVAL
+            long = (self._printed or self._per_stage
+                    or time.monotonic() - self._start >= LOG_INTERVAL)
             if self._bar is not None:
                 bar = self._bar
                 self._bar = None

@@ -39,10 +39,10 @@ def _rate(n: int, seconds: float) -> float:
 def bench_one(N: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     import torch
 
-    from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
-    from exactmem.adapters.torch import dataset_tensor, dtype_of, to_torch
     from exactmem.checker import check_certificate
     from exactmem.datasets.draw import generate
+    from exactmem.exporters.onnx_export import build_model, dataset_array, run_onnx
+    from exactmem.exporters.torch import dataset_tensor, dtype_of, to_torch
     from exactmem.pipeline import certify
 
     ds = generate("next-token", N, args.n, args.vocab, args.classes, seed=args.seed)

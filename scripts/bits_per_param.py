@@ -37,7 +37,7 @@ the row is certified with the
 claim ``int8`` or ``bfloat16-weights/float32`` and the tensors, written as safetensors in
 their dtypes and read back, are run in torch (integer matmul for int8, bf16 widened to
 float32): ``runtime_exact`` counts the labels it gets; ``onnx_exact`` counts them in
-onnxruntime (:mod:`exactmem.adapters.lowp_onnx`: for int8 the integer graph,
+onnxruntime (:mod:`exactmem.exporters.lowp_onnx`: for int8 the integer graph,
 ``MatMulInteger`` on the activations' bytes with int32 accumulation; for bf16 bfloat16
 initializers with a ``Cast`` to float32), the graphs ``exactmem export --format onnx
 --dtype int8|bfloat16`` writes.
@@ -78,7 +78,7 @@ def _forward(spec: Any, ds: Any) -> tuple[float, int]:
     import numpy as np
     import onnxruntime as ort
 
-    from exactmem.adapters.onnx_export import build_model, dataset_array
+    from exactmem.exporters.onnx_export import build_model, dataset_array
 
     sess = ort.InferenceSession(build_model(spec, "float32").SerializeToString(),
                                 providers=["CPUExecutionProvider"])
@@ -103,9 +103,9 @@ def _lowp(con: str, res: Any, ds: Any, out: dict[str, Any], certify: bool) -> No
 
     import numpy as np
 
-    from exactmem.adapters.lowp import run_lowp, save_lowp
-    from exactmem.adapters.lowp_onnx import build_bf16_model, build_int8_model
-    from exactmem.adapters.onnx_export import dataset_array, run_onnx
+    from exactmem.exporters.lowp import run_lowp, save_lowp
+    from exactmem.exporters.lowp_onnx import build_bf16_model, build_int8_model
+    from exactmem.exporters.onnx_export import dataset_array, run_onnx
 
     _, claim, _ = VARIANTS[con]
     if not certify:

@@ -36,13 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4096, help="sequences per run (memory)")
     args = ap.parse_args(argv)
 
-    from exactmem.adapters.onnx_export import build_model, dataset_array
     from exactmem.certificate import (
         dataset_from_certificate,
         read_certificate,
         spec_from_certificate,
     )
     from exactmem.errors import ExactmemError
+    from exactmem.exporters.onnx_export import build_model, dataset_array
 
     try:
         cert = read_certificate(args.certificate)
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_torch:
         import torch
 
-        from exactmem.adapters.torch import run_torch, to_torch
+        from exactmem.exporters.torch import run_torch, to_torch
 
         torch.backends.cuda.matmul.allow_tf32 = False
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

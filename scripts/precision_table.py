@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from exactmem import progress
-from exactmem.adapters.precision import precision_report
 from exactmem.certificate import spec_from_certificate
 from exactmem.datasets.draw import generate
 from exactmem.datasets.draw_attention import generate_for
+from exactmem.floats.fidelity import precision_report
 from exactmem.model.dataset import Dataset
 from exactmem.pipeline import certify
 

@@ -14,7 +14,7 @@ entropy of the last position.  Seeds: ``--seed`` draws the next-token table
 (``random.Random(seed)``) and initialises and batches the model (``torch.manual_seed``).
 
 Each trained float32 model is then read *exactly* (every float32 is a dyadic rational;
-:func:`exactmem.adapters.aot_fold.spec_from_aot` composes compression, positions and
+:func:`exactmem.importers.aot_fold.spec_from_aot` composes compression, positions and
 projections in exact rationals) and evaluated with rigorous softmax bounds on all 2500
 bigrams: a bigram is *certified* when the lower bound of its label's logit beats the upper
 bound of every other logit.  The certificate claims exactly the certified bigrams
@@ -40,12 +40,12 @@ from typing import Any
 
 import torch
 
-from exactmem.adapters.aot_fold import spec_from_aot
-from exactmem.adapters.torch import AttentionOnly
 from exactmem.certificate import build_certificate, certificate_text
 from exactmem.certificate.build import claim_subset
 from exactmem.checker import check_certificate
 from exactmem.constructions.base import BuildResult
+from exactmem.exporters.torch import AttentionOnly
+from exactmem.importers.aot_fold import spec_from_aot
 from exactmem.model.dataset import Dataset
 from exactmem.model.interval_verdict import certify_interval, softmax_hint
 from exactmem.model.sizes import sizes

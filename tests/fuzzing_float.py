@@ -6,8 +6,8 @@ Oracle (:func:`float_reference_accepts`): the certificate without its float clai
 true certificate by :func:`fuzzing.reference_accepts`; and for every claimed format
 
 1. every weight and vector input is zero or a *normal* float of the format (the producer's
-   exact rounding, :mod:`exactmem.adapters.formats`), and
-2. the producer's float evaluation (:mod:`exactmem.adapters.mpfr_eval`, every operation
+   exact rounding, :mod:`exactmem.floats.formats`), and
+2. the producer's float evaluation (:mod:`exactmem.floats.mpfr_eval`, every operation
    correctly rounded) gives exactly the exact outputs in three runs: the format's full IEEE
    range (gradual underflow); its normal range only (what a machine that flushes subnormals
    can hold; weights are rounded into it too); and the latter with the hidden units of every
@@ -29,10 +29,6 @@ from typing import Any
 import gmpy2
 from fuzzing import genuine, redigest, reference_accepts, text_of, write
 
-from exactmem.adapters.formats import FORMATS as FLOATS
-from exactmem.adapters.formats import FloatFormat, round_to_format
-from exactmem.adapters.mpfr_eval import exact_values, forward_float
-from exactmem.adapters.precision import exact_values_of
 from exactmem.arith import ScaledMatrix
 from exactmem.arith.rational import format_rational
 from exactmem.certificate import build_certificate, claim_float_exact
@@ -41,6 +37,10 @@ from exactmem.certificate.encode import spec_from_json
 from exactmem.constructions import get
 from exactmem.constructions.base import BuildResult
 from exactmem.datasets.draw import generate
+from exactmem.floats.fidelity import exact_values_of
+from exactmem.floats.formats import FORMATS as FLOATS
+from exactmem.floats.formats import FloatFormat, round_to_format
+from exactmem.floats.mpfr_eval import exact_values, forward_float
 from exactmem.model.dataset import dataset_from_json
 from exactmem.model.evaluate import evaluate
 from exactmem.model.spec import (

@@ -9,24 +9,27 @@ Importing this package loads neither torch, nor z3, nor onnx: each function impo
 needs when called.
 """
 
+from exactmem.api.exports import export
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
-from exactmem.api.results import (
+from exactmem.api.result_types import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,
     ExportResult,
     InfoResult,
     LemmaResult,
+    LMInfoResult,
     PrecisionResult,
     ProveResult,
     SearchResult,
 )
-from exactmem.api.verbs import certify, check, export, generate, info, precision, prove, search
+from exactmem.api.verbs import certify, check, generate, info, precision, prove, search
 from exactmem.model.dataset import load_dataset, save_dataset
 
 __all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
-           "LemmaResult", "PrecisionResult", "ProveResult", "SearchResult", "certify",
+           "LemmaResult", "LMInfoResult", "PrecisionResult", "ProveResult", "SearchResult",
+           "certify",
            "certify_model", "check", "check_proof", "check_search", "export", "generate",
            "info", "load_dataset", "precision",
            "prove", "save_dataset", "search"]

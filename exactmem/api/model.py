@@ -17,13 +17,28 @@ from pathlib import Path
 from typing import Any
 
 from exactmem.api.lm import LMResult
-from exactmem.api.results import CertifyResult, CheckResult
+from exactmem.api.result_types import CertifyResult, CheckResult
 from exactmem.api.verbs import PathLike, check_result, dataset_of, failing_sequences, sizes_of
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 
 CONSTRUCTION = "imported-model"
+#: what ``certify-model`` reads, by ``kind`` (``--format``): the language-model importers of
+#: :data:`exactmem.api.lm.KINDS`, and the export layout
+MODEL_KINDS = {
+    "gpt2": "a GPT-2 save_pretrained directory (config.json and weights; transformers' "
+            "GPT2LMHeadModel)",
+    "gpt-neox": "a GPT-NeoX save_pretrained directory (rotary positions, parallel "
+                "residuals; proved, not yet written as a certificate)",
+    "llama": "a LLaMA-style save_pretrained directory (LLaMA, Qwen2, Mistral; proved, not "
+             "yet written as a certificate)",
+    "nanogpt": "a nanoGPT checkpoint (ckpt.pt with model_args and model)",
+    "torch-encoder": "a torch checkpoint of a stack of nn.TransformerEncoderLayer with an "
+                     "embedding and a head (docs/trained-models.md)",
+    "export": "a torch state_dict (.pt, saved with torch.save) or a safetensors file in the "
+              "layout 'exactmem export' writes (docs/model-layout.md)",
+}
 
 
 def _fits(spec: NetworkSpec, ds: Dataset) -> None:
@@ -87,7 +102,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   log: Callable[[str], None] | None = None,
                   progress: Callable[[str, int, int], None] | None = None,
                   partial: bool = False, module: Any = None, strict_config: bool = False,
-                  producer: str = "auto", kind: str = "auto") -> CertifyResult | LMResult:
+                  producer: str = "auto", kind: str = "auto",
+                  self_check: bool = True) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
@@ -102,6 +118,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     "Which function").  ``kind``: "auto" (detected), "export", or a language-model
     importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"; the rotary models
     are proved but not yet written as certificates: docs/trained-models.md).
+    ``self_check`` False writes a language model's proof without running the checker.
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -115,17 +132,22 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     if kind not in ("auto", "export", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"):
         raise SpecError(f"kind: expected auto, export, gpt2, gpt-neox, llama, nanogpt or "
                         f"torch-encoder, found {kind!r}")
-    lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
+    if isinstance(model, (str, os.PathLike)) and module is None:
+        from exactmem.api.lm import lm_kind_of
+
+        lm = lm_kind_of(Path(model), kind, partial)  # a path: detected, or --partial refused
+    else:
+        lm = None if kind == "export" else _lm_kind(model, module) if kind == "auto" else kind
     if lm is not None:
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
-                           progress=progress, producer=producer)
+                           progress=progress, producer=producer, self_check=self_check)
     if partial or module is not None or strict_config:
         raise SpecError("partial, module and strict_config apply to language models only")
-    from exactmem.adapters.import_model import needs_torch, read_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
+    from exactmem.importers.import_model import needs_torch, read_model
     from exactmem.model.evaluate import evaluate
     from exactmem.model.interval import has_softmax_scores
     from exactmem.model.interval_verdict import certify_interval, softmax_hint

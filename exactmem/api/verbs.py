@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.results import (
+from exactmem.api.result_types import (
     CertifyResult,
     CheckResult,
     DtypeFidelity,
-    ExportResult,
     InfoResult,
     LemmaResult,
+    LMInfoResult,
     PrecisionResult,
     ProveResult,
 )
-from exactmem.api.search import search
+from exactmem.api.searching import search
 from exactmem.errors import CertificateError, ExactmemError, MissingDependencyError
 from exactmem.model.dataset import Dataset, load_dataset
 from exactmem.model.sizes import Sizes
@@ -110,13 +109,22 @@ def generate(task: str = "next-token", N: int | None = None,  # noqa: N803
 
 def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | None = None,
             bind_dataset: bool = False, log: Callable[[str], None] | None = None,
-            **options: Any) -> CertifyResult:
+            float_exact: list[str] | None = None, shards: int = 1,
+            scheduler: str | None = None, **options: Any) -> CertifyResult:
     """Build ``construction`` for ``data``, evaluate it exactly, run the checker, and write
     ``output`` only when verified (``exactmem certify``).  Construction options (``seed``,
-    ``max_bits``, ...) are keyword arguments."""
+    ``max_bits``, ...) are keyword arguments; ``float_exact``: IEEE formats to claim;
+    ``shards``: evaluate and check that many slices in parallel (on the Dask
+    ``scheduler`` when given)."""
     from exactmem import constructions
+    from exactmem.api.support import dask_submit
+    from exactmem.files.atomic import check_writable
     from exactmem.pipeline import certify as run
 
+    if shards < 1:
+        raise ExactmemError(f"shards: expected a positive number, found {shards}")
+    if output is not None:
+        check_writable(output)
     ds, file = dataset_of(data)
     con = constructions.get(construction)
     known = {o.name for o in con.options}
@@ -127,8 +135,10 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
     if bind_dataset and file is None:
         raise ExactmemError("bind_dataset needs the dataset as a file path")
     out = Path(output) if output is not None else None
-    outcome = run(ds, con.name, options, out=out, log=log,
-                  dataset_file=file if bind_dataset else None)
+    with dask_submit(scheduler) as submit:
+        outcome = run(ds, con.name, options, out=out, log=log,
+                      dataset_file=file if bind_dataset else None, float_exact=float_exact,
+                      shards=shards, submit=submit)
     check = check_result(outcome.report)
     failing = failing_sequences(check.failures)
     return CertifyResult(verified=check.verified, construction=con.name, N=ds.N,
@@ -139,9 +149,11 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
 
 
 def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
-          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
+          progress: Callable[[str, int, int], None] | None = None,
+          scheduler: str | None = None) -> CheckResult:
     """The trusted checker's verdict (``exactmem check``); an unreadable file is an
-    ``unusable`` result, not an exception."""
+    ``unusable`` result, not an exception.  ``shards``: check that many slices of the
+    sequences in parallel (on the Dask ``scheduler`` when given)."""
     from exactmem.checker import check_certificate, check_file
 
     if shards < 1:
@@ -149,17 +161,43 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
     if isinstance(certificate, dict):
         return check_result(check_certificate(certificate, Path("."), progress))
     path = Path(certificate)
-    if shards > 1:
+    if shards > 1 or scheduler:
+        from exactmem.api.support import dask_submit
         from exactmem.checker.sharded import check_sharded
 
-        return check_result(check_sharded(str(path.resolve()), shards), path)
+        with dask_submit(scheduler) as submit:
+            if submit is None:
+                return check_result(check_sharded(str(path.resolve()), shards), path)
+            return check_result(check_sharded(str(path.resolve()), shards, submit), path)
     return check_result(check_file(path, progress=progress), path)
 
 
-def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
-    """Size figures and the theorem's bound (``exactmem info``); does not check."""
-    from exactmem.certificate.figures import info as figures
+def shard_count(shards: int) -> int:
+    """How many slices ``shards`` gives at most (the checker's cap)."""
+    from exactmem.checker.shards import MAX_SHARDS
 
+    return min(shards, MAX_SHARDS)
+
+
+def info(certificate: dict[str, Any] | PathLike) -> InfoResult | LMInfoResult:
+    """Size figures and the theorem's bound (``exactmem info``); does not check.  A
+    language model's certificate gives what it claims, position by position
+    (:class:`LMInfoResult`)."""
+    from exactmem.certificate.figures import LM_KEYS, lm_summary
+    from exactmem.certificate.figures import info as figures
+    from exactmem.lm.certfile import LM_FORMAT, lm_info
+
+    if isinstance(certificate, dict):
+        if certificate.get("format") == LM_FORMAT:
+            try:
+                return LMInfoResult(lm_info(certificate), LM_KEYS)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise CertificateError(f"not a readable {LM_FORMAT} certificate "
+                                       f"({type(exc).__name__}: {exc})") from None
+    else:
+        lm = lm_summary(str(certificate))
+        if lm is not None:
+            return LMInfoResult(lm, LM_KEYS)
     cert, _ = _certificate(certificate)
     d = figures(cert)
     base = {"construction", "N", "n", "task", "inputs", "d", "C", "params", "bound",
@@ -168,69 +206,6 @@ def info(certificate: dict[str, Any] | PathLike) -> InfoResult:
                       inputs=d["inputs"], d=d["d"], C=d["C"], sizes=sizes_of({"sizes": d}),
                       params=dict(d.get("params") or {}), bound=d.get("bound"),
                       figures={k: v for k, v in d.items() if k not in base})
-
-
-def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str = "torch",
-           dtype: str = "float64", *, sidecar: PathLike | None = None,
-           check: bool = True) -> ExportResult:
-    """Write the certified network as a torch state dict, safetensors or ONNX file, every
-    weight rounded once to nearest into ``dtype`` (``exactmem export``).  A certificate the
-    checker rejects raises :class:`CertificateError` (skip the check with ``check=False``)."""
-    from exactmem.adapters.formats import FORMATS, round_to_format
-    from exactmem.adapters.skeleton import named_matrices
-    from exactmem.certificate import spec_from_certificate
-    from exactmem.checker import check_certificate
-    from exactmem.errors import SpecError
-
-    if format not in ("torch", "safetensors", "onnx"):
-        raise SpecError(f"format: expected torch, safetensors or onnx, found {format!r}")
-    if dtype not in FORMATS:
-        raise SpecError(f"dtype: expected one of {sorted(FORMATS)}, found {dtype!r}")
-    cert, base = _certificate(certificate)
-    if check:
-        report = check_certificate(cert, base)
-        if not report.verified:
-            raise CertificateError("not exported: the checker rejects the certificate: "
-                                   + "; ".join(list(report.failures)[:5]))
-    spec = spec_from_certificate(cert)
-    out = Path(output)
-    side: Path | None = None
-    if format == "torch":
-        _need_torch("export to torch")
-        from exactmem.adapters.torch import save_state_dict
-
-        save_state_dict(spec, str(out), dtype)
-    elif format == "safetensors":
-        if isinstance(certificate, dict):
-            raise CertificateError("safetensors export binds the certificate file: give its "
-                                   "path")
-        try:
-            from exactmem.adapters.safetensors_io import write_safetensors
-
-            _, side = write_safetensors(spec, out, certificate, dtype,
-                                        Path(sidecar) if sidecar is not None else None)
-        except ImportError as exc:
-            raise MissingDependencyError(f"safetensors export needs safetensors: "
-                                         f"{EXTRA}") from exc
-    else:
-        if dtype not in ("float64", "float32"):
-            raise SpecError(f"ONNX export supports float64 and float32, found {dtype}")
-        try:
-            from exactmem.adapters.onnx_export import write_onnx
-        except ImportError as exc:
-            raise MissingDependencyError(f"ONNX export needs onnx: {EXTRA}") from exc
-        write_onnx(spec, out, dtype, {"exactmem.certificate_digest": str(cert.get("digest", ""))})
-    fmt = FORMATS[dtype]
-    total = rounded = overflow = 0
-    for _, m, _ in named_matrices(spec):
-        small = m.den == 1 and all(abs(x) < (1 << fmt.precision) for r in m.num for x in r)
-        for row in m.num:
-            total += len(row)
-            for x in row if not small else ():
-                v = round_to_format(Fraction(x, m.den), fmt)
-                overflow += v is None
-                rounded += v is not None and v != Fraction(x, m.den)
-    return ExportResult(out, format, dtype, total, rounded, overflow, side)
 
 
 def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None,
@@ -242,7 +217,7 @@ def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None
     from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 
     _need_torch("the precision report")
-    from exactmem.adapters import precision as pr
+    from exactmem.floats import fidelity as pr
 
     cert, base = _certificate(certificate)
     spec = spec_from_certificate(cert)
@@ -266,10 +241,19 @@ def precision(certificate: dict[str, Any] | PathLike, *, bits: int | None = None
     return PrecisionResult(ds.N, rows, weights_p, forward_p, lines, bits, misses)
 
 
-def prove(filter: str | None = None, *, quick: bool = False) -> ProveResult:  # noqa: A002
+def lemma_names() -> tuple[str, ...]:
+    """The names of the lemmas of ``proofs/`` (``exactmem prove --list``)."""
+    from exactmem.api.lemmas import framework
+
+    return tuple(lemma.name for lemma in framework().discover())
+
+
+def prove(filter: str | None = None, *, quick: bool = False,  # noqa: A002
+          on_result: Callable[[LemmaResult], None] | None = None) -> ProveResult:
     """Re-run the lemma proofs of ``proofs/`` (``exactmem prove``): every lemma, or those
     whose name contains ``filter``; ``quick`` runs the smaller instances where a lemma has
-    them.  A filter that matches no lemma raises ``ExactmemError``."""
+    them; ``on_result`` sees each lemma's result as it comes.  A filter that matches no
+    lemma raises ``ExactmemError``."""
     from exactmem.api.lemmas import framework
 
     fw = framework()
@@ -277,10 +261,15 @@ def prove(filter: str | None = None, *, quick: bool = False) -> ProveResult:  # 
     if not lemmas:
         raise ExactmemError(f"no lemma name contains {filter!r}; the lemmas: "
                             + ", ".join(lemma.name for lemma in fw.discover()))
-    return ProveResult(tuple(LemmaResult(r.lemma.name, str(r.outcome.status), r.seconds,
-                                         r.outcome.detail, r.quick)
-                             for r in fw.run(quick=quick, lemmas=lemmas)), quick)
+    done = []
+    for r in fw.run(quick=quick, lemmas=lemmas):
+        one = LemmaResult(r.lemma.name, str(r.outcome.status), r.seconds, r.outcome.detail,
+                          r.quick, r.line())
+        if on_result is not None:
+            on_result(one)
+        done.append(one)
+    return ProveResult(tuple(done), quick)
 
 
-__all__ = ["certify", "check", "dataset_of", "export", "generate", "info", "precision",
-           "prove", "search"]
+__all__ = ["certify", "check", "dataset_of", "generate", "info", "lemma_names",
+           "precision", "prove", "search", "shard_count"]

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
-from exactmem import constructions
-from exactmem.errors import ExactmemError, MissingDependencyError
+from exactmem.api.support import constructions
+from exactmem.errors import ExactmemError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    reg = constructions.registry()
+    reg = constructions()
     p = sub.add_parser(
         "certify", help="build a construction for a dataset, check it, write a certificate",
         description="Build the named construction for DATA in exact arithmetic, evaluate it on "
@@ -55,21 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _client(address: str) -> Any:
-    try:
-        from distributed import Client
-    except ImportError as exc:
-        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
-            from exc
-    return Client(address, timeout=30)
-
-
 def run(args: argparse.Namespace) -> int:
-    from exactmem.files.atomic import check_writable
-    from exactmem.model.dataset import load_dataset
-    from exactmem.pipeline import certify
+    from exactmem.api import verbs
 
-    con = constructions.get(args.construction)
+    con = constructions()[args.construction]
     known = {o.name for o in con.options}
     options = {}
     for key, value in vars(args).items():
@@ -86,30 +73,24 @@ def run(args: argparse.Namespace) -> int:
 
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
-    out = check_writable(args.output)
-    ds = load_dataset(args.data)
-    with ExitStack() as stack:
-        submit = None
-        if args.scheduler:
-            submit = stack.enter_context(_client(args.scheduler)).submit
-        outcome = certify(ds, con.name, options, out=out, log=log,
-                          dataset_file=Path(args.data) if args.bind_dataset else None,
-                          float_exact=args.float_exact, shards=args.shards,
-                          submit=submit)
-    for note in outcome.notes:
+    out = Path(args.output)
+    result = verbs.certify(args.data, con.name, output=out, bind_dataset=args.bind_dataset,
+                           log=log, float_exact=args.float_exact, shards=args.shards,
+                           scheduler=args.scheduler, **options)
+    for note in result.notes:
         log(note)
-    if not outcome.report.verified:
-        for line in outcome.report.failures[:50]:
+    if not result.verified:
+        for line in result.failures[:50]:
             print(f"  {line}", file=sys.stderr)
-        more = len(outcome.report.failures) - 50
+        more = len(result.failures) - 50
         if more > 0:
             print(f"  ... and {more} more failures", file=sys.stderr)
         print(f"not certified: the checker rejected the network; {out} was not written")
         return 1
-    sz = outcome.certificate["sizes"]
-    print(f"certified {con.name} on {ds.N} sequences -> {out} "
-          f"(params nonzero {sz['params_nonzero']}, dense {sz['params_dense']}, "
-          f"depth {sz['depth']}, width {sz['width']}, max bits {sz['max_bits']})"
-          + (f"; float-exact in {', '.join(fe)}"
-             if (fe := outcome.certificate["claims"].get("float_exact")) else ""))
+    sz = result.sizes
+    claims = (result.certificate or {}).get("claims", {})
+    print(f"certified {con.name} on {result.N} sequences -> {out} "
+          f"(params nonzero {sz.params_nonzero}, dense {sz.params_dense}, "
+          f"depth {sz.depth}, width {sz.width}, max bits {sz.max_bits})"
+          + (f"; float-exact in {', '.join(fe)}" if (fe := claims.get("float_exact")) else ""))
     return 0

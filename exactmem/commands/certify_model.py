@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from exactmem.api.lm import FORMATS
+    from exactmem.api.model import MODEL_KINDS
+
+    kinds = "; ".join(f"{kind}: {text}" for kind, text in MODEL_KINDS.items())
     p = sub.add_parser(
         "certify-model",
-        help="certify that a PyTorch (.pt) or safetensors model memorizes a dataset",
-        description="Read MODEL (a torch state_dict saved with torch.save, or a safetensors "
-                    "file) in the layout that 'exactmem export' writes, "
-                    "turn every float into the exact rational it is, evaluate it exactly on "
-                    "every sequence of DATA, run the independent checker, and only then write "
-                    "CERT. Exit 0 certified, 1 some sequence is not memorized (listed on "
-                    "stderr; CERT is not written), 2 unusable input.",
+        help="certify that a trained or exported model memorizes a dataset (GPT-2, GPT-NeoX, "
+             "LLaMA-style, nanoGPT, torch encoder stacks, .pt / safetensors files)",
+        description="Read MODEL exactly (every float is the exact rational it is), evaluate "
+                    "it on DATA, run the independent checker, and only then write CERT. "
+                    f"MODEL is one of ({kinds}); --format auto detects which. A model in the "
+                    "export layout must memorize every sequence of DATA; a language model is "
+                    "certified position by position (--partial: the positions proved, K of "
+                    "M). Exit 0 certified, 1 not memorized (listed on stderr; CERT is not "
+                    "written), 2 unusable input.",
         epilog="example: exactmem export c.json --format torch -o m.pt && "
-               "exactmem certify-model m.pt d.json -o c2.json")
-    p.add_argument("model", metavar="MODEL", help="model file: .pt state_dict or .safetensors")
+               "exactmem certify-model m.pt d.json -o c2.json; "
+               "exactmem certify-model gpt2/ d.json --partial -o lm.json")
+    p.add_argument("model", metavar="MODEL",
+                   help="model file or checkpoint directory (the kinds above)")
     p.add_argument("data", metavar="DATA", help="dataset file (exactmem.dataset/1 JSON)")
     p.add_argument("-o", "--output", required=True, metavar="CERT",
                    help="certificate file to write")
@@ -33,14 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-dataset", action="store_true",
                    help="bind DATA by its SHA-256 and relative path instead of embedding it")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the verdict")
-    p.add_argument("--format", choices=("auto", "gpt2", "gpt-neox", "llama", "nanogpt",
-                                        "torch-encoder", "export"),
-                   default="auto",
-                   help="MODEL's kind: a GPT-2, GPT-NeoX or LLaMA-style (Qwen2, Mistral) "
-                        "save_pretrained directory (the last two not yet in certificates), "
-                        "a nanoGPT checkpoint, a "
-                        "stack of nn.TransformerEncoderLayer (docs/trained-models.md), the "
-                        "export layout, or auto (detected)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="MODEL's kind (" + ", ".join(MODEL_KINDS) + "), or auto (detected)")
     p.add_argument("--partial", action="store_true",
                    help="language models: certify exactly the positions proved (K of M)")
     p.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto",
@@ -64,14 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.api.lm import lm_kind_of
     from exactmem.api.model import certify_model
-    from exactmem.api.results import CertifyResult
+    from exactmem.api.result_types import CertifyResult
     from exactmem.errors import SpecError
 
-    kind = lm_kind_of(args.model, args.format, args.partial)
-    if kind:
-        return run_lm(args, kind)
     if args.quiet:
         progress.configure(quiet=True)
 
@@ -85,15 +85,24 @@ def run(args: argparse.Namespace) -> int:
             structure = Path(args.structure).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
-    out = Path(args.output)
     tick, close = progress.hook("certify-model", heartbeat=True)
     try:
-        result = certify_model(args.model, args.data, output=out, skeleton=structure,
-                               epsilon=args.epsilon, bind_dataset=args.bind_dataset, log=log,
-                               progress=tick, kind="export")
+        result = certify_model(args.model, args.data, output=Path(args.output),
+                               skeleton=structure, epsilon=args.epsilon,
+                               bind_dataset=args.bind_dataset, log=log, progress=tick,
+                               partial=args.partial, strict_config=args.strict_config,
+                               producer=args.producer, kind=args.format,
+                               self_check=not args.no_self_check)
     finally:
         close()
-    assert isinstance(result, CertifyResult)
+    if isinstance(result, CertifyResult):
+        return _report(args, result, log)
+    return _report_lm(args, result, log)
+
+
+def _report(args: argparse.Namespace, result: Any, log: Callable[[str], None]) -> int:
+    """A model in the export layout: the verdict, the failing sequences."""
+    out = args.output
     for note in result.notes:
         log(note)
     if not result.verified:
@@ -117,27 +126,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_lm(args: argparse.Namespace, kind: str) -> int:
-    """certify-model on a language-model checkpoint: :func:`exactmem.api.lm.certify_lm`."""
-    from exactmem import progress
-    from exactmem.api.lm import certify_lm
-
-    if args.quiet:
-        progress.configure(quiet=True)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    tick, close = progress.hook("certify-model", heartbeat=True)
-    try:
-        r = certify_lm(args.model, args.data, args.output, partial=args.partial, kind=kind,
-                       bind_dataset=args.bind_dataset, log=log, progress=tick,
-                       producer=getattr(args, "producer", "auto"),
-                       self_check=not getattr(args, "no_self_check", False),
-                       strict_config=getattr(args, "strict_config", False))
-    finally:
-        close()
+def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> int:
+    """A language model (:class:`exactmem.api.lm.LMResult`): positions proved."""
     times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
     log(f"times: {times}")
     if not r.written:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from exactmem.checker import CheckReport
-from exactmem.errors import ExactmemError, MissingDependencyError
+from exactmem.errors import ExactmemError
+
+if TYPE_CHECKING:
+    from exactmem.api.result_types import CheckResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,53 +33,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _sharded(args: argparse.Namespace) -> CheckReport:
-    from pathlib import Path
-
-    from exactmem.checker.shard_plan import MAX_SHARDS
-    from exactmem.checker.sharded import check_sharded
-
-    path = str(Path(args.certificate).resolve())
-    if not args.quiet:
-        slices = min(args.shards, MAX_SHARDS)
-        print(f"checking {args.certificate} in {slices} shards"
-              + (" (at most the number of sequences)" if slices > 1 else "")
-              + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
-              flush=True)
-    if not args.scheduler:
-        return check_sharded(path, args.shards)
-    try:
-        from distributed import Client
-    except ImportError as exc:
-        raise MissingDependencyError("--scheduler needs Dask: pip install 'exactmem[dask]'") \
-            from exc
-    with Client(args.scheduler, timeout=30) as client:
-        return check_sharded(path, args.shards, client.submit)
-
-
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.entry import answer
+    from exactmem.api.support import answer
 
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
     return answer(lambda: _check(args))
 
 
-def _check(args: argparse.Namespace) -> CheckReport:
+def _check(args: argparse.Namespace) -> CheckResult:
     from exactmem import progress
-    from exactmem.checker import check_file
+    from exactmem.api import verbs
 
     if args.shards > 1 or args.scheduler:
-        report = _sharded(args)
+        if not args.quiet:
+            slices = verbs.shard_count(args.shards)
+            print(f"checking {args.certificate} in {slices} shards"
+                  + (" (at most the number of sequences)" if slices > 1 else "")
+                  + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
+                  flush=True)
+        result = verbs.check(args.certificate, shards=args.shards,
+                             scheduler=args.scheduler)
     else:
         tick, close = progress.hook("check", heartbeat=True)
         tick("read", 0, 0)  # reading and parsing, until the checker's first callback
         try:
-            report = check_file(args.certificate, progress=tick)
+            result = verbs.check(args.certificate, progress=tick)
         finally:
             close()
-    for line in report.failures:
+    for line in result.failures:
         print(f"c {line}", file=sys.stderr)
-    if report.claim:
-        print(f"c claim: {report.claim}")
-    return report
+    if result.claim:
+        print(f"c claim: {result.claim}")
+    return result

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exactmem.api.result_types import CheckResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,25 +33,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.entry import answer
+    from exactmem.api.support import answer
 
     return answer(lambda: _check(args))
 
 
-def _check(args: argparse.Namespace) -> Any:
-    from exactmem.api.proofs import proof_format
-    from exactmem.checker.proofs.drup import MAX_STEPS, check_proof_files
-    from exactmem.checker.proofs.lrat import check_lrat_files
+def _check(args: argparse.Namespace) -> CheckResult:
+    from exactmem.api.proofs import check_proof
 
-    check = check_lrat_files if proof_format(args.proof, args.format) == "lrat" \
-        else check_proof_files
-    report = check(args.cnf, args.proof, args.max_steps or MAX_STEPS)
-    for line in report.reasons:
+    result = check_proof(args.cnf, args.proof, args.format, args.max_steps)
+    for line in result.failures:
         print(f"c {line}", file=sys.stderr)
-    if report.verdict == "s VERIFIED":
-        print(f"c {report.counts['lemmas']} lemmas checked, "
-              f"{report.counts['deletions']} deletions applied",
-              file=sys.stderr)
+    for line in result.notes:
+        print(f"c {line}", file=sys.stderr)
+    if result.verified:
         print("c claim: this CNF is unsatisfiable (not what it encodes: exactmem "
               "check-search binds a search answer's CNF to its question)")
-    return report
+    return result

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exactmem.api.result_types import CheckResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,23 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.checker.entry import answer
+    from exactmem.api.support import answer
 
     return answer(lambda: _check(args))
 
 
-def _check(args: argparse.Namespace) -> Any:
-    from exactmem.checker.proofs.search_check import check_search_file
+def _check(args: argparse.Namespace) -> CheckResult:
+    from exactmem.api.proofs import check_search
 
-    report = check_search_file(args.answer, args.base)
-    for line in report.reasons:
+    result = check_search(args.answer, args.base)
+    for line in result.failures + result.notes:
         print(f"c {line}", file=sys.stderr)
-    c = report.counts
-    for line in report.lines:
-        print(f"c {line}", file=sys.stderr)
-    if report.claim is not None and report.exit_code == 0:
-        print(f"c claim: {report.claim}", file=sys.stderr)
-    print(f"c {c['found']} found sizes certified, {c['lrat']} LRAT refutations of re-derived "
-          f"CNFs checked ({c['nested']} more sizes nest in them), {c['label-consistency']} "
-          f"label-consistency refutations, {c['unknown']} unknown", file=sys.stderr)
-    return report
+    return result

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-from pathlib import Path
 
 from exactmem.commands._args import positive_int
-from exactmem.errors import DatasetError, MissingDependencyError
+from exactmem.errors import DatasetError
 
 #: the largest value each size flag accepts (docs/cli.md, "generate: size caps")
 CAPS = {"N": 1_000_000, "n": 4096, "vocab": 1_000_000, "classes": 1_000_000, "dim": 1024,
@@ -58,32 +56,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.files.atomic import check_writable
-    from exactmem.model.dataset import save_dataset
+    from exactmem.api import verbs
+    from exactmem.api.support import check_writable
 
     check_sizes(args)
-    check_writable(args.output)
-    if args.for_construction:
-        try:
-            module = importlib.import_module("exactmem.datasets.draw_attention")
-        except ImportError as exc:
-            raise MissingDependencyError("dataset generation for attention constructions "
-                                         "is not available in this installation") from exc
-        kw = {k: v for k, v in (("N", args.N), ("n", args.n), ("dim", args.dim),
-                                 ("vocab", args.vocab), ("classes", args.classes),
-                                 ("heads", args.heads), ("head_dim", args.head_dim))
+    out = check_writable(args.output)
+    kw: dict[str, object] = {}
+    if args.for_construction:  # the attention constructions' sizes
+        kw = {k: v for k, v in (("heads", args.heads), ("head_dim", args.head_dim))
               if v is not None}
         if args.shared_context:
             kw["shared_context"] = True
-        ds = module.generate_for(args.for_construction, seed=args.seed, **kw)
-    else:
-        from exactmem.datasets.draw import generate
-
-        ds = generate(args.task, N=_given(args.N, 100), n=_given(args.n, 8),
-                      vocab=_given(args.vocab, 16), classes=_given(args.classes, 2),
-                      seed=args.seed, dim=args.dim,
-                      consistent=args.labels == "consistent")
-    save_dataset(ds, Path(args.output))
+    ds = verbs.generate(args.task, args.N, args.n, args.vocab, args.classes, args.seed,
+                        dim=args.dim, labels=args.labels,
+                        for_construction=args.for_construction, output=out, **kw)
     print(f"wrote {args.output}: N = {ds.N}, n = {ds.n}, {ds.task}, {ds.inputs}")
     return 0
 

@@ -30,53 +30,50 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.certificate import read_certificate
-    from exactmem.certificate.figures import LM_KEYS, info, lm_summary
+    from exactmem.api import verbs
+    from exactmem.api.result_types import LMInfoResult
 
-    lm = lm_summary(args.certificate)
-    if lm is not None:  # a language model: what it claims, position by position
-        if args.json:
-            print(json.dumps(lm, sort_keys=True))
-        else:
-            for key in LM_KEYS:
-                print(f"{key:20s} {lm[key]}")
-        return 0
-    data = info(read_certificate(args.certificate))
+    res = verbs.info(args.certificate)
     if args.json:
-        print(json.dumps(data, sort_keys=True))
-    else:
-        for key in ("construction", "N", "n", "task", "inputs", "d", "C", "params_dense",
-                    "params_nonzero", "depth", "width", "max_bits"):
-            print(f"{key:15s} {data[key]}")
-        for key, value in data.get("bound", {}).items():
-            print(f"bound.{key:9s} {value}")
-        for key, value in data.get("measured_over_bound", {}).items():
-            print(f"measured/bound.{key:9s} {value}")
-        for key, low in data["lower_bounds"].items():
-            print(f"lower.{key:9s} {low['value']} (measured/lower: {low['gap']}; {low['form']})")
-        for key in ("embedding_nonzero", "rest_nonzero", "weight_bits_total",
-                    "weight_bits_max_nonzero", "label_bits"):
-            print(f"{key:26s} {data[key]}")
-        dtype = data["stored_dtype"] + ("" if data["stored_dtype_exact"] else
-                                        ", export's default; not float-exact: the file "
-                                        "does not memorize")
-        per = dict(PER)
-        if "narrow_claim" in data:  # int8 / bfloat16 weight matrices (claim of the certificate)
-            from exactmem.constructions.bounds import DTYPE_BITS
+        print(json.dumps(res.as_dict(), sort_keys=True))
+        return 0
+    if isinstance(res, LMInfoResult):  # a language model: what it claims, position by position
+        print(res)
+        return 0
+    data = res.as_dict()
+    for key in ("construction", "N", "n", "task", "inputs", "d", "C", "params_dense",
+                "params_nonzero", "depth", "width", "max_bits"):
+        print(f"{key:15s} {data[key]}")
+    for key, value in data.get("bound", {}).items():
+        print(f"bound.{key:9s} {value}")
+    for key, value in data.get("measured_over_bound", {}).items():
+        print(f"measured/bound.{key:9s} {value}")
+    for key, low in data["lower_bounds"].items():
+        print(f"lower.{key:9s} {low['value']} (measured/lower: {low['gap']}; {low['form']})")
+    for key in ("embedding_nonzero", "rest_nonzero", "weight_bits_total",
+                "weight_bits_max_nonzero", "label_bits"):
+        print(f"{key:26s} {data[key]}")
+    dtype = data["stored_dtype"] + ("" if data["stored_dtype_exact"] else
+                                    ", export's default; not float-exact: the file "
+                                    "does not memorize")
+    per = dict(PER)
+    if "narrow_claim" in data:  # int8 / bfloat16 weight matrices (claim of the certificate)
+        from exactmem.api.support import dtype_bits
 
-            split = ", ".join(f"{c} {dt} ({DTYPE_BITS[dt]} bits)"
-                              for dt, c in data["stored_split"].items())
-            per["label_bits_per_stored_bit"] = (
-                f"label bits / stored bits {data['stored_bits']}: {split}, the entries of "
-                f"the file export --dtype {data['stored_dtype']} writes")
-            print(f"{'params_narrow':26s} {data['params_narrow']} (weight-matrix entries, "
-                  f"{data['stored_dtype']} under the claim {data['narrow_claim']})")
-            per = {"label_bits_per_narrow": "label bits / params_narrow", **per}
-        for key, form in per.items():
-            print(f"{key:26s} {data[key]} ({form.format(dtype=dtype)})")
-        for key, value in data["optimality_gap"].items():
-            print(f"optimality_gap.{key:11s} {value}")
-        print(f"{'claimed':26s} {data['claimed_sequences']} of {data['N']} sequences"
-              + (f", float-exact in {', '.join(data['float_exact'])}" if data["float_exact"]
-                 else ""))
+        bits = dtype_bits()
+        split = ", ".join(f"{c} {dt} ({bits[dt]} bits)"
+                          for dt, c in data["stored_split"].items())
+        per["label_bits_per_stored_bit"] = (
+            f"label bits / stored bits {data['stored_bits']}: {split}, the entries of "
+            f"the file export --dtype {data['stored_dtype']} writes")
+        print(f"{'params_narrow':26s} {data['params_narrow']} (weight-matrix entries, "
+              f"{data['stored_dtype']} under the claim {data['narrow_claim']})")
+        per = {"label_bits_per_narrow": "label bits / params_narrow", **per}
+    for key, form in per.items():
+        print(f"{key:26s} {data[key]} ({form.format(dtype=dtype)})")
+    for key, value in data["optimality_gap"].items():
+        print(f"optimality_gap.{key:11s} {value}")
+    print(f"{'claimed':26s} {data['claimed_sequences']} of {data['N']} sequences"
+          + (f", float-exact in {', '.join(data['float_exact'])}" if data["float_exact"]
+             else ""))
     return 0

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.errors import ExactmemError
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,21 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem.api.lemmas import framework
+    from exactmem.api import verbs
 
-    fw = framework()
-    names = [lemma.name for lemma in fw.discover()]
     if args.list:
-        print("\n".join(names))
+        print("\n".join(verbs.lemma_names()))
         return 0
-    lemmas = fw.select(args.filter)
-    if not lemmas:
-        raise ExactmemError(f"no lemma name contains {args.filter!r}; the lemmas: "
-                            + ", ".join(names))
-    bad = 0
-    for result in fw.run(quick=args.quick, lemmas=lemmas):
-        print(result.line(), flush=True)
-        bad += result.outcome.status != "proved"
-    print(f"{len(lemmas) - bad} of {len(lemmas)} lemmas proved"
+    result = verbs.prove(args.filter, quick=args.quick,
+                         on_result=lambda r: print(r.text, flush=True))
+    print(f"{result.proved} of {len(result.lemmas)} lemmas proved"
           + (" (quick)" if args.quick else ""))
-    return 1 if bad else 0
+    return 0 if result else 1

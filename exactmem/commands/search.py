@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.api.search import search
+    from exactmem.api.searching import search
 
     if args.quiet:
         progress.configure(quiet=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from exactmem.errors import ConstructionError, MissingDependencyError
+from exactmem.errors import ConstructionError
+from exactmem.optional import require
 
 LP_BITS = 24  # the LP readout is rounded to multiples of 2^-LP_BITS
 LP_METHOD = "highs-ipm"
@@ -32,13 +33,10 @@ def lp_readout(g: list[list[Fraction]], labels: list[int], w_u: list[list[Fracti
     ``X`` and solver figures."""
     import time
 
-    try:
-        import numpy as np
-        from scipy import sparse
-        from scipy.optimize import linprog
-    except ImportError as exc:
-        raise MissingDependencyError("the LP readout needs scipy: pip install "
-                                     "'exactmem[lp]'") from exc
+    import numpy as np
+
+    sparse = require("scipy.sparse", "the LP readout")
+    linprog = require("scipy.optimize", "the LP readout").linprog
     G_all = np.array([[float(v) for v in row] for row in g])
     W = np.array([[float(v) for v in row] for row in w_u])
     y_all = np.array(labels)

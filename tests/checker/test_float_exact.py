@@ -110,8 +110,8 @@ def test_tampering_with_the_float_claim_is_rejected(lookup24: dict[str, Any]) ->
 
 def test_the_float32_mirror_gets_every_label(lookup24: dict[str, Any]) -> None:
     torch = pytest.importorskip("torch")
-    from exactmem.adapters.torch import to_torch
     from exactmem.certificate import dataset_from_certificate
+    from exactmem.exporters.torch import to_torch
 
     cert = copy.deepcopy(lookup24)
     assert "float32" in claim_float_exact(cert, ["float32"])

@@ -25,10 +25,10 @@ from fuzzing_float import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.adapters.formats import FORMATS, round_to_format
 from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 from exactmem.checker import check_certificate, check_file
 from exactmem.checker.parse import Unusable, loads
+from exactmem.floats.formats import FORMATS, round_to_format
 
 
 @pytest.fixture(scope="module")

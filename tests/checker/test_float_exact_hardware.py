@@ -68,7 +68,7 @@ def test_the_claim_verifies_and_is_stated(certified: tuple[Path, list[str]],
 
 def test_onnxruntime_float32_gets_every_label(certified: tuple[Path, list[str]],
                                               flush: bool) -> None:
-    from exactmem.adapters.onnx_export import dataset_array, run_onnx
+    from exactmem.exporters.onnx_export import dataset_array, run_onnx
 
     cert, _ = certified
     model = cert.parent / "c.onnx"
@@ -82,7 +82,7 @@ def test_onnxruntime_float32_gets_every_label(certified: tuple[Path, list[str]],
 
 def test_torch_gets_every_label_in_every_claimed_format(certified: tuple[Path, list[str]],
                                                         flush: bool) -> None:
-    from exactmem.adapters.torch import load_network, run_torch
+    from exactmem.exporters.torch import load_network, run_torch
 
     cert, formats = certified
     ds = dataset_from_certificate(read_certificate(cert), cert.parent)
@@ -104,8 +104,8 @@ def test_the_refused_subnormal_network_does_lose_labels_when_flushed() -> None:
 
     from fuzzing_float import tiny_network
 
-    from exactmem.adapters.torch import to_torch
     from exactmem.certificate import spec_from_certificate
+    from exactmem.exporters.torch import to_torch
 
     if not torch.set_flush_denormal(True):
         pytest.skip("this CPU cannot flush subnormals to zero")

@@ -178,3 +178,56 @@ def test_search_finds_xor(tmp_path: Path) -> None:
     assert repr(res).startswith("SearchResult(found, minimal ")
     one = exactmem.search(xor, readout="scalar", ff_width=1, timeout=60)
     assert one.status == "found" and len(one.shapes) == 1
+
+
+@pytest.fixture(scope="module")
+def gpt2_made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random GPT-2 checkpoint ``m/`` and 4 of its self-labelled sequences ``d.json``."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
+
+    folder = tmp_path_factory.mktemp("api_lm")
+    random_gpt2(folder / "m", seed=0)
+    exactmem.save_dataset(self_labelled(folder / "m", 4, 16, seed=0), folder / "d.json")
+    return folder
+
+
+def test_certify_model_reads_every_kind_the_verb_reads(gpt2_made: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPT-2 directory is a model like a file: ``partial`` applies, per-position arrays
+    come back, and info / export accept its certificate as the CLI does."""
+    monkeypatch.chdir(gpt2_made)
+    res = exactmem.certify_model("m", "d.json", partial=True, output="c.json")
+    assert res.certified.shape == (4, 16) and int(res.certified.sum()) == res.proved > 0
+    assert res.written and (gpt2_made / "c.json").exists()
+    assert exactmem.check("c.json").verified
+    info = exactmem.info("c.json")
+    assert info.as_dict()["certified_positions"] == res.proved
+    assert info.as_dict() == exactmem.info(json.loads((gpt2_made / "c.json").read_text())
+                                           ).as_dict()
+    assert str(info).splitlines()[0].split() == ["certified_positions", str(res.proved)]
+    pytest.importorskip("safetensors")
+    out = exactmem.export("c.json", "lm.safetensors", "safetensors", "float32")
+    assert out.path.exists() and out.format == "safetensors"
+    assert str(out).startswith("wrote lm.safetensors (safetensors, float32); ")
+    with pytest.raises(ExactmemError, match="float64 or float32"):
+        exactmem.export("c.json", "lm16.safetensors", "safetensors", "float16")
+
+
+def test_certify_model_partial_needs_a_language_model(made: Path) -> None:
+    with pytest.raises(ExactmemError, match="only for language-model checkpoints"):
+        exactmem.certify_model(made / "c.json", made / "d.json", partial=True)
+
+
+def test_lm_info_text_shows_the_bits() -> None:
+    """``exactmem info`` without ``--json`` shows a language model's bit figures too."""
+    figures = {"certified_positions": 3, "positions": 8, "N": 2, "n": 4,
+               "certified_memorized_bits": "12.5", "float_memorized_bits": 13.0,
+               "certified_bits_per_param": "0.01", "layers": 1}
+    text = str(exactmem.LMInfoResult(figures, ("certified_positions", "positions", "N", "n",
+                                                "layers")))
+    keys = [line.split()[0] for line in text.splitlines()]
+    assert keys == ["certified_positions", "positions", "N", "n", "layers",
+                    "certified_bits_per_param", "certified_memorized_bits",
+                    "float_memorized_bits"]

@@ -174,9 +174,9 @@ def test_certify_shows_every_stage_on_stderr_only(tmp_path: Path,
 
 
 def test_mpfr_forward_in_column_slices_is_the_same_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    from exactmem.adapters import mpfr_eval
-    from exactmem.adapters.formats import bits
     from exactmem.constructions import get
+    from exactmem.floats import mpfr_eval
+    from exactmem.floats.formats import bits
 
     ds = _dataset(60)
     con = get("lookup")
@@ -221,3 +221,27 @@ def test_rate_and_eta_follow_the_recent_speed() -> None:
     assert t.line(now=45.0) == "slowing: 60/100 (60%), 3.5 s/it, elapsed 0:45, ETA 2:20"
     assert t.line(now=45.0, final=True).startswith("slowing: 60/100 (60%), 1.3 it/s")
     t.close()
+
+
+def _stages() -> None:
+    with progress.task("stage a", total=5) as t:
+        for _ in range(5):
+            t.update()
+    with progress.stage("stage b"):
+        pass
+
+
+def test_progress_written_to_a_file_is_a_line_per_stage(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)  # every update would be due
+    with open(tmp_path / "run.log", "w", encoding="utf-8") as fh:
+        monkeypatch.setattr("sys.stderr", fh)
+        _stages()
+    lines = (tmp_path / "run.log").read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("stage a: 5/5 (100%)") and lines[0].endswith(" - done")
+    assert lines[1].startswith("stage b: elapsed ") and lines[1].endswith(" - done")
+    pipe = io.StringIO()  # a pipe or a capture: the throttled lines as before
+    monkeypatch.setattr("sys.stderr", pipe)
+    _stages()
+    assert len(pipe.getvalue().splitlines()) > 2

@@ -60,18 +60,18 @@ def test_export_never_writes_through_a_planted_symlink(
     assert target.is_file() and not target.is_symlink()
     labels = np.array(ds.labels, dtype=np.int64)
     if fmt == "onnx":
-        from exactmem.adapters.onnx_export import dataset_array, run_onnx
+        from exactmem.exporters.onnx_export import dataset_array, run_onnx
 
         _, got = run_onnx(target, dataset_array(ds, dtype))
         assert np.array_equal(got, labels)
     elif fmt == "safetensors":
-        from exactmem.adapters.safetensors_io import verify_binding
+        from exactmem.exporters.safetensors_io import verify_binding
 
         assert verify_binding(target, cert) == []
     else:
         import torch
 
-        from exactmem.adapters.torch import load_network
+        from exactmem.exporters.torch import load_network
 
         net = load_network(str(target))
         x = torch.tensor(ds.sequences, dtype=torch.int64)

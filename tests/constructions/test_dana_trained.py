@@ -12,14 +12,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from exactmem.adapters.aot_fold import spec_from_aot  # noqa: E402
-from exactmem.adapters.torch import AttentionOnly, to_torch  # noqa: E402
 from exactmem.certificate import build_certificate, certificate_text  # noqa: E402
 from exactmem.certificate.build import claim_subset, digest_of  # noqa: E402
 from exactmem.checker import check_certificate  # noqa: E402
 from exactmem.checker.verify import check_file  # noqa: E402
 from exactmem.constructions.base import BuildResult  # noqa: E402
 from exactmem.errors import SpecError  # noqa: E402
+from exactmem.exporters.torch import AttentionOnly, to_torch  # noqa: E402
+from exactmem.importers.aot_fold import spec_from_aot  # noqa: E402
 from exactmem.model.dataset import Dataset  # noqa: E402
 from exactmem.model.interval_verdict import certify_interval, softmax_hint  # noqa: E402
 

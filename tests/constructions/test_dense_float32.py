@@ -39,8 +39,8 @@ def test_certified_with_the_float32_claim(cert: dict[str, Any]) -> None:
 
 def test_onnxruntime_float32_gets_every_label_exactly(cert: dict[str, Any]) -> None:
     pytest.importorskip("onnxruntime")
-    from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
     from exactmem.certificate import dataset_from_certificate
+    from exactmem.exporters.onnx_export import build_model, dataset_array, run_onnx
 
     ds = dataset_from_certificate(cert)
     outs, labels = run_onnx(build_model(spec_from_certificate(cert), "float32"),

@@ -98,9 +98,9 @@ def test_stored_narrow_and_every_label_in_torch(ds: Any, tmp_path: Path, con: st
     pytest.importorskip("safetensors")
     from safetensors.torch import load_file
 
-    from exactmem.adapters.lowp import is_weight, run_lowp, save_lowp, widen
-    from exactmem.adapters.skeleton import named_matrices, skeleton
-    from exactmem.adapters.torch import ExactmemNetwork, dataset_tensor
+    from exactmem.exporters.lowp import is_weight, run_lowp, save_lowp, widen
+    from exactmem.exporters.skeleton import named_matrices, skeleton
+    from exactmem.exporters.torch import ExactmemNetwork, dataset_tensor
 
     spec = get(con).build(ds, {"seed": 1}).spec
     path = tmp_path / "net.safetensors"
@@ -124,8 +124,8 @@ def test_stored_narrow_and_every_label_in_torch(ds: Any, tmp_path: Path, con: st
 
 def test_lowp_refuses_values_beyond_the_dtype(ds: Any) -> None:
     pytest.importorskip("torch")
-    from exactmem.adapters.lowp import lowp_tensors
     from exactmem.errors import NotExactError
+    from exactmem.exporters.lowp import lowp_tensors
 
     spec = get("dense-float32").build(ds, {"seed": 1}).spec
     with pytest.raises(NotExactError, match="int8"):
@@ -151,9 +151,9 @@ def test_onnxruntime_bf16_initializers_get_every_label(ds: Any) -> None:
     import numpy as np
     from onnx import TensorProto
 
-    from exactmem.adapters.lowp_onnx import build_bf16_model
-    from exactmem.adapters.onnx_export import dataset_array, run_onnx
     from exactmem.errors import NotExactError
+    from exactmem.exporters.lowp_onnx import build_bf16_model
+    from exactmem.exporters.onnx_export import dataset_array, run_onnx
 
     model = build_bf16_model(get("dense-bf16").build(ds, {"seed": 1}).spec)
     kinds = {t.data_type for t in model.graph.initializer if t.name.endswith(".bf16")}

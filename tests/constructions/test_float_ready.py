@@ -48,8 +48,8 @@ def test_seq2seq_certified_float32() -> None:
 
 def test_onnxruntime_float32_gets_every_label_exactly(next_token: dict[str, Any]) -> None:
     pytest.importorskip("onnxruntime")
-    from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
     from exactmem.certificate import dataset_from_certificate
+    from exactmem.exporters.onnx_export import build_model, dataset_array, run_onnx
 
     ds = dataset_from_certificate(next_token)
     model = build_model(spec_from_certificate(next_token), "float32")

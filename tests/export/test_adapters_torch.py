@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from token_data import token_dataset as shared_token_dataset
 
-from exactmem.adapters.formats import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, round_to_format
-from exactmem.adapters.mpfr_eval import exact_values, forward_float
-from exactmem.adapters.torch import from_torch, run_torch, to_torch
 from exactmem.arith import ScaledMatrix
 from exactmem.certificate import build_certificate
 from exactmem.checker import check_certificate
 from exactmem.constructions.base import BuildResult
 from exactmem.constructions.lookup import build
+from exactmem.exporters.torch import from_torch, run_torch, to_torch
+from exactmem.floats.formats import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, round_to_format
+from exactmem.floats.mpfr_eval import exact_values, forward_float
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.model.forward import forward, outputs

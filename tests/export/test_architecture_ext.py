@@ -310,8 +310,8 @@ def test_defaults_write_nothing_new() -> None:
 def test_torch_and_safetensors_round_trip(tmp_path: Any) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("safetensors")
-    from exactmem.adapters.import_model import read_model
-    from exactmem.adapters.torch import from_torch, run_torch, save_state_dict, to_torch
+    from exactmem.exporters.torch import from_torch, run_torch, save_state_dict, to_torch
+    from exactmem.importers.import_model import read_model
 
     spec = extended_spec(7, "softmax")
     assert from_torch(to_torch(spec)) == spec
@@ -328,14 +328,14 @@ def test_safetensors_export_and_sidecar_round_trip(tmp_path: Any) -> None:
     """The safetensors export (dyadic weights: float64 holds them) and its exact sidecar
     read back as the same spec; certify-model reads the file back too."""
     pytest.importorskip("safetensors")
-    from exactmem.adapters.import_model import read_model
-    from exactmem.adapters.safetensors_io import (
+    from exactmem.certificate import write_certificate
+    from exactmem.exporters.safetensors_io import (
         sidecar,
         spec_from_safetensors,
         spec_from_sidecar,
         write_safetensors,
     )
-    from exactmem.certificate import write_certificate
+    from exactmem.importers.import_model import read_model
 
     spec = extended_spec(7, "hardmax")
     ds = dataset_of(spec, all_sequences(7, 60))
@@ -350,8 +350,8 @@ def test_safetensors_export_and_sidecar_round_trip(tmp_path: Any) -> None:
 def test_onnx_matches_torch() -> None:
     pytest.importorskip("onnxruntime")
     pytest.importorskip("torch")
-    from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
-    from exactmem.adapters.torch import run_torch, to_torch
+    from exactmem.exporters.onnx_export import build_model, dataset_array, run_onnx
+    from exactmem.exporters.torch import run_torch, to_torch
 
     for kind in ("softmax", "hardmax"):
         spec = extended_spec(9, kind)

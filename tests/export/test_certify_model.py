@@ -15,11 +15,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import exactmem  # noqa: E402
-from exactmem.adapters.import_model import read_model, read_skeleton  # noqa: E402
-from exactmem.adapters.skeleton import named_matrices  # noqa: E402
 from exactmem.certificate import read_certificate, spec_from_certificate  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.errors import NotExactError, SpecError  # noqa: E402
+from exactmem.exporters.skeleton import named_matrices  # noqa: E402
+from exactmem.importers.import_model import read_model, read_skeleton  # noqa: E402
 from exactmem.model.spec import Embedding  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -62,7 +62,7 @@ def test_float32_export_and_api_inputs(lookup: Path, tmp_path: Path) -> None:
                tmp_path / "m32.pt") == 0
     res = exactmem.certify_model(tmp_path / "m32.pt", lookup / "d.json")
     assert res.verified and res.path is None and res.construction == "imported-model"
-    from exactmem.adapters.torch import load_network
+    from exactmem.exporters.torch import load_network
 
     net = load_network(str(lookup / "m.pt"))
     assert exactmem.certify_model(net, lookup / "d.json").verified  # a module

@@ -13,13 +13,13 @@ import pytest
 import torch
 from token_data import token_dataset as shared_token_dataset
 
-from exactmem.adapters.onnx_export import build_model, dataset_array, run_onnx
-from exactmem.adapters.safetensors_io import spec_from_safetensors, verify_binding
-from exactmem.adapters.torch import load_network, run_torch, to_torch
 from exactmem.arith import ScaledMatrix
 from exactmem.certificate import read_certificate, spec_from_certificate, write_certificate
 from exactmem.cli import main
 from exactmem.constructions.lookup import build
+from exactmem.exporters.onnx_export import build_model, dataset_array, run_onnx
+from exactmem.exporters.safetensors_io import spec_from_safetensors, verify_binding
+from exactmem.exporters.torch import load_network, run_torch, to_torch
 from exactmem.model.dataset import Dataset
 from exactmem.model.forward import forward, outputs
 from exactmem.model.spec import (
@@ -67,11 +67,11 @@ def float64_error_bound(spec: NetworkSpec) -> float:
     hardmax/uniform attention (convex combinations; the scores of these networks are exact)
     do not increase it.  With ``L`` maps and ``G`` the product of ``max(1, ||[W b]||_inf)``
     over all of them (embedding tables included, so ``G`` also bounds every input), to first
-    order ``|error| <= L gamma_K G``.  The precision analysis (:mod:`exactmem.adapters.precision`)
+    order ``|error| <= L gamma_K G``.  The precision analysis (:mod:`exactmem.floats.fidelity`)
     decides memorization in float; this bound only says how far apart two correct float64
     evaluations (torch, onnxruntime) may be.
     """
-    from exactmem.adapters.skeleton import named_matrices
+    from exactmem.exporters.skeleton import named_matrices
 
     norms: dict[str, list[Fraction]] = {}
     cols = 0
@@ -157,7 +157,7 @@ def test_onnx_float64_reproduces_exact_outputs_and_torch(task: str, tmp_path: Pa
     ds = token_dataset(11, N=50, n=3, V=5, task=task)
     spec = build(ds, {}).spec
     out = tmp_path / "net.onnx"
-    from exactmem.adapters.onnx_export import write_onnx
+    from exactmem.exporters.onnx_export import write_onnx
 
     write_onnx(spec, out, "float64")
     outs, labels = run_onnx(out, dataset_array(ds))

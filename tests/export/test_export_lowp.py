@@ -86,7 +86,7 @@ def test_export_writes_narrow_and_runs_it(certs: dict[str, Path], tmp_path: Path
             from safetensors.torch import load_file
 
             tensors = load_file(str(out))
-        from exactmem.adapters.lowp import TORCH_DTYPES
+        from exactmem.exporters.lowp import TORCH_DTYPES
 
         got: dict[Any, int] = {}
         for k, v in tensors.items():
@@ -152,8 +152,8 @@ def test_the_integer_graph_is_exact_under_every_kernel_model(kernel: str, offset
     exact, on whatever CPU runs the test; and by onnxruntime on this CPU."""
     from int_kernels import run_with_kernel
 
-    from exactmem.adapters.lowp_onnx import PAIR_BOUND, build_int8_model
-    from exactmem.adapters.onnx_export import run_onnx
+    from exactmem.exporters.lowp_onnx import PAIR_BOUND, build_int8_model
+    from exactmem.exporters.onnx_export import run_onnx
 
     spec, x, want = _worst_case()
     model = build_int8_model(spec)
@@ -171,7 +171,7 @@ def test_full_bytes_would_saturate_the_pair_kernel() -> None:
     4-product model is still exact."""
     from int_kernels import run_with_kernel
 
-    from exactmem.adapters.lowp_onnx import build_int8_model
+    from exactmem.exporters.lowp_onnx import build_int8_model
 
     spec, x, want = _worst_case()
     model = build_int8_model(spec, limb_bits=8)
@@ -182,8 +182,8 @@ def test_full_bytes_would_saturate_the_pair_kernel() -> None:
 
 
 def test_a_weight_outside_int8_is_refused() -> None:
-    from exactmem.adapters.lowp_onnx import build_int8_model
     from exactmem.errors import NotExactError
+    from exactmem.exporters.lowp_onnx import build_int8_model
 
     bad = NetworkSpec(input_kind="vectors", input_dim=1, seq_len=1,
                       layers=(Linear(Affine(ScaledMatrix(((128,),), 1, 1))),))
@@ -199,10 +199,10 @@ def test_a_crafted_worst_case_certificate_checks_and_exports_exactly(
     import onnx
     from int_kernels import run_with_kernel
 
-    from exactmem.adapters.lowp_onnx import build_int8_model
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.certificate.build import claim_float_exact
     from exactmem.constructions.base import BuildResult
+    from exactmem.exporters.lowp_onnx import build_int8_model
     from exactmem.model.dataset import Dataset
 
     spec, x, want = _worst_case()
@@ -230,13 +230,13 @@ def test_a_crafted_worst_case_certificate_checks_and_exports_exactly(
 def test_onnxruntime_int8_gets_every_label_of_the_dataset(certs: dict[str, Path]) -> None:
     from int_kernels import run_with_kernel
 
-    from exactmem.adapters.lowp_onnx import build_int8_model
-    from exactmem.adapters.onnx_export import dataset_array, run_onnx
     from exactmem.certificate import (
         dataset_from_certificate,
         read_certificate,
         spec_from_certificate,
     )
+    from exactmem.exporters.lowp_onnx import build_int8_model
+    from exactmem.exporters.onnx_export import dataset_array, run_onnx
 
     cert: Any = read_certificate(str(certs["int8"]))
     ds = dataset_from_certificate(cert, certs["int8"].parent)

@@ -89,7 +89,7 @@ def test_gzip_certificates_export_like_plain_ones(certs: dict[str, Path], tmp_pa
         out = tmp_path / f"g.{fmt}"
         assert export(gz, out, fmt, "--dtype", "float32") == 0, capsys.readouterr()
         assert "memorized 1.0" in capsys.readouterr().out
-    from exactmem.adapters.safetensors_io import verify_binding
+    from exactmem.exporters.safetensors_io import verify_binding
 
     assert verify_binding(tmp_path / "g.safetensors", gz) == []
 

@@ -11,9 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from token_data import token_dataset as shared_token_dataset
 
-from exactmem.adapters.formats import FLOAT64, bits, round_to_format
-from exactmem.adapters.mpfr_eval import exact_values, forward_float
-from exactmem.adapters.precision import (
+from exactmem.arith import ScaledMatrix
+from exactmem.cli import main
+from exactmem.constructions.lookup import build
+from exactmem.exporters.torch import run_torch, to_torch
+from exactmem.floats.fidelity import (
     curves,
     float_rows,
     forward_misses,
@@ -24,10 +26,8 @@ from exactmem.adapters.precision import (
     precision_report,
     weights_misses,
 )
-from exactmem.adapters.torch import run_torch, to_torch
-from exactmem.arith import ScaledMatrix
-from exactmem.cli import main
-from exactmem.constructions.lookup import build
+from exactmem.floats.formats import FLOAT64, bits, round_to_format
+from exactmem.floats.mpfr_eval import exact_values, forward_float
 from exactmem.model.dataset import Dataset
 from exactmem.model.forward import forward, outputs
 from exactmem.model.spec import Affine, Linear, NetworkSpec, Readout
@@ -140,7 +140,7 @@ def test_plot_is_written(small: tuple[NetworkSpec, Dataset], tmp_path: Path) -> 
 @settings(max_examples=60, deadline=None)
 @given(x=st.integers(-(1 << 80), 1 << 80), p=st.integers(2, 60))
 def test_integer_rounding_matches_mpfr(x: int, p: int) -> None:
-    from exactmem.adapters.precision import round_spec
+    from exactmem.floats.fidelity import round_spec
 
     spec = NetworkSpec("vectors", 1, 1, (Linear(Affine(ScaledMatrix.row([x]))),),
                        Readout("scalar", "last"))

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters import reads_as
 from exactmem.errors import MissingDependencyError, SpecError
 from exactmem.lm.checkpoints.gpt2 import tensor_names
 from exactmem.lm.decoder import LMSpec
+from exactmem.optional import reads_as
 
 EPS = 1e-5  # nanoGPT's LayerNorm: F.layer_norm(x, ..., 1e-5)
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters import reads_as
 from exactmem.errors import MissingDependencyError, SpecError
 from exactmem.lm.decoder import LMSpec
+from exactmem.optional import reads_as
 
 INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
 CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")

@@ -109,12 +109,9 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, scheduler: str) -> None:
-        try:
-            from distributed import Client
-        except ImportError as exc:  # pragma: no cover - distributed is a dependency
-            raise MissingDependencyError("--executor dask needs the 'distributed' package") \
-                from exc
-        self.client = Client(scheduler)
+        from exactmem.optional import require
+
+        self.client = require("distributed", "--executor dask").Client(scheduler)
 
     def run(self, fn: Worker, payloads: Iterable[Payload]) -> Iterator[Payload]:
         from distributed import as_completed

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from exactmem.errors import MissingDependencyError
 from exactmem.model.dataset import Dataset
 from exactmem.search.encode.encoding import EncodeOptions, encode
 from exactmem.search.encode.encoding_positions import encode_positions
@@ -91,5 +92,5 @@ def cvc5_opinion(problem: Problem, cvc5_rlimit: int | None) -> str:
         from exactmem.search.solvers import cvc5_backend
 
         return cvc5_backend.refutes(problem, cvc5_rlimit)
-    except ImportError:
+    except MissingDependencyError:
         return "skipped"

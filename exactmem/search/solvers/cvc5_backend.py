@@ -13,19 +13,15 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Literal
 
-from exactmem.errors import MissingDependencyError
 from exactmem.search.encode.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
 
 Answer = Literal["unsat", "sat", "unknown"]
 
 
 def _cvc5() -> Any:
-    try:
-        import cvc5
-    except ImportError as exc:
-        raise MissingDependencyError("the cvc5 cross-check needs cvc5: pip install cvc5") \
-            from exc
-    return cvc5
+    from exactmem.optional import require
+
+    return require("cvc5", "the cvc5 cross-check")
 
 
 def version() -> str:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactmem.errors import MissingDependencyError
 from exactmem.search.question.outcome import Infeasible, Unknown
 
 SOLVER = "cadical195"
@@ -27,12 +26,9 @@ DEFAULT_CONFLICTS = 1_000_000
 
 
 def _pysat() -> Any:
-    try:
-        from pysat import solvers
-    except ImportError as exc:  # pragma: no cover - python-sat is a dependency
-        raise MissingDependencyError("--bits needs python-sat: pip install python-sat") \
-            from exc
-    return solvers
+    from exactmem.optional import require
+
+    return require("pysat.solvers", "--bits")
 
 
 def version() -> str:

@@ -16,7 +16,6 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from exactmem.errors import MissingDependencyError
 from exactmem.search.encode.formula import And, Atom, BoolVar, Formula, Not, Or, Poly, Problem
 from exactmem.search.question.outcome import Assignment, BackendOutcome, Infeasible, Unknown
 
@@ -24,12 +23,9 @@ NAME = "z3"
 
 
 def _z3() -> Any:
-    try:
-        import z3
-    except ImportError as exc:  # pragma: no cover - z3-solver is a dependency
-        raise MissingDependencyError("the search needs the Z3 solver: pip install z3-solver") \
-            from exc
-    return z3
+    from exactmem.optional import require
+
+    return require("z3", "the search")
 
 
 def version() -> str:

@@ -6,7 +6,7 @@ safetensors file, or an in-memory mapping of tensors is read *exactly*: every fl
 rounding and turned into integer numerators over one power-of-two denominator per tensor.
 
 The structure (layer kinds, flags, readout) is the JSON skeleton ``exactmem.skeleton/1``
-of :mod:`exactmem.adapters.skeleton`: the ``_extra_state`` entry of a state dict, the
+of :mod:`exactmem.exporters.skeleton`: the ``_extra_state`` entry of a state dict, the
 ``exactmem.skeleton`` metadata of a safetensors file, or given explicitly.  The skeleton is
 read strictly, and every tensor is checked before conversion (present, floating point,
 finite, the expected shape), so unusable input is one message naming the tensor.
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters.model_kinds import (
+from exactmem.arith import ScaledMatrix, to_rational
+from exactmem.errors import NotExactError, SpecError
+from exactmem.exporters.skeleton import BIAS_PARTS, SKELETON_FORMAT
+from exactmem.importers.model_kinds import (
     check_declared,
     unsupported_modules,
     unsupported_names,
 )
-from exactmem.adapters.skeleton import BIAS_PARTS, SKELETON_FORMAT
-from exactmem.arith import ScaledMatrix, to_rational
-from exactmem.errors import MissingDependencyError, NotExactError, SpecError
 from exactmem.model.spec import (
     ATTENTION_KINDS,
     READ_POSITIONS,
@@ -48,10 +48,10 @@ from exactmem.model.spec import (
     NetworkSpec,
     Readout,
 )
+from exactmem.optional import require
 
 EXTRA_STATE = "_extra_state"
 METADATA_KEY = "exactmem.skeleton"
-EXTRA = "pip install 'exactmem[export]'"
 SAFETENSORS_SUFFIXES = (".safetensors", ".st")
 FLOAT_CODES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
@@ -358,10 +358,7 @@ def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
 # files ----------------------------------------------------------------------------------
 def load_torch_state(path: Path) -> dict[str, Any]:
     """``torch.load(path, weights_only=True)``: a dict of tensors (and ``_extra_state``)."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError(f"reading a PyTorch file needs torch: {EXTRA}") from exc
+    torch = require("torch", "reading a PyTorch file")
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (pickle, zip, RuntimeError)
@@ -405,11 +402,7 @@ def load_safetensors_state(path: Path) -> tuple[dict[str, Any], str | None]:
                                 f"({', '.join(FLOAT_CODES.values())}), found {code}")
         if code == "BF16":
             bf16[name] = entry
-    try:
-        from safetensors import safe_open
-    except ImportError as exc:
-        raise MissingDependencyError(f"reading a safetensors file needs safetensors: "
-                                     f"{EXTRA}") from exc
+    safe_open = require("safetensors", "reading a safetensors file").safe_open
     try:
         with safe_open(str(path), framework="numpy") as fh:
             for name in fh.keys():  # noqa: SIM118 - safe_open is not a mapping

@@ -8,9 +8,9 @@ as a ``"p/q"`` string.  The safetensors ``__metadata__`` (string -> string) bind
 * ``exactmem.certificate_sha256``: SHA-256 of the certificate file's bytes, and
   ``exactmem.certificate_digest``: its self-digest;
 * ``exactmem.sidecar_sha256``: SHA-256 of the sidecar file's bytes;
-* ``exactmem.skeleton``: the network structure (:mod:`exactmem.adapters.skeleton`).
+* ``exactmem.skeleton``: the network structure (:mod:`exactmem.exporters.skeleton`).
 
-Tensor names and shapes are the layout of :mod:`exactmem.adapters.skeleton`.  numpy writes
+Tensor names and shapes are the layout of :mod:`exactmem.exporters.skeleton`.  numpy writes
 the file, so the dtypes are float64, float32 and float16 (bfloat16: use the torch export).
 """
 
@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters.formats import FORMATS, rounded_values
-from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors
 from exactmem.arith import format_rational, to_rational
 from exactmem.errors import CertificateError, NotExactError, SpecError
+from exactmem.exporters.skeleton import named_matrices, skeleton, spec_from_tensors
 from exactmem.files.atomic import write_bytes_atomic
+from exactmem.floats.formats import FORMATS, rounded_values
 from exactmem.model.dataset import canonical_json
 from exactmem.model.spec import NetworkSpec
 
@@ -72,9 +72,9 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
     """Write ``out`` (safetensors) and its sidecar (default ``OUT.exact.json``), each
     atomically (:mod:`exactmem.files.atomic`), the sidecar first; return both paths.
     ``certificate`` may be gzip-compressed (its hash is that of the file's bytes)."""
-    from exactmem.adapters import require
     from exactmem.certificate import read_certificate
     from exactmem.files.atomic import atomic_path
+    from exactmem.optional import require
 
     save_file = require("safetensors.numpy", "the safetensors export").save_file
     if dtype not in NUMPY_DTYPES:
@@ -102,7 +102,7 @@ def write_safetensors(spec: NetworkSpec, out: str | Path, certificate: str | Pat
 
 
 def read_metadata(path: str | Path) -> dict[str, str]:
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     safe_open = require("safetensors", "reading safetensors").safe_open
     with safe_open(str(path), framework="numpy") as fh:
@@ -112,7 +112,7 @@ def read_metadata(path: str | Path) -> dict[str, str]:
 
 def spec_from_safetensors(path: str | Path) -> NetworkSpec:
     """The network the file's floats describe, read exactly (each float is a dyadic rational)."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     load_file = require("safetensors.numpy", "reading safetensors").load_file
     meta = read_metadata(path)
@@ -152,7 +152,7 @@ def verify_binding(path: str | Path, certificate: str | Path,
     exact = spec_from_sidecar(json.loads(side.read_text()))
     if exact != spec_from_certificate(read_certificate(certificate)):
         problems.append("the sidecar's network is not the certificate's network")
-    from exactmem.adapters.precision import round_spec
+    from exactmem.floats.fidelity import round_spec
 
     fmt = FORMATS.get(meta.get("exactmem.dtype", ""), None)
     try:

@@ -6,7 +6,7 @@ network still memorizes when run in that format, and gives two exact answers:
 (a) ``weights``: the smallest significand width ``p`` (MPFR convention: float32 = 24) such
     that the weights rounded once to ``p`` bits, *evaluated exactly*, still memorize;
 (b) ``forward``: the smallest ``p`` such that the whole forward pass run in ``p``-bit
-    floating point (every operation correctly rounded, :mod:`exactmem.adapters.mpfr_eval`)
+    floating point (every operation correctly rounded, :mod:`exactmem.floats.mpfr_eval`)
     still memorizes.
 
 Float readout rule (the float counterpart of the exact readout): a scalar output ``o``
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from exactmem import progress as progress_ui
-from exactmem.adapters.float_judge import DtypeRow, Miss, Values, judge, memorized_fraction
-from exactmem.adapters.formats import FORMATS, FloatFormat, bits, round_to_format, significand_bits
-from exactmem.adapters.mpfr_eval import exact_values, forward_float
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
+from exactmem.floats.float_judge import DtypeRow, Miss, Values, judge, memorized_fraction
+from exactmem.floats.formats import FORMATS, FloatFormat, bits, round_to_format, significand_bits
+from exactmem.floats.mpfr_eval import exact_values, forward_float
 from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import evaluate
 from exactmem.model.forward import Progress
@@ -174,7 +174,7 @@ def reporting(label: str, misses: Callable[[int, Progress], list[Miss]], unit: s
 
 def widest_significand(spec: NetworkSpec) -> int | None:
     """Significand bits of the widest weight; ``None`` when a weight is not dyadic."""
-    from exactmem.adapters.skeleton import named_matrices
+    from exactmem.exporters.skeleton import named_matrices
 
     best = 2
     for _, m, _ in named_matrices(spec):
@@ -292,7 +292,7 @@ def runtime_rows(spec: NetworkSpec, ds: Dataset) -> tuple[list[DtypeRow], list[s
 
     if any(importlib.util.find_spec(m) is None for m in ("onnx", "onnxruntime")):
         return [], ["onnxruntime rows: not measured (onnx and onnxruntime are not installed)"]
-    from exactmem.adapters.runtimes import onnx_rows
+    from exactmem.exporters.runtimes import onnx_rows
 
     return onnx_rows(spec, ds), []
 
@@ -306,7 +306,7 @@ def float_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str], device: st
     with progress_ui.stage("loading torch"):
         import torch
 
-        from exactmem.adapters.torch import run_torch, to_torch
+        from exactmem.exporters.torch import run_torch, to_torch
     from exactmem.model.sizes import sizes
 
     # batches small enough that no activation tensor exceeds TORCH_CELLS values; no autograd
@@ -410,7 +410,7 @@ def curves(spec: NetworkSpec, ds: Dataset, report: PrecisionReport, window: int 
 
 def plot(curve: dict[str, dict[int, float]], out: str, title: str) -> None:
     """PNG of memorized fraction vs significand bits (matplotlib, Agg backend)."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")

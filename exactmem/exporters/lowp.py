@@ -7,7 +7,7 @@ activations are int32 or float32.  Every other tensor (biases, embedding and pos
 is stored in the narrowest dtype that holds all its values
 (:func:`exactmem.constructions.bounds.storage_dtype`, the rule ``exactmem info`` charges:
 int8 / int16 / int32, or bfloat16 / float32) and widened to int32 / float32 on load
-(:func:`exactmem.adapters.lowp_load.widen`).  The mirror of :mod:`exactmem.adapters.torch`
+(:func:`exactmem.exporters.lowp_load.widen`).  The mirror of :mod:`exactmem.exporters.torch`
 widens a narrow weight exactly inside the matmul, so an int8 network runs entirely in
 integer arithmetic (int32 products and sums; torch integer matmul on the CPU) and a bf16
 one in float32 -- what the claims certify to be exact.
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-from exactmem.adapters.lowp_load import DTYPES, is_weight, widen
-from exactmem.adapters.runtimes import RuntimeRun, _batch, _run, _values
-from exactmem.adapters.skeleton import named_matrices, skeleton
-from exactmem.adapters.torch import ExactmemNetwork, run_torch
 from exactmem.constructions.bounds import storage_dtype
 from exactmem.errors import NotExactError
+from exactmem.exporters.lowp_load import DTYPES, is_weight, widen
+from exactmem.exporters.runtimes import RuntimeRun, _batch, _run, _values
+from exactmem.exporters.skeleton import named_matrices, skeleton
+from exactmem.exporters.torch import ExactmemNetwork, run_torch
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 

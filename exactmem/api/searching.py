@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from exactmem.api.results import SearchResult, search_reason
+from exactmem.api.result_types import SearchResult, search_reason
 from exactmem.errors import DatasetError
 from exactmem.model.dataset import Dataset, load_dataset
 

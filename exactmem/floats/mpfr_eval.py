@@ -3,7 +3,7 @@
 gmpy2's MPFR rounds the result of each ``+``, ``*``, ``/`` (and ``exp`` for softmax) to
 nearest, ties to even, at precision ``p``; the evaluation order is fixed, so the result is
 deterministic and is a *fact* about ``p``-bit arithmetic, not a float experiment.  The order
-is the one :class:`exactmem.adapters.torch.ExactmemNetwork` uses, with dot products summed
+is the one :class:`exactmem.exporters.torch.ExactmemNetwork` uses, with dot products summed
 left to right:
 
 * weights and vector inputs are rounded once from the exact rationals;
@@ -30,9 +30,9 @@ from typing import Any
 import gmpy2
 import numpy as np
 
-from exactmem.adapters.formats import FloatFormat, mpfr_to_fraction, to_mpfr
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
+from exactmem.floats.formats import FloatFormat, mpfr_to_fraction, to_mpfr
 from exactmem.model.dataset import Dataset
 from exactmem.model.forward import Progress, dedupe_columns, needed_positions, token_index
 from exactmem.model.spec import (

@@ -4,16 +4,16 @@
 state_dict in torch, a safetensors file through torch (its floats read back exactly, then
 run in the file's dtype).  ``exactmem precision`` uses the same runs for its per-runtime
 rows.  A sequence is memorized when every read position gives its label under the float
-readout rule of :func:`exactmem.adapters.precision.judge` (a scalar output within ``1/2``
+readout rule of :func:`exactmem.floats.fidelity.judge` (a scalar output within ``1/2``
 of the label, or one unique finite maximum at the label's class); the fraction counts
 sequences, as the precision report does.
 
 The narrow dtypes (:data:`NARROW`: ``int8``, ``bfloat16``) are written for certificates
 that claim them (docs/float-exact.md): int8 or bfloat16 weight matrices, int32 or float32
 biases, tables and activations; an ONNX file runs in onnxruntime (the integer graph of
-:mod:`exactmem.adapters.lowp_onnx` for int8: ``MatMulInteger`` with int32 accumulation;
+:mod:`exactmem.exporters.lowp_onnx` for int8: ``MatMulInteger`` with int32 accumulation;
 bfloat16 initializers widened to float32), a torch or safetensors file in torch
-(:mod:`exactmem.adapters.lowp`: integer matmul for int8, float32 for bf16).
+(:mod:`exactmem.exporters.lowp`: integer matmul for int8, float32 for bf16).
 
 While torch or onnxruntime load (seconds), a progress line says so on stderr.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from exactmem import progress as progress_ui
-from exactmem.adapters.float_judge import DtypeRow, Values, judge
+from exactmem.floats.float_judge import DtypeRow, Values, judge
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
 
@@ -87,7 +87,7 @@ def _run(runtime: str, dtype: str, spec: NetworkSpec, ds: Dataset, values: Value
 # onnxruntime -----------------------------------------------------------------------------
 def _onnx_session(src: str | bytes) -> Any:
     with progress_ui.stage("loading onnxruntime"):
-        from exactmem.adapters import require
+        from exactmem.optional import require
 
         ort = require("onnxruntime", "running the ONNX export")
     return ort.InferenceSession(src, providers=["CPUExecutionProvider"])
@@ -97,7 +97,7 @@ def onnx_values(src: str | Path | bytes, spec: NetworkSpec, ds: Dataset, dtype: 
     """Outputs of the ONNX graph (a file, or a serialized model) at the read positions."""
     import numpy as np
 
-    from exactmem.adapters.onnx_export import dataset_array
+    from exactmem.exporters.onnx_export import dataset_array
 
     sess = _onnx_session(src if isinstance(src, bytes) else str(src))
     name = sess.get_inputs()[0].name
@@ -118,8 +118,8 @@ def run_onnx_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str) 
 
 
 def run_onnx_spec(spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
-    """The graph :func:`~exactmem.adapters.onnx_export.build_model` writes, run in memory."""
-    from exactmem.adapters.onnx_export import build_model
+    """The graph :func:`~exactmem.exporters.onnx_export.build_model` writes, run in memory."""
+    from exactmem.exporters.onnx_export import build_model
 
     model = build_model(spec, dtype).SerializeToString()
     return _run("onnxruntime", dtype, spec, ds, onnx_values(model, spec, ds, dtype))
@@ -127,9 +127,9 @@ def run_onnx_spec(spec: NetworkSpec, ds: Dataset, dtype: str) -> RuntimeRun:
 
 # torch -----------------------------------------------------------------------------------
 def load_torch() -> Any:
-    """:mod:`exactmem.adapters.torch`, with a progress line while torch loads (seconds)."""
+    """:mod:`exactmem.exporters.torch`, with a progress line while torch loads (seconds)."""
     with progress_ui.stage("loading torch"):
-        from exactmem.adapters import torch as th
+        from exactmem.exporters import torch as th
     return th
 
 
@@ -181,7 +181,7 @@ def run_torch_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
 def run_safetensors_file(path: str | Path, spec: NetworkSpec, ds: Dataset, dtype: str,
                          ) -> RuntimeRun:
     """A safetensors export, read by ``safetensors.torch`` and run in torch in ``dtype``."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     load_torch()  # torch first, with its progress line
     load_file = require("safetensors.torch", "reading safetensors").load_file
@@ -206,15 +206,15 @@ def run_narrow_file(fmt: str, path: str | Path, spec: NetworkSpec, ds: Dataset, 
         return run_onnx_file(path, spec, ds, dtype)
     import torch
 
-    from exactmem.adapters import require
-    from exactmem.adapters.skeleton import skeleton
+    from exactmem.exporters.skeleton import skeleton
+    from exactmem.optional import require
 
     th = load_torch()
     if fmt == "torch":
         tensors = torch.load(str(path), map_location="cpu", weights_only=True)
     else:
         tensors = require("safetensors.torch", "reading safetensors").load_file(str(path))
-    from exactmem.adapters.lowp_load import widen
+    from exactmem.exporters.lowp_load import widen
 
     tensors = widen({k: v for k, v in tensors.items() if k != "_extra_state"}, NARROW[dtype])
     return _torch_run(th.ExactmemNetwork(skeleton(spec), tensors), spec, ds, dtype)
@@ -230,7 +230,7 @@ def onnx_rows(spec: NetworkSpec, ds: Dataset, dtypes: Sequence[str] = DTYPES["on
     """The precision report's onnxruntime rows (the graph ``export --format onnx`` writes)."""
     import time
 
-    from exactmem.adapters.formats import FORMATS
+    from exactmem.floats.formats import FORMATS
 
     rows = []
     for dt in dtypes:

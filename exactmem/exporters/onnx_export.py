@@ -10,7 +10,7 @@ Graph interface:
   for every position (seq2seq); nearest integer (``Round``, ties to even) of a scalar output,
   ``ArgMax`` of class scores.
 
-Layers follow :mod:`exactmem.adapters.torch` op for op: embedding = ``Gather`` of the
+Layers follow :mod:`exactmem.exporters.torch` op for op: embedding = ``Gather`` of the
 transposed table; affine = ``MatMul`` then ``Add``; attention scores ``K Q^T`` with keys on
 rows (Kajitsuka & Sato eq. 2); hardmax = ``Equal(S, ReduceMax(S))`` as a 0/1 mask, the masked
 sum of values divided by the number of ties (the exact-in-float form of a uniform split over
@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters.formats import FORMATS, rounded_values
-from exactmem.adapters.skeleton import skeleton
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
+from exactmem.exporters.skeleton import skeleton
+from exactmem.floats.formats import FORMATS, rounded_values
 from exactmem.model.spec import Attention, Embedding, FeedForward, Linear, NetworkSpec
 
 OPSET = 17
@@ -152,7 +152,7 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
                 graph: _Graph | None = None) -> Any:
     """The ONNX ``ModelProto`` of ``spec`` with weights rounded once into ``dtype`` (or built
     by ``graph``, a :class:`_Graph` of another element type: :mod:`.lowp_onnx`)."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     onnx = require("onnx", "the ONNX export")
     if graph is None and dtype not in NP_DTYPES:
@@ -214,7 +214,7 @@ def build_model(spec: NetworkSpec, dtype: str = "float64", doc: dict[str, str] |
 def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
                doc: dict[str, str] | None = None) -> Path:
     """Write the graph of ``spec`` to ``out`` (atomically, :mod:`exactmem.files.atomic`)."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     onnx = require("onnx", "the ONNX export")
     from exactmem.files.atomic import atomic_path
@@ -229,7 +229,7 @@ def write_onnx(spec: NetworkSpec, out: str | Path, dtype: str = "float64",
 def run_onnx(path_or_model: str | Path | Any, inputs: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
     """``(outputs, labels)`` from onnxruntime on CPU."""
-    from exactmem.adapters import require
+    from exactmem.optional import require
 
     ort = require("onnxruntime", "running an ONNX graph")
     src = str(path_or_model) if isinstance(path_or_model, (str, Path)) else \

@@ -38,6 +38,12 @@ class CheckResult:
     failures: tuple[str, ...]
     claim: str | None = None
     path: Path | None = None
+    notes: tuple[str, ...] = ()  # what the checker says besides the failures (counts)
+
+    @property
+    def line(self) -> str:
+        """The checker's stdout line: ``s VERIFIED``, ``s REJECTED`` or ``s UNUSABLE``."""
+        return f"s {self.verdict.upper()}"
 
     @property
     def verdict(self) -> str:
@@ -147,6 +153,37 @@ class InfoResult:
 
 
 @dataclass(frozen=True, slots=True)
+class LMInfoResult:
+    """What a language model's certificate claims (``exactmem info`` on an
+    ``exactmem.lm-certificate/1``): positions certified, the model's shape, and with code
+    lengths the memorized bits the checker states (:func:`exactmem.lm.certfile.lm_info`)."""
+
+    figures: dict[str, Any]
+    keys: tuple[str, ...] = ()  # the figures the text form shows first
+
+    @property
+    def certified_positions(self) -> int:
+        return int(self.figures["certified_positions"])
+
+    @property
+    def positions(self) -> int:
+        return int(self.figures["positions"])
+
+    def as_dict(self) -> dict[str, Any]:
+        """The object ``exactmem info --json`` prints."""
+        return dict(self.figures)
+
+    def __repr__(self) -> str:
+        return (f"LMInfoResult({self.certified_positions} of {self.positions} positions, "
+                f"N = {self.figures['N']}, n = {self.figures['n']})")
+
+    def __str__(self) -> str:
+        bits = sorted(k for k in self.figures if "bits" in k and k not in self.keys)
+        return "\n".join(f"{key:20s} {self.figures[key]}" for key in (*self.keys, *bits)
+                         if key in self.figures)
+
+
+@dataclass(frozen=True, slots=True)
 class ExportResult:
     """A certified network written in a float format (``exactmem export``)."""
 
@@ -157,8 +194,12 @@ class ExportResult:
     rounded: int
     overflowed: int
     sidecar: Path | None = None
+    line: str = ""  # the summary ``exactmem export`` prints, with the run in the runtime
+    complete: bool = True  # False: the file does not memorize (written with allow_lossy)
 
     def __str__(self) -> str:
+        if self.line:
+            return self.line
         side = f"; exact sidecar {self.sidecar}" if self.sidecar is not None else ""
         return (f"wrote {self.path} ({self.format}, {self.dtype}): {self.weights} weights, "
                 f"{self.rounded} rounded, {self.overflowed} overflowed to infinity{side}")
@@ -301,6 +342,7 @@ class LemmaResult:
     seconds: float
     detail: str = ""
     quick: bool = False
+    text: str = ""  # the line ``exactmem prove`` prints for it
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters import require
-from exactmem.adapters.onnx_export import _Graph, build_model
 from exactmem.arith import ScaledMatrix
 from exactmem.constructions.bounds import bf16_exact, storage_dtype
 from exactmem.errors import NotExactError
+from exactmem.exporters.onnx_export import _Graph, build_model
 from exactmem.model.spec import NetworkSpec
+from exactmem.optional import require
 
 #: bits of one activation limb fed to ``MatMulInteger`` (module docstring): 7, not 8, so that
 #: a pair of u8 x s8 products stays inside int16

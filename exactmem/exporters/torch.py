@@ -6,7 +6,7 @@ This is the only module of exactmem that imports torch.
   (Kajitsuka & Sato eq. 1-4): column-wise attention (keys on rows of the score matrix),
   hardmax weight split uniformly over *all* tied maxima, uniform attention as the mean of
   the values, explicit residuals, token-wise ReLU blocks.  Weights are rounded once, to
-  nearest, from the exact rationals into the dtype (:mod:`exactmem.adapters.formats`).
+  nearest, from the exact rationals into the dtype (:mod:`exactmem.floats.formats`).
 * :func:`from_torch` reads a module or a ``state_dict`` back: every float is a dyadic
   rational, so the conversion is exact and the result can be certified.
 
@@ -26,19 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters import missing
-
-try:
-    import torch
-    from torch import nn
-except ImportError as _exc:  # the 'export' extra
-    raise missing("torch", "running the network in float") from _exc
-
-from exactmem.adapters.formats import FORMATS, FloatFormat, round_to_format, rounded_values
-from exactmem.adapters.skeleton import named_matrices, skeleton, spec_from_tensors
 from exactmem.errors import NotExactError, SpecError
+from exactmem.exporters.skeleton import named_matrices, skeleton, spec_from_tensors
+from exactmem.floats.formats import FORMATS, FloatFormat, round_to_format, rounded_values
 from exactmem.model.dataset import Dataset
 from exactmem.model.spec import NetworkSpec
+from exactmem.optional import require
+
+require("torch", "running the network in float")  # missing: one line naming the extra
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32,
                                   "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -262,7 +259,7 @@ def from_torch(obj: nn.Module | dict[str, Any]) -> NetworkSpec:
     extra = state.get("_extra_state")
     if extra is None:
         raise SpecError("the state_dict has no '_extra_state' entry with the network structure "
-                        "(export it from exactmem.adapters.torch.ExactmemNetwork)")
+                        "(export it from exactmem.exporters.torch.ExactmemNetwork)")
     skel = json.loads(extra) if isinstance(extra, str) else extra
 
     def get(name: str, is_vec: bool) -> list[list[Fraction]]:
@@ -338,7 +335,7 @@ class AttentionOnly(nn.Module):
     a positional embedding (dim ``d_h``) added after it, ``heads`` separate one-head
     ``nn.MultiheadAttention(d_h, 1)`` with a causal mask, summed, decompressed ``d_h -> d``
     by one shared map and added to the residual ``e(t)``, unembedding ``d -> vocab``; the
-    logits of the last position.  :func:`exactmem.adapters.aot_fold.spec_from_aot` reads
+    logits of the last position.  :func:`exactmem.importers.aot_fold.spec_from_aot` reads
     its ``state_dict`` as the exact :class:`NetworkSpec`."""
 
     def __init__(self, vocab: int, d: int, d_h: int, heads: int, seq_len: int) -> None:

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.adapters.import_model import _as_float64
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import SpecError
+from exactmem.importers.import_model import _as_float64
 from exactmem.model.spec import Affine, Attention, Embedding, Head, Linear, NetworkSpec, Readout
 
 Rows = list[list[Fraction]]
@@ -66,7 +66,7 @@ def _m(a: Rows) -> ScaledMatrix:
 def spec_from_aot(state: Mapping[str, Any], seq_len: int,
                   scale: Fraction | None = None) -> NetworkSpec:
     """The exact spec of a trained attention-only model (the ``state_dict`` of
-    :class:`exactmem.adapters.torch.AttentionOnly`).  ``scale``: the score scale; by
+    :class:`exactmem.exporters.torch.AttentionOnly`).  ``scale``: the score scale; by
     default the float ``1/sqrt(d_h)`` torch multiplies the queries by, read exactly."""
     if "embed.weight" not in state or "compress.weight" not in state:
         raise SpecError("not an attention-only model state dict: 'embed.weight' and "
