@@ -174,7 +174,7 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
 
 def shard_count(shards: int) -> int:
     """How many slices ``shards`` gives at most (the checker's cap)."""
-    from exactmem.checker.shards import MAX_SHARDS
+    from exactmem.checker.shard_plan import MAX_SHARDS
 
     return min(shards, MAX_SHARDS)
 

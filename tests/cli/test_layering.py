@@ -11,6 +11,7 @@ package: it imports exactmem, exactmem runs it as a program and never loads it.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -501,3 +502,34 @@ def test_no_module_of_the_search_wing_is_long() -> None:
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "search").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}
     assert long == {}
+
+
+def unresolved_imports(root: Path) -> list[str]:
+    """``exactmem...`` names loaded anywhere under ``root`` (lazy loads included) that are
+    neither a module of the package nor a name inside one: a load left behind by a rename."""
+    mods = module_names(ROOT)
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for name in imports(path):
+            if not name.startswith("exactmem.") or name in mods:
+                continue
+            parent, _, last = name.rpartition(".")
+            # ``from exactmem.x import name`` may be listed as ``exactmem.x.name``: then
+            # ``name`` must be a word of ``x``'s source
+            if parent not in mods or not re.search(rf"\b{re.escape(last)}\b",
+                                                   mods[parent][0].read_text()):
+                bad.append(f"{path.relative_to(REPO)}: {name}")
+    return bad
+
+
+def test_every_load_names_a_module_that_exists() -> None:
+    assert unresolved_imports(ROOT) == []
+
+
+def test_a_load_of_a_renamed_module_is_caught(tmp_path: Path) -> None:
+    planted = ROOT / "api" / "_planted_probe.py"
+    planted.write_text("def f():\n    from exactmem.checker.no_such_module import X\n")
+    try:
+        assert any("no_such_module" in b for b in unresolved_imports(ROOT / "api"))
+    finally:
+        planted.unlink()
