@@ -39,16 +39,17 @@ OPSET = 17
 NP_DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
-class _Graph:
+class GraphCore:
+    """An ONNX graph under construction in ``dtype`` (float64 or float32): initializers and
+    nodes, each output named ``<hint>_<count>`` (shared by the language-model graph)."""
+
     def __init__(self, dtype: str) -> None:
         import onnx
 
         self.onnx = onnx
         self.np: Any = NP_DTYPES[dtype]
         self.elem = onnx.TensorProto.DOUBLE if dtype == "float64" else onnx.TensorProto.FLOAT
-        self.fmt = FORMATS[dtype]
         self.dtype = dtype
-        self.floating = True  # False: an integer graph (:mod:`.lowp_onnx`)
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.count = 0
@@ -61,6 +62,18 @@ class _Graph:
         n = self.name(hint)
         self.inits.append(self.onnx.numpy_helper.from_array(arr, n))
         return n
+
+    def op(self, kind: str, inputs: list[str], **attrs: Any) -> str:
+        out = self.name(kind.lower())
+        self.nodes.append(self.onnx.helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+
+class _Graph(GraphCore):
+    def __init__(self, dtype: str) -> None:
+        super().__init__(dtype)
+        self.fmt = FORMATS[dtype]
+        self.floating = True  # False: an integer graph (:mod:`.lowp_onnx`)
 
     def weight(self, hint: str, m: ScaledMatrix, transpose: bool = True) -> str:
         a = np.array(rounded_values(m, self.fmt), dtype=np.float64).reshape(m.shape)
@@ -83,11 +96,6 @@ class _Graph:
 
     def ints(self, values: list[int]) -> str:
         return self.const("idx", np.array(values, dtype=np.int64))
-
-    def op(self, kind: str, inputs: list[str], **attrs: Any) -> str:
-        out = self.name(kind.lower())
-        self.nodes.append(self.onnx.helper.make_node(kind, inputs, [out], **attrs))
-        return out
 
 
 def _affine(g: _Graph, x: str, weight: ScaledMatrix, bias: ScaledMatrix | None,

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from exactmem.exporters.onnx_export import GraphCore
 from exactmem.lm.block import Ops, forward
 from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 
@@ -51,40 +52,15 @@ def _erf64(g: Any, z: str) -> str:
     return g.op("Clip", [erf, g.scalar(-1.0), g.scalar(1.0)])
 
 
-class Graph:
-    """An ONNX graph under construction in ``dtype`` (float64 or float32): initializers and
-    nodes, each output named ``<hint>_<count>``."""
-
-    def __init__(self, dtype: str) -> None:
-        import onnx
-
-        self.onnx = onnx
-        self.np: Any = {"float64": np.float64, "float32": np.float32}[dtype]
-        self.elem = onnx.TensorProto.DOUBLE if dtype == "float64" else onnx.TensorProto.FLOAT
-        self.dtype = dtype
-        self.nodes: list[Any] = []
-        self.inits: list[Any] = []
-        self.count = 0
-
-    def name(self, hint: str) -> str:
-        self.count += 1
-        return f"{hint}_{self.count}"
-
-    def const(self, hint: str, arr: np.ndarray) -> str:
-        n = self.name(hint)
-        self.inits.append(self.onnx.numpy_helper.from_array(arr, n))
-        return n
+class Graph(GraphCore):
+    """The exporter's graph core (:class:`exactmem.exporters.onnx_export.GraphCore`) with
+    the scalar and index constants the decoder's graph reads."""
 
     def scalar(self, value: float) -> str:
         return self.const("c", np.array(value, dtype=self.np))
 
     def ints(self, values: list[int]) -> str:
         return self.const("idx", np.array(values, dtype=np.int64))
-
-    def op(self, kind: str, inputs: list[str], **attrs: Any) -> str:
-        out = self.name(kind.lower())
-        self.nodes.append(self.onnx.helper.make_node(kind, inputs, [out], **attrs))
-        return out
 
 
 class OnnxOps(Ops[str]):
