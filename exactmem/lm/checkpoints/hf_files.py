@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
+from exactmem.optional import require
 
 SAFE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 BIN, BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
@@ -78,25 +79,20 @@ def weight_files(path: str | Path) -> list[Path]:
 
 
 def _load(file: Path) -> dict[str, Any]:
+    torch = require("torch", "reading a checkpoint", extra="trained")
+    safetensors = None
+    if file.suffix == ".safetensors":
+        safetensors = require("safetensors.torch", "reading safetensors", extra="trained")
     try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("reading a checkpoint needs torch (and safetensors): "
-                                     "pip install 'exactmem[trained]'") from exc
-    try:
-        if file.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return dict(load_file(str(file)))
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
-    except ImportError as exc:
-        raise MissingDependencyError("reading safetensors needs safetensors: "
-                                     "pip install 'exactmem[trained]'") from exc
+        if safetensors is not None:
+            state = safetensors.load_file(str(file))
+        else:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is one message
         raise SpecError(f"{file}: cannot read it: {exc}") from None
     if not isinstance(state, dict):
         raise SpecError(f"{file}: expected a state dict, found {type(state).__name__}")
-    return state
+    return dict(state)
 
 
 def read_tensors(path: str | Path) -> dict[str, np.ndarray]:
@@ -150,24 +146,22 @@ def inv_freq(theta: float, dim: int) -> np.ndarray:
     return (1.0 / (theta ** (ar / dim))).double().numpy()
 
 
-def hf_logits(path: str | Path, cls: str, tokens: np.ndarray, spec_inv_freq: np.ndarray | None
-              ) -> np.ndarray:
-    """The checkpoint's own forward pass (``transformers.<cls>`` loaded in float64, eval mode,
-    torch's scaled-dot-product attention: the eager path of GPT-NeoX computes the softmax in
-    float32): logits ``[N, n, vocab]``.  With ``spec_inv_freq``, the model's rotary
-    ``inv_freq`` buffers must equal the imported frequencies exactly."""
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise MissingDependencyError("the cross-check needs transformers and torch: "
-                                     "pip install 'exactmem[trained]'") from exc
+def hf_logits(path: str | Path, cls: str, tokens: np.ndarray,
+              spec_inv_freq: np.ndarray | None = None, dtype: str = "float64",
+              attention: str = "sdpa") -> np.ndarray:
+    """The checkpoint's own forward pass (``transformers.<cls>`` loaded in ``dtype``, eval
+    mode, ``attention`` the ``attn_implementation``: torch's scaled-dot-product attention by
+    default, as the eager path of GPT-NeoX computes the softmax in float32): logits ``[N, n,
+    vocab]`` as float64.  With ``spec_inv_freq``, the model's rotary ``inv_freq`` buffers
+    must equal the imported frequencies exactly."""
+    torch = require("torch", "the cross-check", extra="trained")
+    transformers = require("transformers", "the cross-check")
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     model = getattr(transformers, cls).from_pretrained(
-        str(checkpoint_dir(path)), dtype=torch.float64, attn_implementation="sdpa")
+        str(checkpoint_dir(path)), dtype=getattr(torch, dtype), attn_implementation=attention)
     model.eval()
     if spec_inv_freq is not None:
         for name, buf in model.named_buffers():
