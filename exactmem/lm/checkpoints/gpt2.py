@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.lm.checkpoints.hf_files import hf_logits, read_config, read_tensors
+from exactmem.lm.checkpoints.hf_files import block_names, hf_logits, read_config, read_tensors
 from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
@@ -36,12 +36,8 @@ IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of old checkp
 
 def tensor_names(layers: int, prefix: str = "") -> dict[str, str]:
     """GPT-2's tensor name (under ``prefix``) -> the spec's, for ``layers`` blocks."""
-    names = {prefix + theirs: ours for theirs, ours in TOP.items()}
-    for i in range(layers):
-        for theirs, ours in BLOCK.items():
-            for kind in ("weight", "bias"):
-                names[f"{prefix}h.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
-    return names
+    return {**{prefix + theirs: ours for theirs, ours in TOP.items()},
+            **block_names(f"{prefix}h.", layers, BLOCK)}
 
 
 def _config(path: Path) -> dict[str, Any]:

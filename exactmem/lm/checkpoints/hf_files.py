@@ -4,6 +4,11 @@ every layout ``transformers`` writes (docs/trained-models.md, "Checkpoint layout
 ``pytorch_model.bin`` (and its sharded index), read with ``torch.load(weights_only=True)``;
 or one weights file given directly, with ``config.json`` beside it.  Every tensor comes back
 as float64 (every float32 / float16 / bfloat16 number is exactly a float64).
+
+Also the steps the importers of ``nn.Linear`` checkpoints (:mod:`.gpt_neox`, :mod:`.llama`)
+share: the attention shape of the config, the rotary options, the tensor-name table of the
+blocks, the tensors under the spec's names (:func:`linear_tensors`), and the checkpoint's
+own forward pass in ``transformers`` (:func:`hf_logits`, GPT-2's too).
 """
 
 from __future__ import annotations
@@ -108,6 +113,54 @@ def read_tensors(path: str | Path) -> dict[str, np.ndarray]:
             if key in out:
                 raise SpecError(f"{file}: tensor {key} is stored twice")
             out[key] = value.double().numpy()
+    return out
+
+
+def attention_shape(cfg: dict[str, Any]) -> tuple[int, int, int]:
+    """``(hidden_size, num_attention_heads, num_hidden_layers)`` of a GPT-NeoX or LLaMA-style
+    config, the head count dividing the width."""
+    d, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    if heads < 1 or d % heads:
+        raise SpecError(f"config.json: num_attention_heads {heads} does not divide "
+                        f"hidden_size {d}")
+    return d, heads, int(cfg["num_hidden_layers"])
+
+
+def block_names(prefix: str, layers: int, block: dict[str, str]) -> dict[str, str]:
+    """The tensor names of ``layers`` blocks: ``{prefix}{i}.{theirs}.{weight,bias}`` ->
+    ``h{i}.{ours}.{weight,bias}`` for each ``theirs -> ours`` of ``block``."""
+    return {f"{prefix}{i}.{theirs}.{kind}": f"h{i}.{ours}.{kind}" for i in range(layers)
+            for theirs, ours in block.items() for kind in ("weight", "bias")}
+
+
+def linear_tensors(path: str | Path, raw: dict[str, np.ndarray], names: dict[str, str],
+                   ignored: tuple[str, ...], family: str, tied: bool, embed: str
+                   ) -> dict[str, np.ndarray]:
+    """The tensors ``raw`` of a checkpoint of ``nn.Linear`` layers under the spec's names
+    (``names``): buffers ending in ``ignored`` skipped; a tensor of no part of the function,
+    or two stored under one spec name, refused by name; the head, when ``tied``, checked
+    equal to the embedding ``embed`` and dropped; linear weights transposed from
+    ``nn.Linear``'s ``[out, in]`` to the spec's ``[in, out]``."""
+    out: dict[str, np.ndarray] = {}
+    seen: dict[str, str] = {}
+    for key, value in raw.items():
+        if key.endswith(ignored):
+            continue
+        if key not in names:
+            raise SpecError(f"{path}: tensor {key} is not part of a {family} causal LM "
+                            "(unsupported layer)")
+        ours = names[key]
+        if ours in seen:
+            raise SpecError(f"{path}: both {seen[ours]} and {key} (one {ours})")
+        seen[ours] = key
+        if ours == "head" and tied:
+            if not np.array_equal(value, raw.get(embed, value)):
+                raise SpecError(f"{key} differs from {embed} although tie_word_embeddings "
+                                "is true")
+            continue
+        if value.ndim == 2 and ours not in ("wte", "head"):
+            value = value.T
+        out[ours] = np.ascontiguousarray(value)
     return out
 
 
