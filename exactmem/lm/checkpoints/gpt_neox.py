@@ -24,17 +24,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.lm.checkpoints.hf_files import (
-    attention_shape,
-    block_names,
-    hf_logits,
-    inv_freq,
-    linear_tensors,
-    read_config,
-    read_tensors,
-    refuse_rope_scaling,
-    rope_value,
-)
+from exactmem.lm.checkpoints import hf_files as hf
 from exactmem.lm.decoder import INV_FREQ, LMSpec
 
 ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -49,15 +39,15 @@ IGNORED = ("attention.bias", "attention.masked_bias", "attention.rotary_emb.inv_
 
 
 def config(path: str | Path) -> dict[str, Any]:
-    cfg = read_config(path, ("gpt_neox",))
+    cfg = hf.read_config(path, ("gpt_neox",))
     act = cfg.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise SpecError(f"config.json: hidden_act {act!r} is not read (read: "
                         f"{', '.join(ACTIVATIONS)})")
-    refuse_rope_scaling(cfg)
+    hf.refuse_rope_scaling(cfg)
     if cfg.get("add_cross_attention"):
         raise SpecError("config.json: add_cross_attention is not read")
-    attention_shape(cfg)
+    hf.attention_shape(cfg)
     return cfg
 
 
@@ -71,18 +61,18 @@ def qkv_order(heads: int, dh: int) -> np.ndarray:
 def load_gpt_neox(path: str | Path) -> LMSpec:
     """Read a GPT-NeoX checkpoint (directory or weights file; module docstring)."""
     cfg = config(path)
-    d, heads, layers = attention_shape(cfg)
+    d, heads, layers = hf.attention_shape(cfg)
     dh = d // heads
-    pct = rope_value(cfg, "partial_rotary_factor", "rotary_pct", 0.25)
+    pct = hf.rope_value(cfg, "partial_rotary_factor", "rotary_pct", 0.25)
     rot = int(dh * pct)
     if rot < 2 or rot % 2:
         raise SpecError(f"config.json: partial_rotary_factor {pct} gives {rot} rotary dims "
                         f"of {dh}: expected an even number >= 2")
-    theta = rope_value(cfg, "rope_theta", "rotary_emb_base", 10000.0)
+    theta = hf.rope_value(cfg, "rope_theta", "rotary_emb_base", 10000.0)
     tied = bool(cfg.get("tie_word_embeddings", False))
-    names = {**TOP, **block_names("gpt_neox.layers.", layers, BLOCK)}
-    tensors = {INV_FREQ: inv_freq(theta, rot), **linear_tensors(
-        path, read_tensors(path), names, IGNORED, "GPT-NeoX", tied, "gpt_neox.embed_in.weight")}
+    names = {**TOP, **hf.block_names("gpt_neox.layers.", layers, BLOCK)}
+    tensors = {INV_FREQ: hf.inv_freq(theta, rot), **hf.linear_tensors(
+        path, hf.read_tensors(path), names, IGNORED, "GPT-NeoX", tied, "gpt_neox.embed_in.weight")}
     order = qkv_order(heads, dh)
     for name, value in tensors.items():
         if name.endswith(("attn.weight", "attn.bias")):  # per head q_h | k_h | v_h
@@ -101,4 +91,4 @@ def load_gpt_neox(path: str | Path) -> LMSpec:
 def gpt_neox_logits(path: str | Path, spec: LMSpec, tokens: np.ndarray) -> np.ndarray:
     """``transformers.GPTNeoXForCausalLM``'s float64 logits (its rotary frequencies checked
     equal to the spec's)."""
-    return hf_logits(path, "GPTNeoXForCausalLM", tokens, spec.get(INV_FREQ))
+    return hf.hf_logits(path, "GPTNeoXForCausalLM", tokens, spec.get(INV_FREQ))

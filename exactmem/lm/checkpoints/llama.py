@@ -25,17 +25,7 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.lm.checkpoints.hf_files import (
-    attention_shape,
-    block_names,
-    hf_logits,
-    inv_freq,
-    linear_tensors,
-    read_config,
-    read_tensors,
-    refuse_rope_scaling,
-    rope_value,
-)
+from exactmem.lm.checkpoints import hf_files as hf
 from exactmem.lm.decoder import INV_FREQ, LMSpec
 
 CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -50,15 +40,15 @@ IGNORED = ("rotary_emb.inv_freq",)  # a buffer of old checkpoints, recomputed by
 
 
 def config(path: str | Path) -> dict[str, Any]:
-    cfg = read_config(path, tuple(CLASSES))
+    cfg = hf.read_config(path, tuple(CLASSES))
     if cfg.get("hidden_act", "silu") != "silu":
         raise SpecError(f"config.json: hidden_act {cfg['hidden_act']!r} is not read (read: "
                         "silu, the SwiGLU MLP)")
-    refuse_rope_scaling(cfg)
-    if rope_value(cfg, "partial_rotary_factor", "partial_rotary_factor", 1.0) != 1.0:
+    hf.refuse_rope_scaling(cfg)
+    if hf.rope_value(cfg, "partial_rotary_factor", "partial_rotary_factor", 1.0) != 1.0:
         raise SpecError("config.json: partial_rotary_factor is not read for LLaMA-style "
                         "models (read: rotary positions on every head dimension)")
-    d, heads, _ = attention_shape(cfg)
+    d, heads, _ = hf.attention_shape(cfg)
     if cfg.get("head_dim") not in (None, d // heads):
         raise SpecError(f"config.json: head_dim {cfg['head_dim']} is not read (read: "
                         f"hidden_size / num_attention_heads = {d // heads})")
@@ -77,14 +67,14 @@ def context(cfg: dict[str, Any]) -> int:
 def load_llama(path: str | Path) -> LMSpec:
     """Read a LLaMA / Qwen2 / Mistral checkpoint (directory or weights file)."""
     cfg = config(path)
-    d, heads, layers = attention_shape(cfg)
+    d, heads, layers = hf.attention_shape(cfg)
     kv = int(cfg.get("num_key_value_heads") or heads)
     dh = d // heads
     tied = bool(cfg.get("tie_word_embeddings", False))
-    theta = rope_value(cfg, "rope_theta", "rope_theta", 10000.0)
-    names = {**TOP, **block_names("model.layers.", layers, BLOCK)}
-    tensors = {INV_FREQ: inv_freq(theta, dh), **linear_tensors(
-        path, read_tensors(path), names, IGNORED, cfg["model_type"], tied,
+    theta = hf.rope_value(cfg, "rope_theta", "rope_theta", 10000.0)
+    names = {**TOP, **hf.block_names("model.layers.", layers, BLOCK)}
+    tensors = {INV_FREQ: hf.inv_freq(theta, dh), **hf.linear_tensors(
+        path, hf.read_tensors(path), names, IGNORED, cfg["model_type"], tied,
         "model.embed_tokens.weight")}
     widths = (d, kv * dh, kv * dh)
     for i in range(layers):
@@ -108,5 +98,5 @@ def llama_logits(path: str | Path, spec: LMSpec, tokens: np.ndarray) -> np.ndarr
     """The model class's float64 logits (its rotary frequencies checked equal to the
     spec's).  transformers' RMSNorm computes in float32 whatever the model's dtype, so these
     logits carry float32 roundings of every norm."""
-    kind = read_config(path, tuple(CLASSES))["model_type"]
-    return hf_logits(path, CLASSES[kind], tokens, spec.get(INV_FREQ))
+    kind = hf.read_config(path, tuple(CLASSES))["model_type"]
+    return hf.hf_logits(path, CLASSES[kind], tokens, spec.get(INV_FREQ))
