@@ -10,7 +10,7 @@ needs when called.
 """
 
 from exactmem.api.exports import export
-from exactmem.api.extract import ExtractResult, extract
+from exactmem.api.extracting import ExtractResult, extract
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
 from exactmem.api.result_types import (

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from exactmem import progress
-    from exactmem.api.extract import extract
+    from exactmem.api.extracting import extract
 
     if args.quiet:
         progress.configure(quiet=True)

@@ -20,7 +20,7 @@ from exactmem.files.atomic import write_text_atomic
 COLORS = {"extractable": "#2b7a3d", "not extractable": "#b03a2e", "undecided": "#9a9a9a"}
 CSV_FIELDS = ("sequence", "status", "proved_span", "first_wrong_suffix_index",
               "first_wrong_position", "first_wrong_token", "wrong_positions",
-              "float_extractable", "float_disagreements", "count")
+              "open_suffix_indices", "float_extractable", "float_disagreements", "count")
 
 
 def csv_text(rows: Sequence[dict[str, Any]]) -> str:
@@ -36,6 +36,7 @@ def csv_text(rows: Sequence[dict[str, Any]]) -> str:
                     "first_wrong_position": "" if fw is None else fw["position"],
                     "first_wrong_token": "" if fw is None else fw["token"],
                     "wrong_positions": " ".join(f"{p}:{t}" for p, t in r["wrong_positions"]),
+                    "open_suffix_indices": " ".join(str(o["suffix_index"]) for o in r["open"]),
                     "float_extractable": int(r["float"]["extractable"]),
                     "float_disagreements": " ".join(str(d["suffix_index"])
                                                     for d in r["float"]["disagreements"]),
@@ -58,7 +59,7 @@ def _bars(title: str, labels: Sequence[str], stacks: Sequence[dict[str, int]],
     scale = (height - bottom - 24) / top
     step = max(1, len(labels) // 16)
     for i, (lab, st) in enumerate(zip(labels, stacks, strict=True)):
-        y = height - bottom
+        y: float = height - bottom
         for status, color in COLORS.items():
             h = st.get(status, 0) * scale
             if h:
@@ -138,6 +139,9 @@ def html_page(report: dict[str, Any]) -> str:
         wrong = "" if fw is None else (f"suffix {fw['suffix_index']} (position "
                                        f"{fw['position']}): token {fw['token']} above "
                                        f"{fw['label']}")
+        if r["open"]:
+            wrong += " open: " + ", ".join(f"{o['suffix_index']} (float margin "
+                                           f"{o['float_margin']:.3g})" for o in r["open"])
         dis = ", ".join(f"{d['suffix_index']}: {d['true']}&rarr;{d['decoded']}"
                         for d in r["float"]["disagreements"]) or "none"
         text = r.get("text")

@@ -143,7 +143,7 @@ def model_tokenizer(model: Path) -> Vocabulary | None:
             raise MissingDependencyError("reading the model's tokenizer needs transformers: "
                                          "pip install 'exactmem[trained]'") from exc
         auto = AutoTokenizer.from_pretrained(str(folder))
-        return Vocabulary(lambda s: list(auto.encode(s)), lambda ids: auto.decode(ids),
+        return Vocabulary(lambda s: list(auto.encode(s)), lambda ids: str(auto.decode(ids)),
                           f"transformers.AutoTokenizer({folder})")
     return None
 

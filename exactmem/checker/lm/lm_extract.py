@@ -77,7 +77,7 @@ def extraction(value: Any, toks: list, labels: list) -> tuple[int, int]:
 def read(claims: dict, toks: list, labels: list, vocab: int):
     """The optional claims of this module: ``(wrong, (k, m) or None)``, ``wrong`` a list of
     empty lists when ``claims.wrong_positions`` is absent."""
-    wrong = [[] for _ in toks]
+    wrong: list[list[tuple[int, int]]] = [[] for _ in toks]
     if "wrong_positions" in claims:
         wrong = wrong_positions(claims["wrong_positions"], toks, vocab)
     params = None
@@ -92,7 +92,7 @@ def wanted(pos: list, wrong: list) -> list[list[int]]:
     return [sorted(set(p) | {q for q, _ in w}) for p, w in zip(pos, wrong)]
 
 
-def wrong_failure(i: int, p: int, t: int, y: int, mids: list, rad: int, f: int):
+def wrong_failure(i: int, p: int, t: int, y: int, mids: list, rad: int, f: int) -> str | None:
     """None when ``token t``'s logit provably exceeds label ``y``'s at position ``p`` (the
     lower bound of one above the upper bound of the other); else the failure text."""
     if t == y:

@@ -172,7 +172,8 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                 if unproved is not None:
                     unproved.append((i, p))
         for p, t in wrong[i]:
-            bad = lm_extract.wrong_failure(i, p, t, labels[i][p], *outs[p], f)
+            mids, rad = outs[p]
+            bad = lm_extract.wrong_failure(i, p, t, labels[i][p], mids, rad, f)
             if bad:
                 failures.append(bad)
                 if unproved is not None:

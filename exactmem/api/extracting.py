@@ -130,8 +130,8 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
     candidates: dict[int, list[list[int]]] = {}
 
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
-        pairs = [[p, ex.wrong_token(lo[p], hi[p], int(ys[i, p]))] for p in window]
-        candidates[i] = [pair for pair in pairs if pair[1] is not None]
+        pairs = [(p, ex.wrong_token(lo[p], hi[p], int(ys[i, p]))) for p in window]
+        candidates[i] = [[p, tok] for p, tok in pairs if tok is not None]
 
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress, on_logits=on_logits,
                              producer=producer, float_logits=ours)
@@ -154,13 +154,17 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
             "checker's bounds; they are left out")
         cert = _certificate(spec, ds, right, wrong, k, m)
     t["check"] = time.perf_counter() - clock
-    verdicts = [ex.decide(right[i], [tuple(w) for w in wrong[i]], k, m) for i in range(ds.N)]
+    verdicts = [ex.decide(right[i], [(p, tok) for p, tok in wrong[i]], k, m) for i in range(ds.N)]
     clock = time.perf_counter()
     decoded = ex.greedy_decode(own, seqs.tokens[:, :k], m)
     t["float_decode"] = time.perf_counter() - clock
     cert_path = out.with_suffix(".cert.json")
     write_lm_certificate(cert, cert_path)
-    report = _report(model, data, seqs, verdicts, decoded, k, m, cert_path, out, every_length)
+    from exactmem.lm.float64 import label_margin
+
+    margins = label_margin(ours, ys)
+    report = _report(model, data, seqs, verdicts, decoded, margins, k, m, cert_path, out,
+                     every_length)
     report["seconds"] = t
     paths = {**write_report(report, out), "certificate": cert_path}
     return ExtractResult(verdicts, [r["float"]["extractable"] for r in report["sequences"]],
@@ -168,8 +172,10 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
 
 
 def _report(model: Any, data: Any, seqs: Any, verdicts: list[Any], decoded: np.ndarray,
-            k: int, m: int, cert_path: Path, out: Path, every_length: bool) -> dict[str, Any]:
-    """The report object (docs/extraction.md, "Report")."""
+            margins: np.ndarray, k: int, m: int, cert_path: Path, out: Path,
+            every_length: bool) -> dict[str, Any]:
+    """The report object (docs/extraction.md, "Report"); ``margins``: the float64 label
+    margins ``[N, n]`` under the true prefix."""
     from exactmem.lm.extraction import by_length
 
     voc = seqs.vocabulary
@@ -184,9 +190,13 @@ def _report(model: Any, data: Any, seqs: Any, verdicts: list[Any], decoded: np.n
             p, tok = v.first_wrong
             fw = {"suffix_index": p - (k - 1), "position": p, "token": tok,
                   "label": int(seqs.tokens[i, p + 1])}
+        decided = set(v.right) | {p for p, _ in v.wrong}
         row: dict[str, Any] = {
             "sequence": i, "status": v.status, "proved_span": v.span, "first_wrong": fw,
             "wrong_positions": [list(w) for w in v.wrong],
+            "open": [{"suffix_index": p - (k - 1), "position": p,
+                      "float_margin": float(margins[i, p])}
+                     for p in range(k - 1, k + m - 1) if p not in decided],
             "prefix": [int(x) for x in seqs.tokens[i, :k]], "suffix": true,
             "float": {"decoded": got, "extractable": not dis, "disagreements": dis},
             "count": None if seqs.counts is None else seqs.counts[i]}
