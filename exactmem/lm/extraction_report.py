@@ -75,18 +75,19 @@ def _bars(title: str, labels: Sequence[str], stacks: Sequence[dict[str, int]],
     return "".join(parts)
 
 
-def _groups(rows: Sequence[dict[str, Any]], key: Any, buckets: int | None = None
+def _groups(rows: Sequence[dict[str, Any]], key: Any, size: int | None = None
             ) -> tuple[list[str], list[dict[str, int]]]:
-    """Status counts grouped by ``key(row)`` (sorted), or over ``buckets`` equal ranges of
-    the sequence index."""
+    """Status counts grouped by ``key(row)`` (sorted); with ``size``, the key is the
+    sequence index divided by ``size`` (ranges of ``size`` sequences)."""
+    if size is not None:
+        key = lambda r: r["sequence"] // size  # noqa: E731 - a one-line key
     groups: dict[Any, dict[str, int]] = {}
     for r in rows:
         g = key(r)
         groups.setdefault(g, {}).setdefault(r["status"], 0)
         groups[g][r["status"]] += 1
     names = sorted(groups)
-    if buckets is not None:
-        size = -(-len(rows) // buckets)
+    if size is not None:
         return ([f"{g * size}-{min((g + 1) * size, len(rows)) - 1}" for g in names],
                 [groups[g] for g in names])
     return [str(g) for g in names], [groups[g] for g in names]
@@ -111,8 +112,7 @@ def html_page(report: dict[str, Any]) -> str:
            f"suffix). Certificate: {esc(report['certificate'])} "
            "(re-check it with <code>exactmem check</code>). What is proved: "
            "docs/extraction.md.</p>"]
-    buckets = min(20, len(rows))
-    labels, stacks = _groups(rows, lambda r: r["sequence"] * buckets // len(rows), buckets)
+    labels, stacks = _groups(rows, None, -(-len(rows) // 20))
     out.append(_bars("verdicts by position of the sequence in the data", labels, stacks,
                      "sequence index"))
     if any(r.get("count") is not None for r in rows):

@@ -170,6 +170,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
 def vocabulary(data: Path, model: Path, chars: bool, vocab: Path | None) -> Vocabulary | None:
     """The vocabulary (module docstring, in its order), or ``None``."""
     if chars:
+        if data.suffix in (".npy", ".json"):
+            raise DatasetError(f"--chars: {data} holds token ids, not text")
         text = data.read_text(encoding="utf-8")
         if data.suffix == ".jsonl":
             text = "".join(r.get("text", "") for r in _records(data))

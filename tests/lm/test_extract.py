@@ -226,3 +226,20 @@ def test_unusable_inputs_exit_2(made: dict[str, Any], tmp_path: Path,
     assert run("extract", made["ckpt"], tmp_path / "d.txt", "--prefix", 2, "--suffix", 2,
                "-o", tmp_path / "r.json", "-q") == 2
     assert "pass --chars or --vocab" in capsys.readouterr().err
+
+
+def test_the_model_directorys_tokenizer_and_chars(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from exactmem.lm.text_data import model_tokenizer, read_sequences
+
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "b": 1, "[UNK]": 2},
+                                                           unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    voc = model_tokenizer(tmp_path)
+    assert voc is not None and voc.encode("a b b a c") == [0, 1, 1, 0, 2]
+    assert voc.decode([1, 0]) == "b a"
+    (tmp_path / "d.txt").write_text("ab ba\nbbbbb\n")
+    got = read_sequences(tmp_path / "d.txt", 4, tmp_path / "none.pt", chars=True)
+    assert got.tokens.tolist() == [[1, 2, 0, 2], [2, 2, 2, 2]]  # " " 0, "a" 1, "b" 2
+    assert got.vocabulary is not None and got.vocabulary.decode([1, 0, 2]) == "a b"
