@@ -7,7 +7,8 @@ read the checkpoint exactly (:func:`~exactmem.api.lm.load_lm`) and the data
 (:func:`~exactmem.lm.text_data.read_sequences`), cross-check the float64 forward pass with
 the checkpoint's own, prove positions with rigorous logit balls
 (:func:`~exactmem.lm.positions.prove_positions`) and from the same balls the proved-wrong
-suffix positions (:func:`~exactmem.lm.extraction.wrong_token`), run the stdlib checker on
+suffix positions (:func:`~exactmem.lm.extraction.wrong_token`), prove the sequences left
+undecided again in arb (:func:`~exactmem.lm.positions.prove_arb`), run the stdlib checker on
 the certificate (claims it does not re-prove are dropped), decide every sequence from the
 claims that remain (:func:`~exactmem.lm.extraction.decide`, the checker's rule), decode
 greedily in float64 with the checkpoint's own forward pass for comparison, and write the
@@ -72,6 +73,15 @@ def _cross_check(model: Any, kind: str, spec: Any, own: Any, own_name: str,
     return ours
 
 
+def _wrong_of(candidates: list[list[int]], right: list[int]) -> list[list[int]]:
+    """The wrong-position claims of one sequence: the first candidate per position, in
+    order, none at a position proved right."""
+    first: dict[int, int] = {}
+    for p, tok in candidates:
+        first.setdefault(p, tok)
+    return [[p, first[p]] for p in sorted(first) if p not in right]
+
+
 def _certificate(spec: Any, ds: Any, right: list[list[int]], wrong: list[list[list[int]]],
                  k: int, m: int) -> dict[str, Any]:
     """The LM certificate with the claimed positions, the wrong positions and the
@@ -131,13 +141,24 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
 
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
         pairs = [(p, ex.wrong_token(lo[p], hi[p], int(ys[i, p]))) for p in window]
-        candidates[i] = [[p, tok] for p, tok in pairs if tok is not None]
+        candidates.setdefault(i, []).extend([p, tok] for p, tok in pairs if tok is not None)
 
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress, on_logits=on_logits,
                              producer=producer, float_logits=ours)
     right = [list(r) for r in bounds.proved]
-    wrong = [[pair for pair in candidates.get(i, []) if pair[0] not in right[i]]
-             for i in range(ds.N)]
+    wrong = [_wrong_of(candidates.get(i, []), right[i]) for i in range(ds.N)]
+    again = [i for i in range(ds.N) if producer != "arb"
+             and ex.decide(right[i], [(p, q) for p, q in wrong[i]], k, m).status == "undecided"]
+    if again:  # tighter balls for the undecided: arb throughout; both are proofs, so unite
+        from exactmem.lm.positions import prove_arb
+
+        got, _ = prove_arb(spec, [ds.sequences[i] for i in again],
+                           [ds.labels[i] for i in again], progress,
+                           on_logits=lambda j, lo, hi: on_logits(again[j], lo, hi))
+        for j, i in enumerate(again):
+            right[i] = sorted(set(right[i]) | set(got[j]))
+            wrong[i] = _wrong_of(candidates.get(i, []), right[i])
+        say(f"producer: {len(again)} undecided sequences proved again in arb")
     t["bounds"] = time.perf_counter() - clock
     clock = time.perf_counter()
     out = Path(output)

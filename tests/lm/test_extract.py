@@ -243,3 +243,20 @@ def test_the_model_directorys_tokenizer_and_chars(tmp_path: Path) -> None:
     got = read_sequences(tmp_path / "d.txt", 4, tmp_path / "none.pt", chars=True)
     assert got.tokens.tolist() == [[1, 2, 0, 2], [2, 2, 2, 2]]  # " " 0, "a" 1, "b" 2
     assert got.vocabulary is not None and got.vocabulary.decode([1, 0, 2]) == "a b"
+
+
+def test_the_undecided_are_proved_again_in_arb(
+        made: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first pass that proves nothing leaves every sequence undecided; the arb pass
+    decides them as before."""
+    from exactmem.api.extracting import extract
+    from exactmem.lm import positions
+
+    monkeypatch.setattr(positions, "prove_positions",
+                        lambda spec, seqs, *a, **kw: positions.PositionBounds(
+                            tuple(() for _ in seqs), tuple(() for _ in seqs)))
+    logs: list[str] = []
+    r = extract(made["ckpt"], made["folder"] / "t.npy", tmp_path / "r.json", prefix=K,
+                suffix=M, log=logs.append)
+    assert "producer: 8 undecided sequences proved again in arb" in logs
+    assert [v.status for v in r.verdicts] == [s["status"] for s in made["report"]["sequences"]]
