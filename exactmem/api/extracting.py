@@ -111,6 +111,7 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
     from exactmem.lm import extraction as ex
     from exactmem.lm.certfile import refuse_uncertified, write_lm_certificate
     from exactmem.lm.extraction_report import write_report
+    from exactmem.lm.float64 import label_margin
     from exactmem.lm.positions import prove_positions
     from exactmem.lm.text_data import read_sequences
 
@@ -181,8 +182,6 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
     t["float_decode"] = time.perf_counter() - clock
     cert_path = out.with_suffix(".cert.json")
     write_lm_certificate(cert, cert_path)
-    from exactmem.lm.float64 import label_margin
-
     margins = label_margin(ours, ys)
     report = _report(model, data, seqs, verdicts, decoded, margins, k, m, cert_path, out,
                      every_length)
