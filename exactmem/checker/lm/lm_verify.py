@@ -15,6 +15,9 @@ Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on i
 its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
 it then states, over the distinct sequences (a repeated one counted once), how far the
 model's code length lies below the uniform code over the dataset's vocabulary.
+
+Optional ``claims.wrong_positions`` and ``claims.extraction`` (greedy extraction from a
+prefix, docs/extraction.md) are read and re-proved by :mod:`lm_extract`.
 """
 
 import hashlib
@@ -24,7 +27,7 @@ from typing import Any
 from ..cert_dataset import canonical, dataset
 from ..parse import integer, number, obj, ratio, typed
 from ..verdict import CheckReport, Unusable
-from . import lm_codelength, lm_forward
+from . import lm_codelength, lm_extract, lm_forward
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -57,7 +60,7 @@ def code_lengths(value, toks, labels, size):
 def claims(value, toks):
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
-    obj(value, "claims", ("partial", "positions"), ("code_length_bits",))
+    obj(value, "claims", ("partial", "positions"), ("code_length_bits", *lm_extract.OPTIONAL))
     partial = typed(value["partial"], bool, "claims.partial")
     pos = typed(value["positions"], list, "claims.positions")
     if len(pos) != len(toks):
@@ -90,7 +93,8 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
-    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
+    positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
+    to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
     ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
@@ -117,8 +121,10 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         coded = None
         if "code_length_bits" in cert["claims"]:
             coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+        wrong, extract = lm_extract.read(cert["claims"], toks, labels, head["vocab_size"])
+        want = lm_extract.wanted(pos, wrong)
         n = len(toks[0])
-        cost = work(head, [n if coded else len(row) for row in pos], n)
+        cost = work(head, [n if coded else len(row) for row in want], n)
         if cost > MAX_WORK:
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
@@ -134,7 +140,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     if failures:  # the certificate is rejected whatever its positions: no forward pass
         return [*failures, "claims: not evaluated (a certificate whose digest or dataset "
                            "hash fails is rejected whatever its claims)"], False, None
-    f = precision(net, toks, pos, coded is not None)
+    f = precision(net, toks, want, coded is not None)
     if f != net["f"]:
         net = at_precision(net["parsed"], f)
     k, count = shard
@@ -144,13 +150,13 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        if not pos[i] and coded is None:
+        if not want[i] and coded is None:
             continue
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
             continue
         try:
-            outs = lm_forward.logits(net, toks[i], range(n) if coded else pos[i])
+            outs = lm_forward.logits(net, toks[i], range(n) if coded else want[i])
         except lm_forward.Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
@@ -165,6 +171,13 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                 failures.append(bad)
                 if unproved is not None:
                     unproved.append((i, p))
+        for p, t in wrong[i]:
+            mids, rad = outs[p]
+            bad = lm_extract.wrong_failure(i, p, t, labels[i][p], mids, rad, f)
+            if bad:
+                failures.append(bad)
+                if unproved is not None:
+                    unproved.append((i, p))
         proved += len(pos[i])
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
@@ -174,7 +187,8 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         once = [coded[i] for i in distinct(toks, labels, lo, hi)]
         mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f}
+            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
+            **lm_extract.totals(wrong, extract, pos, lo, hi)}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -215,6 +229,7 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         mine, theirs = out["below_uniform"], t["below_uniform"]
         if mine is not None and theirs is not None:
             out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
+        lm_extract.merge(out, t)
     return out
 
 
@@ -225,6 +240,8 @@ def claim_text(t: dict[str, Any]) -> str:
              + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
+    for line in lm_extract.claim_lines(t):
+        claim += "\nc claim: " + line
     if t["below_uniform"] is not None:
         claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
                                                      t["n"], t["vocab"])
