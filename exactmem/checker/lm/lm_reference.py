@@ -84,7 +84,7 @@ def prepare(ref: dict[str, Any], toks: list[Any], pos: list[Any]) -> None:
     ref["f"] = f
     params = sum(len(t["values"]) for t in m["tensors"].values())
     digest = hashlib.sha256(canonical(m).encode()).hexdigest()
-    ref["name"] = (f"reference model sha256:{digest[:16]}, {m['layers']} layers, d_model "
+    ref["name"] = (f"reference model sha256:{digest[:16]}, layers {m['layers']}, d_model "
                    f"{m['d_model']}, {params} parameters")
 
 
