@@ -53,7 +53,7 @@ def gpt2_79(path: Path, seed: int, gain: float) -> Path:
     model = GPT2LMHeadModel(cfg)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             p.copy_(0.1 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
         if gain:
             model.transformer.wte.weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
@@ -78,8 +78,10 @@ def float64_code_lengths(path: Path, rows: list[list[int]]) -> list[float]:
 
 
 def distinct(rows: list[list[int]]) -> list[int]:
-    seen: set[tuple[int, ...]] = set()
-    return [i for i, r in enumerate(rows) if not (tuple(r) in seen or seen.add(tuple(r)))]
+    first: dict[tuple[int, ...], int] = {}
+    for i, r in enumerate(rows):
+        first.setdefault(tuple(r), i)
+    return sorted(first.values())
 
 
 @pytest.fixture(scope="module")

@@ -125,6 +125,7 @@ def test_the_grammar_of_a_recorded_generator() -> None:
 
 def test_the_checker_regenerates_and_names_the_first_difference() -> None:
     ds = uniform_dataset(3, 5, 3, 6)
+    assert ds.generator is not None
     toks = [list(s) for s in ds.sequences]
     labels = [list(y) for y in ds.labels]
     assert lm_uniform.mismatch(ds.generator, toks, labels, 5) is None
