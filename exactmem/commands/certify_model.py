@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", metavar="REF",
                    help="language models: a reference checkpoint of the same kinds and "
                         "vocabulary; certify Morris et al.'s mem_U of MODEL against it "
-                        "(rigorous bounds of both models' code lengths; needs --partial and a "
-                        "dataset labelled with its next tokens; docs/memorized-bits.md)")
+                        "(rigorous bounds of both models' code lengths; needs a dataset "
+                        "labelled with its next tokens; docs/memorized-bits.md)")
     p.set_defaults(func=run)
 
 

@@ -133,6 +133,10 @@ def test_seeded_uniform_data_gives_memorized_bits(case: dict[str, Any],
     cert = json.loads((tmp / "u_cert.json").read_text())
     case["uniform_cert"] = cert
     assert cert["dataset"]["data"]["generator"]["seed"] == 2026
+    # bound by path instead of embedded: the checker reads the generator from the file
+    assert main(["certify-model", str(tmp / "m"), str(tmp / "u.json"), "-o",
+                 str(tmp / "u_bound.json"), "--partial", "--bind-dataset", "-q"]) == 0
+    assert "regenerated from seed 2026" in claim_lines(capsys, tmp / "u_bound.json")[1]
 
 
 def _rehashed(cert: Cert) -> Cert:
@@ -278,3 +282,21 @@ def test_a_malformed_reference_is_unusable(case: dict[str, Any], with_reference:
     report = check_certificate(redigest(c), case["tmp"])
     assert report.unusable, report.failures
     assert any(message in f for f in report.failures), report.failures
+
+
+def test_a_reference_needs_next_token_labels(case: dict[str, Any],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from exactmem.model.dataset import Dataset
+
+    tmp = case["tmp"]
+    rows = np.array(ROWS[40:])
+    save_dataset(Dataset(task="seq2seq", inputs="token-ids", vocab_size=2,
+                         sequences=tuple(tuple(map(int, r[:-1])) for r in rows),
+                         labels=tuple((0,) * 16 for _ in rows)), tmp / "zeros.json")
+    capsys.readouterr()
+    assert main(["certify-model", str(tmp / "m"), str(tmp / "zeros.json"), "-o",
+                 str(tmp / "z.json"), "--partial", "--reference", str(tmp / "ref"),
+                 "-q"]) == 2
+    assert "--reference: mem_U needs a dataset labelled with its next tokens" in \
+        capsys.readouterr().err
+    assert not (tmp / "z.json").exists()
