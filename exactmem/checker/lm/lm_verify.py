@@ -14,7 +14,9 @@ Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on i
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
 its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
 it then states, over the distinct sequences (a repeated one counted once), how far the
-model's code length lies below the uniform code over the dataset's vocabulary.
+model's code length lies below the uniform code over the dataset's vocabulary: memorized bits
+only when the dataset records a generator the checker regenerates (:mod:`lm_uniform`).  An
+optional ``reference`` model adds Morris et al.'s mem_U (:mod:`lm_reference`).
 """
 
 import hashlib
