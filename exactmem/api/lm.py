@@ -107,6 +107,7 @@ class LMResult:
     float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
     compared: str = ""  # what the float64 cross-check compared the imported function with
     readings: str = ""  # the config's reading against the others (no module given)
+    mem_u: Any = None  # with a reference: (certified lower bound, float64 estimate) of mem_U
     certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
@@ -122,7 +123,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "auto",
                self_check: bool = True, module: Any = None,
-               strict_config: bool = False) -> LMResult:
+               strict_config: bool = False, reference: str | Path | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -133,7 +134,9 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
     ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
-    False) and without code-length claims."""
+    False) and without code-length claims.  ``reference``: a second checkpoint of the kinds
+    above (same vocabulary) against which Morris et al.'s ``mem_U`` is certified
+    (:mod:`~exactmem.lm.reference`; ``result.mem_u``)."""
     from exactmem.checker.lm.lm_verify import check as check_lm
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
@@ -201,6 +204,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             "exactmem.certify_model(module, data, ...)")
     clock = time.perf_counter()
     coded = self_check and next_token_labelled(ds)  # unchecked: no code-length claims
+    ref = _reference(reference, spec, toks, say) if reference is not None else None
+    if ref is not None and not coded:
+        raise SpecError("--reference: mem_U needs a dataset labelled with its next tokens "
+                        "and the self-check (code lengths of both models)")
     code_lengths: list[Any] = []
 
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
@@ -209,6 +216,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
                              on_logits=on_logits if coded else None, producer=producer,
                              float_logits=ours)
+    if ref is not None:
+        ref.bound(ds.sequences, ds.labels, progress, producer)
     t["bounds"] = time.perf_counter() - clock
     if bounds.switch is not None:
         say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
@@ -242,12 +251,17 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel), out)
         result.written, result.checked, result.code_lengths = out is not None, False, []
         return result
-    cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+    def build() -> dict[str, Any]:
+        c = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+        return ref.attach(c) if ref is not None else c
+
+    cert = build()
     clock = time.perf_counter()
     unproved: list[tuple[int, int]] = []
     derived: dict[int, int] = {}
+    ref_derived: dict[int, tuple[int, int]] = {}
     bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
-                                derived=derived)
+                                derived=derived, ref_derived=ref_derived)
     t["check"] = time.perf_counter() - clock
     longer = [b for b in bad if "claimed code length" in b]
     if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
@@ -260,13 +274,20 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
         code_lengths[:] = tight
         result.code_lengths = code_lengths
-        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+        cert = build()
+    if ref is not None:
+        from exactmem.checker.lm.lm_codelength import P
+
+        if ref.adopt(ref_derived, P):
+            say("self-check: the reference's code-length bounds set to the checker's own")
+            cert = build()
+        result.mem_u = _mem_u(ref, ds, code_lengths, result.float_code_lengths)
     if unproved:  # re-proved separately, each position on its own: drop what it could not
         say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
             "by the checker's bounds; they are left out")
         for i, p in unproved:
             positions[i].remove(p)
-        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+        cert = build()
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
         result.certified = _mask(positions, ds.N, ds.n)
@@ -274,6 +295,31 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         write_lm_certificate(cert, out)
         result.written = True
     return result
+
+
+def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:
+    """The reference model of a mem_U claim, imported and cross-checked as the model is."""
+    from exactmem.lm.reference import Reference
+
+    kind = lm_kind_of(Path(path), "auto")
+    if kind is None:
+        raise SpecError(f"--reference {path}: not a language-model checkpoint (a GPT-2, "
+                        "GPT-NeoX or LLaMA-style directory, a nanoGPT or torch encoder "
+                        "checkpoint)")
+    ref_spec, own_forward, own_name = load_lm(path, kind)
+    ref = Reference.cross_checked(ref_spec, own_forward(toks), str(path), spec, toks,
+                                  own_name)
+    say(f"reference: {path} ({kind}) cross-checked against {own_name}")
+    return ref
+
+
+def _mem_u(ref: Any, ds: Any, code_lengths: list[Any], floats: list[float]) -> tuple[Any, float]:
+    """The certified lower bound and the float64 estimate of Morris et al.'s clipped sum."""
+    from exactmem.lm.reference import distinct, mem_u
+
+    once = distinct(ds.sequences, ds.labels)
+    est = sum(max(0.0, ref.floats[i] - min(ref.floats[i], floats[i])) for i in once)
+    return mem_u(ref.lower, ref.upper, code_lengths, once), est
 
 
 def _mask(positions: Any, count: int, n: int) -> np.ndarray:
