@@ -167,9 +167,20 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
 
         with dask_submit(scheduler) as submit:
             if submit is None:
-                return check_result(check_sharded(str(path.resolve()), shards), path)
-            return check_result(check_sharded(str(path.resolve()), shards, submit), path)
-    return check_result(check_file(path, progress=progress), path)
+                return _recorded(check_result(check_sharded(str(path.resolve()), shards), path))
+            return _recorded(check_result(check_sharded(str(path.resolve()), shards, submit),
+                                          path))
+    return _recorded(check_result(check_file(path, progress=progress), path))
+
+
+def _recorded(result: CheckResult) -> CheckResult:
+    """Keep a verification record of a VERIFIED certificate file (api.verified), so that
+    ``export`` does not check it again."""
+    if result.verified and result.path is not None:
+        from exactmem.api import verified
+
+        verified.record(result.path, result.claim)
+    return result
 
 
 def shard_count(shards: int) -> int:
