@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,8 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
                       dataset_file=file if bind_dataset else None, float_exact=float_exact,
                       shards=shards, submit=submit)
     check = check_result(outcome.report)
+    if out is not None and check.verified and out.exists():  # the checked dict, as written
+        _recorded(replace(check, path=out))
     failing = failing_sequences(check.failures)
     return CertifyResult(verified=check.verified, construction=con.name, N=ds.N,
                          sizes=sizes_of(outcome.certificate), check=check,

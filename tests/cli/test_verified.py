@@ -92,3 +92,16 @@ def test_an_edited_record_is_not_reused(cache: Path, tmp_path: Path) -> None:
     obj["checker_sha256"] = "0" * 64
     rec.write_text(json.dumps(obj))
     assert verified.lookup(cert) is None
+
+
+def test_certify_records_what_it_wrote(cache: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.json"
+    assert main(["generate", "--task", "next-token", "--N", "12", "--n", "3", "--vocab", "4",
+                 "--classes", "3", "-o", str(data)]) == 0
+    out = tmp_path / "c.json"
+    assert main(["certify", str(data), "--construction", "lookup", "-o", str(out)]) == 0
+    assert verified.lookup(out) is not None
+    capsys.readouterr()
+    assert main(["export", str(out), "--format", "torch", "-o", str(tmp_path / "a.pt")]) == 0
+    assert "not run again" in capsys.readouterr().out
