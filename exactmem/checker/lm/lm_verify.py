@@ -24,7 +24,7 @@ from typing import Any
 from ..cert_dataset import canonical, dataset
 from ..parse import integer, number, obj, ratio, typed
 from ..verdict import CheckReport, Unusable
-from . import lm_codelength, lm_forward
+from . import lm_codelength, lm_exec_verify, lm_forward
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -57,7 +57,7 @@ def code_lengths(value, toks, labels, size):
 def claims(value, toks):
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
-    obj(value, "claims", ("partial", "positions"), ("code_length_bits",))
+    obj(value, "claims", ("partial", "positions"), ("code_length_bits", "execution"))
     partial = typed(value["partial"], bool, "claims.partial")
     pos = typed(value["positions"], list, "claims.positions")
     if len(pos) != len(toks):
@@ -88,13 +88,16 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
             f"(class {rival}; margin lower bound {number(margin)}/2^{f})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
+def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
+          exec_unproved=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
     positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
     ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
-    :func:`claim_text`), so that shards combine into the claim of one pass."""
+    :func:`claim_text`), so that shards combine into the claim of one pass.  With
+    ``claims.execution`` its positions are re-proved for every execution of its model
+    (:mod:`lm_exec_verify`); those it cannot prove are appended to ``exec_unproved``."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -117,13 +120,21 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         coded = None
         if "code_length_bits" in cert["claims"]:
             coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+        execution = None
+        if "execution" in cert["claims"]:
+            execution = lm_exec_verify.parse(cert["claims"]["execution"], toks)
         n = len(toks[0])
-        cost = work(head, [n if coded else len(row) for row in pos], n)
+        wanted = [n if coded else len(row) for row in pos]
+        if execution is not None:  # a second forward pass for its sequences
+            wanted += [len(row) for row in execution[1]]
+        cost = work(head, wanted, n)
         if cost > MAX_WORK:
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
                            f"of {MAX_WORK:.3g} (MAX_WORK)")
         net = model(cert["model"])
+        if execution is not None:
+            lm_exec_verify.refuse(net)
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -139,15 +150,23 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         net = at_precision(net["parsed"], f)
     k, count = shard
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
-    proved = full = 0
+    proved = full = exec_proved = 0
     n = len(toks[0])
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        if not pos[i] and coded is None:
+        erows = execution[1][i] if execution is not None else []
+        if not pos[i] and coded is None and not erows:
             continue
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
+            continue
+        if erows:
+            failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], erows,
+                                                      execution[0], margin_failure,
+                                                      exec_unproved)
+            exec_proved += len(erows)
+        if not pos[i] and coded is None:
             continue
         try:
             outs = lm_forward.logits(net, toks[i], range(n) if coded else pos[i])
@@ -175,6 +194,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
             "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f}
+    if execution is not None:
+        part["execution"] = {"proved": exec_proved, "format": execution[0].fmt,
+                             "model": execution[0].text()}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -212,6 +234,9 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     for t in parts[1:]:
         for key in ("proved", "positions", "full", "sequences"):
             out[key] += t[key]
+        if "execution" in out:
+            out["execution"] = {**out["execution"],
+                                "proved": out["execution"]["proved"] + t["execution"]["proved"]}
         mine, theirs = out["below_uniform"], t["below_uniform"]
         if mine is not None and theirs is not None:
             out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
@@ -225,6 +250,8 @@ def claim_text(t: dict[str, Any]) -> str:
              + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
+    if t.get("execution") is not None:
+        claim += "\nc claim: " + lm_exec_verify.text(t)
     if t["below_uniform"] is not None:
         claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
                                                      t["n"], t["vocab"])
