@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "flush-to-zero (docs/trained-models.md, 'Execution claims')")
     p.add_argument("--ulps", type=int, metavar="K",
                    help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
-                        "(default 4)")
+                        "(default 2: the largest float32 error CUDA documents for expf, "
+                        "tanhf, erff and rsqrtf)")
     p.add_argument("--strict-config", action="store_true",
                    help="language models: refuse unless the config's reading of the tensors "
                         "(head count; for an encoder stack also norm placement and "

@@ -28,7 +28,7 @@ TINY = 2.0 ** -126
 FORMATS = {"float32": (0.0, 2.0 ** -24, TINY, 2.0 ** 127),
            "bfloat16": (2.0 ** -8, 2.0 ** -8, TINY, 2.0 ** 127),
            "float16": (2.0 ** -11, 2.0 ** -11, 2.0 ** -14, 65504.0)}
-DEFAULT_ULPS = 4
+DEFAULT_ULPS = 2
 MAX_ULPS = 1 << 16
 SAFE = 1.0 + 2.0 ** -20  # covers the float64 rounding of the bounds below
 

@@ -43,8 +43,8 @@ def test_order_adversarial_float32(order_case: tuple[Any, Any, dict[str, Any]]) 
     toks, ys = np.array(ds.sequences), np.array(ds.labels)
     got = {name: run(toks).argmax(-1) for name, run in runs(spec, "float32").items()}
     base = got["matmul"]
-    differ = {(int(i), int(p)) for i, p in zip(*np.nonzero(
-        np.any([g != base for g in got.values()], axis=0)))}
+    differ = {(int(i), int(p)) for i, p in np.argwhere(
+        np.any([g != base for g in got.values()], axis=0))}
     # at least one position certified for the real-valued function whose float32 argmax
     # differs between two orders torch runs; the execution claim excludes every such one
     assert differ & real, "the model has no order-dependent certified position"
@@ -72,8 +72,8 @@ def test_bfloat16_claim(bf16_case: tuple[Any, Any, dict[str, Any]]) -> None:
     f32 = {n: r(toks).argmax(-1) for n, r in runs(spec, "float32").items()}
     bf = {n: r(toks).argmax(-1) for n, r in runs(spec, "bfloat16").items()}
     right32 = np.all([g == ys for g in f32.values()], axis=0)
-    flipped = {(int(i), int(p)) for i, p in zip(*np.nonzero(
-        right32 & np.any([g != ys for g in bf.values()], axis=0)))}
+    flipped = {(int(i), int(p)) for i, p in np.argwhere(
+        right32 & np.any([g != ys for g in bf.values()], axis=0))}
     assert flipped, "bfloat16 rounding flips no float32-right position"
     assert not flipped & ex
     for name, g in bf.items():  # with and without flush-to-zero, model and autocast

@@ -29,7 +29,7 @@ FORMATS = {
     "float16": (Fraction(1, 1 << 11), Fraction(1, 1 << 11), Fraction(1, 1 << 14),
                 Fraction(65504)),
 }
-DEFAULT_ULPS = 4
+DEFAULT_ULPS = 2
 MAX_ULPS = 1 << 16
 DYADIC = 64  # bits: error factors are rounded up to multiples of 2**-64
 
@@ -90,5 +90,5 @@ class Model:
     def check(self, bound, what):
         """``bound`` (a real) below the largest finite value, else :class:`NotProved`."""
         if bound >= self.max:
-            raise NotProved(f"{what}: a value up to {float(bound):.3g} may overflow "
-                            f"{self.fmt}")
+            raise NotProved(f"{what}: a value up to {bound.numerator // bound.denominator} "
+                            f"may overflow {self.fmt}")

@@ -5,8 +5,8 @@
 the smaller), at most the spectral radius of ``|G|`` (entry-wise absolute values: a matrix's
 spectral radius is at most that of its absolute value), and for the non-negative ``|G|`` and
 any positive vector ``x``, ``rho(|G|) <= max_i (|G| x)_i / x_i`` (Collatz-Wielandt).  ``x``
-comes from a few power iterations in Python floats (a guess: any positive ``x`` gives a
-bound); the bound itself is exact integer arithmetic.
+comes from a few power iterations on 40-bit integers (a guess: any positive ``x`` gives a
+bound); everything is exact integer arithmetic.
 """
 
 from math import isqrt
@@ -30,16 +30,13 @@ def spectral_up(cols):
         va = vecs[a]
         for b in range(a, m):
             g[a][b] = g[b][a] = abs(sum(map(mul, va, vecs[b])))
-    top = max(max(row) for row in g)
-    if top == 0:
+    if max(max(row) for row in g) == 0:
         return 0
-    gf = [[x / top for x in row] for row in g]
-    x = [1.0] * m
+    xi = [1 << 40] * m
     for _ in range(40):
-        y = [sum(map(mul, row, x)) for row in gf]
-        s = max(y)
-        x = [v / s + 1e-9 for v in y]
-    xi = [int(v * (1 << 40)) + 1 for v in x]
+        y = [sum(map(mul, row, xi)) for row in g]
+        shift = max(max(y).bit_length() - 40, 0)
+        xi = [(v >> shift) + 1 for v in y]
     lam = max(-(-sum(map(mul, row, xi)) // xv) for row, xv in zip(g, xi))
     return sqrt_up(lam)
 

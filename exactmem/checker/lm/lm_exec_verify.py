@@ -43,8 +43,9 @@ def check_sequence(net, i, toks, labels, rows, mod, margin_failure, unproved=Non
     """The failures of sequence ``i``'s execution-claimed positions ``rows``."""
     if not rows:
         return []
+    norms = net.setdefault("exec_norms", lm_execution.Norms())  # once per certificate
     try:
-        outs = lm_execution.logits(net, toks, rows, mod)
+        outs = lm_execution.logits(net, toks, rows, mod, norms)
     except (NotProved, lm_forward.Degenerate) as exc:
         if unproved is not None:
             unproved.extend((i, p) for p in rows)

@@ -161,7 +161,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
             continue
-        if erows:
+        if erows and execution is not None:
             failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], erows,
                                                       execution[0], margin_failure,
                                                       exec_unproved)
