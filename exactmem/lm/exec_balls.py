@@ -112,6 +112,7 @@ class ExecBalls(NormWeights):
         ca = np.abs(c) + rho[..., None] + e_mu[..., None]
         rel_out = (1 + U) ** 4 * (1 + self.s) * (1 + self.sw) ** 2 - 1
         core = g * shi[..., None] * (rel_s[..., None] * ca + e_mu[..., None])
+        ca = ca + big + mean_abs[..., None] + e_mu[..., None]  # x (s g) + (b - mu s g) too
         mag = g * shi[..., None] * (1 + rel_s[..., None]) * ca + b
         err = core + rel_out * mag + 6 * self.abs1 + self.tiny_s * mag
         err = np.where((2 * nu < 1)[..., None], err, np.inf)
@@ -152,10 +153,10 @@ class ExecBalls(NormWeights):
         delta = c * (qn * emax + en * kmax + en * emax)
         nk = np.arange(1, n + 1)[None, :, None]
         ds = ((1 + gamma(dh + 3)) * (1 + self.rel1) ** 3 - 1) * c * qn * kmax
-        a = (1 + 4 * c * qn * kmax * U) * (1 + self.fn) * (1 + U) ** 2 - 1
+        a = (1 + 5 * c * qn * kmax * U) * (1 + self.fn) * (1 + U) ** 2 - 1
         ee = nk * a / (1 - nk * a)
         g_n = nk * U / (1 - nk * U)
-        omega = (1 + ee) * (1 + self.rel1) / ((1 - ee) * (1 - g_n)) - 1
+        omega = (1 + ee) * (1 + U) * (1 + self.rel1) / ((1 - ee) * (1 - g_n)) - 1
         eta = (1 + 4 * ds) * (1 + omega) - 1 + (nk + 2) * TINY + self.tiny_s
         vrel = (1 + (2 * nk + 1) * U / (1 - (2 * nk + 1) * U)) * (1 + self.s) * (1 + self.sw) - 1
         per = emax + 4 * delta * vmax + (eta + vrel * (1 + eta)) * vmax

@@ -149,7 +149,10 @@ def layernorm(params, m, r, rho, eps, mod, f):
     c2 = Fraction(isqrt(sum(x * x for x in c)) + 1 + sqrt_up(d * r * r) + rho, 1 << f)
     root = sqrt_up(d)
     rel_out = (1 + U) ** 4 * (1 + mod.s) * (1 + mod.sw) ** 2 - 1
-    mag = g * shi * (1 + rel_s) * (c2 + root * e_mu) + b2
+    # the four operations as (x - mu) s g + b, or as x (s g) + (b - mu s g) (torch's CPU
+    # kernel): rounded relative to the larger terms |x| s g and |mu| s g as well
+    x2 = Fraction(isqrt(sum((abs(x) + big) ** 2 for x in m)) + 1, 1 << f)
+    mag = g * shi * (1 + rel_s) * (c2 + x2 + root * (mean_abs + 2 * e_mu)) + b2
     err = (g * shi * (rel_s * c2 + (1 + rel_s) * root * e_mu) + rel_out * mag
            + root * (6 * mod.abs1 + mod.tiny_s) + mod.tiny_s * mag)
     return ym, yr, _units(g * shi * _real(rho, f) + err, f) + 1
@@ -195,9 +198,10 @@ def attention(qkv, rads, ps, heads, scale, mod, f):
       rescaling included) computes ``e_j`` as ``e**(s_j - M)`` times at most ``n`` factors
       ``1 + a``, ``a`` the error of one ``exp`` (its ulps and its argument's rounding
       ``e**(D U) - 1 <= 2 D U``, ``D`` the score spread) and two products, and the sum
-      within ``gamma_n``: ``omega = (1 + e)(1 + rel1) / ((1 - e)(1 - gamma_n)) - 1``, ``e =
-      (1 + a)**n - 1``; the weighted sum of the values adds ``gamma_{2n+1}`` (rescaled
-      partial sums) and the storage.
+      within ``gamma_n``: ``omega = (1 + e)(1 + U)(1 + rel1) / ((1 - e)(1 - gamma_n)) - 1``
+      (a division, or a reciprocal and a product, and the storage), ``e = (1 + a)**n -
+      1``; the weighted sum of the values adds ``gamma_{2n+1}`` (rescaled partial sums) and
+      the storage.
 
     The heads' execution radii add up (a sum of 2-norms bounds the 2-norm of the
     concatenation), the value radius once per head."""
@@ -227,13 +231,13 @@ def attention(qkv, rads, ps, heads, scale, mod, f):
             ds = srel * c * qn[p] * kmax + (dh + 4) * mod.abs1
             if 4 * ds > 1:
                 raise NotProved("attention: the float scores may be off by 1/4")
-            spread = 2 * c * qn[p] * kmax
+            spread = 2 * (1 + srel) * c * qn[p] * kmax + 2 * ds
             if spread * U > 1:
                 raise NotProved("attention: the score spread is beyond float32")
             a = up((1 + 2 * spread * U) * (1 + mod.fn) * (1 + U) ** 2 - 1)
             nk = p + 1
             e = grow(a, nk)
-            omega = up((1 + e) * (1 + mod.rel1) / ((1 - e) * (1 - gamma(nk))) - 1)
+            omega = up((1 + e) * (1 + U) * (1 + mod.rel1) / ((1 - e) * (1 - gamma(nk))) - 1)
             eta = (1 + 4 * ds) * (1 + omega) - 1 + (nk + 2) * TINY + mod.tiny_s
             vrel = up((1 + gamma(2 * nk + 1)) * (1 + mod.s) * (1 + mod.sw) - 1)
             err = (eta + vrel * (1 + eta)) * vmax + _two((2 * nk + 3) * mod.abs1, dh)
