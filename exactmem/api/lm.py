@@ -110,6 +110,10 @@ class LMResult:
     mem_u: Any = None  # with a reference: (certified lower bound, float64 estimate) of mem_U
     certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    execution: str | None = None  # the execution model's format, when claimed
+    ulps: int = 0
+    exec_proved: int = 0  # positions claimed for every execution of that model
+    exec_certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
 
     def __bool__(self) -> bool:
         return self.written or (self.proved == self.positions and not self.failed)
@@ -123,7 +127,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "auto",
                self_check: bool = True, module: Any = None,
-               strict_config: bool = False, reference: str | Path | None = None) -> LMResult:
+               strict_config: bool = False, reference: str | Path | None = None,
+               execution: str | None = None, ulps: int | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -136,7 +141,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     writes the producer's positions without running the checker (``result.checked``
     False) and without code-length claims.  ``reference``: a second checkpoint of the kinds
     above (same vocabulary) against which Morris et al.'s ``mem_U`` is certified
-    (:mod:`~exactmem.lm.reference`; ``result.mem_u``)."""
+    (:mod:`~exactmem.lm.reference`; ``result.mem_u``).  ``execution`` ("float32", "bfloat16"
+    or "float16") also claims the positions proved for every float execution of that model,
+    ``ulps`` its accuracy of exp/tanh/erf/rsqrt (docs/trained-models.md, "Execution
+    claims")."""
     from exactmem.checker.lm.lm_verify import check as check_lm
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
@@ -146,8 +154,13 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
 
     say = log or (lambda _msg: None)
     t: dict[str, float] = {}
+    ulps = execution_model(execution, ulps)
     clock = time.perf_counter()
     spec, own_forward, own_name = load_lm(model, kind)
+    if execution is not None:
+        from exactmem.lm.exec_balls import refuse_execution
+
+        refuse_execution(spec)
     if output is not None:  # before any work: a part the certificate format lacks
         from exactmem.lm.certfile import refuse_uncertified
 
@@ -226,11 +239,22 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         say(f"producer: {bounds.rerun} further arb block steps for sequences left short"
             if bounds.switch is not None else
             f"producer: {bounds.rerun} sequences proved again in arb")
+    exec_pos: list[list[int]] | None = None
+    if execution is not None:
+        from exactmem.lm.exec_balls import prove_execution
+
+        clock = time.perf_counter()
+        exec_pos = prove_execution(spec, ds.sequences, ds.labels, bounds.proved, execution,
+                                   ulps, progress)
+        t["execution"] = time.perf_counter() - clock
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t, compared=compared, readings=readings,
                       certified=_mask(bounds.proved, ds.N, ds.n),
                       float_margins=label_margin(ours, np.asarray(ds.labels)))
+    if exec_pos is not None:
+        result.execution, result.ulps = execution, ulps
+        _set_exec(result, exec_pos, ds.N, ds.n)
     if coded:
         result.code_lengths = code_lengths
         result.float_code_lengths = [code_length_float(x, y)
@@ -246,24 +270,39 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     rel = os.path.relpath(Path(data).resolve(), where) if bind_dataset else None
     positions = [list(r) for r in bounds.proved]
     cls = code_lengths if coded else None
+    ex = None if exec_pos is None else {"format": execution, "ulps": ulps,
+                                        "positions": exec_pos}
     if not self_check:
         if out is not None:
-            write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel), out)
+            write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel,
+                                                      execution=ex), out)
         result.written, result.checked, result.code_lengths = out is not None, False, []
         return result
+
     def build() -> dict[str, Any]:
-        c = build_lm_certificate(spec, ds, positions, partial, rel, cls)
+        c = build_lm_certificate(spec, ds, positions, partial, rel, cls, ex)
         return ref.attach(c) if ref is not None else c
 
     cert = build()
     clock = time.perf_counter()
     unproved: list[tuple[int, int]] = []
+    exec_unproved: list[tuple[int, int]] = []
     derived: dict[int, int] = {}
     ref_derived: dict[int, tuple[int, int]] = {}
-    bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
-                                derived=derived, ref_derived=ref_derived)
+    checked = cert
+    bad, unusable, claim = check_lm(cert, where, progress, unproved=unproved,
+                                derived=derived, ref_derived=ref_derived,
+                                exec_unproved=exec_unproved)
     t["check"] = time.perf_counter() - clock
     longer = [b for b in bad if "claimed code length" in b]
+    bad = [b for b in bad if not b.startswith("execution ")]
+    if exec_pos is not None and exec_unproved:  # the checker's bounds decide: drop the rest
+        say(f"self-check: {len(exec_unproved)} positions proved for every {execution} "
+            "execution by the producer are not re-proved by the checker; they are left out")
+        for i, p in exec_unproved:
+            exec_pos[i].remove(p)
+        _set_exec(result, exec_pos, ds.N, ds.n)
+        cert = build()
     if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
         raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
     tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
@@ -294,6 +333,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     if out is not None:
         write_lm_certificate(cert, out)
         result.written = True
+        if cert is checked and not bad and not unusable:  # these bytes are what was checked
+            from exactmem.api import verified
+
+            verified.record(out, claim)
     return result
 
 
@@ -320,6 +363,30 @@ def _mem_u(ref: Any, ds: Any, code_lengths: list[Any], floats: list[float]) -> t
     once = distinct(ds.sequences, ds.labels)
     est = sum(max(0.0, ref.floats[i] - min(ref.floats[i], floats[i])) for i in once)
     return mem_u(ref.lower, ref.upper, code_lengths, once), est
+
+
+def execution_model(execution: str | None, ulps: int | None) -> int:
+    """The ulps of the execution model ``execution`` (the documented default when None);
+    a :class:`SpecError` for an unknown format, ulps out of range, or ulps alone."""
+    from exactmem.lm.exec_balls import DEFAULT_ULPS, FORMATS, MAX_ULPS
+
+    if execution is None:
+        if ulps is not None:
+            raise SpecError("--ulps: only with --execution")
+        return 0
+    if execution not in FORMATS:
+        raise SpecError(f"--execution: expected one of {', '.join(FORMATS)}, found "
+                        f"{execution!r}")
+    if ulps is None:
+        return DEFAULT_ULPS
+    if type(ulps) is not int or not 1 <= ulps <= MAX_ULPS:
+        raise SpecError(f"--ulps: expected an integer from 1 to {MAX_ULPS}, found {ulps!r}")
+    return ulps
+
+
+def _set_exec(result: LMResult, rows: list[list[int]], count: int, n: int) -> None:
+    result.exec_proved = sum(map(len, rows))
+    result.exec_certified = _mask(rows, count, n)
 
 
 def _mask(positions: Any, count: int, n: int) -> np.ndarray:

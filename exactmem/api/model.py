@@ -103,8 +103,9 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   progress: Callable[[str, int, int], None] | None = None,
                   partial: bool = False, module: Any = None, strict_config: bool = False,
                   producer: str = "auto", kind: str = "auto",
-                  self_check: bool = True,
-                  reference: PathLike | None = None) -> CertifyResult | LMResult:
+                  self_check: bool = True, reference: PathLike | None = None,
+                  execution: str | None = None,
+                  ulps: int | None = None) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
@@ -122,6 +123,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     ``self_check`` False writes a language model's proof without running the checker.
     ``reference``: a language model's reference checkpoint for Morris et al.'s ``mem_U``
     (docs/memorized-bits.md).
+    ``execution`` / ``ulps``: a language model's positions also claimed for every float
+    execution of that model (:func:`~exactmem.api.lm.certify_lm`).
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -145,10 +148,11 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
                            progress=progress, producer=producer, self_check=self_check,
-                           reference=reference)
-    if partial or module is not None or strict_config or reference is not None:
-        raise SpecError("partial, module, strict_config and reference apply to language "
-                        "models only")
+                           reference=reference, execution=execution, ulps=ulps)
+    if (partial or module is not None or strict_config or reference is not None or execution
+            or ulps is not None):
+        raise SpecError("partial, module, strict_config, reference, execution and ulps "
+                        "apply to language models only")
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult

@@ -57,6 +57,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="language models: write the producer's proof without running the "
                         "checker first (the output says 'not checked yet: run exactmem check "
                         "CERT'; no code-length claims); the default checks before writing")
+    p.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
+                   help="language models (pre-LN with LayerNorm, GPT-2's function): also "
+                        "claim the positions whose label is the unique argmax in every "
+                        "float execution of this format (bfloat16/float16: storage in that "
+                        "format, float32 accumulation), any summation order, FMA or not, "
+                        "flush-to-zero (docs/trained-models.md, 'Execution claims')")
+    p.add_argument("--ulps", type=int, metavar="K",
+                   help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
+                        "(default 2: the largest float32 error CUDA documents for expf, "
+                        "tanhf, erff and rsqrtf)")
     p.add_argument("--strict-config", action="store_true",
                    help="language models: refuse unless the config's reading of the tensors "
                         "(head count; for an encoder stack also norm placement and "
@@ -98,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                                partial=args.partial, strict_config=args.strict_config,
                                producer=args.producer, kind=args.format,
                                self_check=not args.no_self_check,
-                               reference=args.reference)
+                               reference=args.reference, execution=args.execution,
+                               ulps=args.ulps)
     finally:
         close()
     if isinstance(result, CertifyResult):
@@ -153,6 +164,9 @@ def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> 
         return 0
     print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
           f"full) of {args.data} for {args.model} -> {args.output}")
+    if r.execution is not None:
+        print(f"  and {r.exec_proved} of {r.positions} positions in every {r.execution} "
+              f"execution (exp/tanh/erf/rsqrt within {r.ulps} ulps)")
     if r.code_lengths:
         total = sum(r.code_lengths)
         log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "

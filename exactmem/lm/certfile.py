@@ -56,10 +56,13 @@ def refuse_uncertified(spec: LMSpec) -> None:
 
 def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence[int]],
                          partial: bool, bind: str | None = None,
-                         code_lengths: Sequence[Fraction] | None = None) -> dict[str, Any]:
+                         code_lengths: Sequence[Fraction] | None = None,
+                         execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
-    ``code_lengths``, the claimed upper bound of each sequence's code length in bits."""
+    ``code_lengths``, the claimed upper bound of each sequence's code length in bits; with
+    ``execution`` (``{"format", "ulps", "positions"}``), the positions claimed for every
+    float execution of that model (docs/trained-models.md, "Execution claims")."""
     refuse_uncertified(spec)
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
@@ -69,6 +72,9 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     claims: dict[str, Any] = {"partial": partial, "positions": [list(p) for p in positions]}
     if code_lengths is not None:
         claims["code_length_bits"] = [format_rational(c) for c in code_lengths]
+    if execution is not None:
+        claims["execution"] = {"format": execution["format"], "ulps": execution["ulps"],
+                               "positions": [list(p) for p in execution["positions"]]}
     body: dict[str, Any] = {"format": LM_FORMAT, "model": model_json(spec), "dataset": data,
                             "claims": claims}
     body["digest"] = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
@@ -100,6 +106,11 @@ def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if "code_length_bits" in cert["claims"]:
         extra = memorized_info(cert, ds, params)
+    if "execution" in cert["claims"]:
+        e = cert["claims"]["execution"]
+        extra["execution"] = {"format": e["format"], "ulps": e["ulps"],
+                              "certified_positions": sum(map(len, e["positions"])),
+                              "sequences_in_full": sum(len(p) == ds.n for p in e["positions"])}
     return {**extra, "format": LM_FORMAT, "N": ds.N, "n": ds.n, "positions": ds.N * ds.n,
             "certified_positions": sum(map(len, claimed)),
             "sequences_in_full": sum(len(p) == ds.n for p in claimed),

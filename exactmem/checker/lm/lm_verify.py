@@ -29,7 +29,7 @@ from typing import Any
 from ..cert_dataset import canonical, dataset_object, dataset_source
 from ..parse import integer, number, obj, ratio, typed
 from ..verdict import CheckReport, Unusable
-from . import lm_codelength, lm_extract, lm_forward, lm_reference, lm_uniform
+from . import lm_codelength, lm_exec_verify, lm_extract, lm_forward, lm_reference, lm_uniform
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -62,7 +62,8 @@ def code_lengths(value, toks, labels, size):
 def claims(value, toks):
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
-    obj(value, "claims", ("partial", "positions"), ("code_length_bits", *lm_extract.OPTIONAL))
+    obj(value, "claims", ("partial", "positions"),
+        ("code_length_bits", "execution", *lm_extract.OPTIONAL))
     partial = typed(value["partial"], bool, "claims.partial")
     pos = typed(value["positions"], list, "claims.positions")
     if len(pos) != len(toks):
@@ -94,7 +95,7 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
-          ref_derived=None):
+          ref_derived=None, exec_unproved=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
     positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
     to ``unproved`` if given;
@@ -104,7 +105,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     :func:`claim_text`), so that shards combine into the claim of one pass.  A dataset
     that records its generator is regenerated (:mod:`lm_uniform`); an optional
     ``reference`` model is checked by :mod:`lm_reference` (``ref_derived[i]``: the checker's
-    ``(lower, upper)`` bounds of its code length)."""
+    ``(lower, upper)`` bounds of its code length).  With ``claims.execution`` its positions
+    are re-proved for every execution of its model (:mod:`lm_exec_verify`); those it cannot
+    prove are appended to ``exec_unproved``."""
     failures = []
     try:
         obj(cert, "certificate", TOP, ("reference",))
@@ -119,9 +122,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                            f"dataset (a label at every position), found {task}, {inputs}")
         seed = None
         if "generator" in data:  # a recorded generator the data does not match: rejected
-            wrong = lm_uniform.mismatch(data["generator"], toks, labels, size)
-            failures += [wrong] if wrong else []
-            seed = None if wrong else data["generator"]["seed"]
+            mismatch = lm_uniform.mismatch(data["generator"], toks, labels, size)
+            failures += [mismatch] if mismatch else []
+            seed = None if mismatch else data["generator"]["seed"]
         head = header(cert["model"])
         if size > head["vocab_size"]:
             raise Unusable(f"dataset.vocab_size: {number(size)} tokens, more than the model's "
@@ -137,14 +140,21 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         want = lm_extract.wanted(pos, wrong)
         ref = lm_reference.read(cert["reference"], head, toks, coded) \
             if "reference" in cert else None
+        execution = None
+        if "execution" in cert["claims"]:
+            execution = lm_exec_verify.parse(cert["claims"]["execution"], toks)
         n = len(toks[0])
-        cost = work(head, [n if coded else len(row) for row in want], n) + \
-            (lm_reference.cost(ref, toks) if ref else 0)
+        wanted = [n if coded else len(row) for row in want]
+        if execution is not None:  # a second forward pass for its sequences
+            wanted += [len(row) for row in execution[1]]
+        cost = work(head, wanted, n) + (lm_reference.cost(ref, toks) if ref else 0)
         if cost > MAX_WORK:
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
                            f"of {MAX_WORK:.3g} (MAX_WORK)")
         net = model(cert["model"])
+        if execution is not None:
+            lm_exec_verify.refuse(net)
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -165,15 +175,23 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             return [str(exc)], True, None
     k, count = shard
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
-    proved = full = 0
+    proved = full = exec_proved = 0
     n = len(toks[0])
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        if not want[i] and coded is None:
+        erows = execution[1][i] if execution is not None else []
+        if not want[i] and coded is None and not erows:
             continue
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
+            continue
+        if erows and execution is not None:
+            failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], erows,
+                                                      execution[0], margin_failure,
+                                                      exec_unproved)
+            exec_proved += len(erows)
+        if not want[i] and coded is None:
             continue
         try:
             outs = lm_forward.logits(net, toks[i], range(n) if coded else want[i])
@@ -214,6 +232,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
             "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
             "seed": seed, "mem_u": mem_u, **lm_extract.totals(wrong, extract, pos, lo, hi)}
+    if execution is not None:
+        part["execution"] = {"proved": exec_proved, "format": execution[0].fmt,
+                             "model": execution[0].text()}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -251,6 +272,9 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     for t in parts[1:]:
         for key in ("proved", "positions", "full", "sequences"):
             out[key] += t[key]
+        if "execution" in out:
+            out["execution"] = {**out["execution"],
+                                "proved": out["execution"]["proved"] + t["execution"]["proved"]}
         mine, theirs = out["below_uniform"], t["below_uniform"]
         if mine is not None and theirs is not None:
             out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
@@ -270,6 +294,8 @@ def claim_text(t: dict[str, Any]) -> str:
                "function of the stored weights)")
     for line in lm_extract.claim_lines(t):
         claim += "\nc claim: " + line
+    if t.get("execution") is not None:
+        claim += "\nc claim: " + lm_exec_verify.text(t)
     if t["below_uniform"] is not None:
         claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
                                                      t["n"], t["vocab"], t.get("seed"))

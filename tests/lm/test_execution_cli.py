@@ -1,0 +1,59 @@
+"""``certify-model --execution`` on a Hugging Face GPT-2 checkpoint (1 layer, d 32, random
+weights of std 0.02): the execution claim beside the real-valued one, ``check``'s claim
+line, ``info --json``, and refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+from exactmem.cli import main  # noqa: E402
+from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
+from exactmem.model.dataset import save_dataset  # noqa: E402
+
+
+def run(*args: object) -> int:
+    return main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("gpt2x")
+    random_gpt2(folder / "m", seed=0, layers=1, std=0.02, bias_std=0.01)
+    save_dataset(self_labelled(folder / "m", 4, 16, seed=0), folder / "d.json")
+    return folder
+
+
+def test_certify_check_info(gpt2: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", gpt2 / "c.json",
+               "--partial", "--execution", "float32", "-q") == 0
+    out = capsys.readouterr().out
+    assert "positions in every float32 execution (exp/tanh/erf/rsqrt within 2 ulps)" in out
+    cert = json.loads((gpt2 / "c.json").read_text())
+    ex = cert["claims"]["execution"]
+    assert (ex["format"], ex["ulps"]) == ("float32", 2)
+    k = sum(map(len, ex["positions"]))
+    assert k >= 40  # of 64 (measured: 49)
+    assert run("check", gpt2 / "c.json", "-q") == 0
+    out = capsys.readouterr().out
+    assert f"c claim: {k} of 64 positions have the label as unique argmax in every float32 " \
+           "execution (model: float32; any summation order;" in out
+    assert run("info", gpt2 / "c.json", "--json") == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["execution"]["certified_positions"] == k
+    assert info["execution"]["format"] == "float32"
+
+
+def test_refusals(gpt2: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", gpt2 / "x.json",
+               "--partial", "--ulps", "3", "-q") == 2
+    assert "--ulps: only with --execution" in capsys.readouterr().err
+    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", gpt2 / "x.json",
+               "--partial", "--execution", "float32", "--ulps", "0", "-q") == 2
+    assert "--ulps" in capsys.readouterr().err
+    assert not (gpt2 / "x.json").exists()
