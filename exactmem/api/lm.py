@@ -109,6 +109,7 @@ class LMResult:
     readings: str = ""  # the config's reading against the others (no module given)
     certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    weights: Path | None = None  # the weights file the written certificate binds
 
     def __bool__(self) -> bool:
         return self.written or (self.proved == self.positions and not self.failed)
@@ -122,7 +123,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "auto",
                self_check: bool = True, module: Any = None,
-               strict_config: bool = False) -> LMResult:
+               strict_config: bool = False, bind_weights: bool | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -133,22 +134,29 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
     ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
-    False) and without code-length claims."""
+    False) and without code-length claims.  ``bind_weights``: the certificate binds a
+    weights file written beside it instead of embedding the tensors (True), embeds them
+    (False), or binds above :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters (None;
+    docs/trained-models.md, "Bound weights")."""
     from exactmem.checker.lm.lm_verify import check as check_lm
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
     from exactmem.lm.float64 import label_margin, logits64
     from exactmem.lm.positions import prove_positions
+    from exactmem.lm.weightsfile import binds, bound_weights, refuse_links, weights_path
     from exactmem.model.dataset import load_dataset
 
     say = log or (lambda _msg: None)
     t: dict[str, float] = {}
     clock = time.perf_counter()
     spec, own_forward, own_name = load_lm(model, kind)
+    bind = output is not None and binds(spec, bind_weights)
     if output is not None:  # before any work: a part the certificate format lacks
         from exactmem.lm.certfile import refuse_uncertified
 
         refuse_uncertified(spec)
+        if bind:
+            refuse_links(Path(output))
     if spec.layer_norm_eps == 0:
         raise SpecError("layer_norm_eps is 0: a norm input of zero variance (RMSNorm: a zero "
                         "input) would divide by 0, so the function is not defined everywhere; "
@@ -237,42 +245,46 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     rel = os.path.relpath(Path(data).resolve(), where) if bind_dataset else None
     positions = [list(r) for r in bounds.proved]
     cls = code_lengths if coded else None
-    if not self_check:
-        if out is not None:
-            write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel), out)
-        result.written, result.checked, result.code_lengths = out is not None, False, []
-        return result
-    cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
-    clock = time.perf_counter()
-    unproved: list[tuple[int, int]] = []
-    derived: dict[int, int] = {}
-    bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
-                                derived=derived)
-    t["check"] = time.perf_counter() - clock
-    longer = [b for b in bad if "claimed code length" in b]
-    if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
-        raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
-    tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
-        if coded and len(derived) == len(code_lengths) else code_lengths
-    if tight != code_lengths:
-        # the claim is the checker's own bound (it re-derives exactly that, so it verifies):
-        # raised where the producer's balls were narrower, lowered where they were wider
-        say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
-        code_lengths[:] = tight
-        result.code_lengths = code_lengths
-        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
-    if unproved:  # re-proved separately, each position on its own: drop what it could not
-        say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
-            "by the checker's bounds; they are left out")
-        for i, p in unproved:
-            positions[i].remove(p)
-        cert = build_lm_certificate(spec, ds, positions, partial, rel, cls)
-        result.proved -= len(unproved)
-        result.sequences_full = sum(len(r) == ds.n for r in positions)
-        result.certified = _mask(positions, ds.N, ds.n)
-    if out is not None:
+    with bound_weights(spec, out if bind else None) as (binding, tmp):
+        if not self_check:
+            cert = build_lm_certificate(spec, ds, positions, partial, rel, weights=binding)
+            result.checked, result.code_lengths = False, []
+        else:
+            cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
+            clock = time.perf_counter()
+            unproved: list[tuple[int, int]] = []
+            derived: dict[int, int] = {}
+            bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
+                                        derived=derived, weights=tmp)
+            t["check"] = time.perf_counter() - clock
+            longer = [b for b in bad if "claimed code length" in b]
+            if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
+                raise SpecError("self-check: the checker rejects the certificate: "
+                                + "; ".join(bad[:5]))
+            tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
+                if coded and len(derived) == len(code_lengths) else code_lengths
+            if tight != code_lengths:
+                # the claim is the checker's own bound (it re-derives exactly that, so it
+                # verifies): raised where the producer's balls were narrower, lowered where
+                # they were wider
+                say(f"self-check: code-length bounds set to the checker's own ({len(longer)} "
+                    "raised)")
+                code_lengths[:] = tight
+                result.code_lengths = code_lengths
+                cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
+            if unproved:  # re-proved separately, each position on its own: drop what it could not
+                say(f"self-check: {len(unproved)} positions proved by the producer are not "
+                    "re-proved by the checker's bounds; they are left out")
+                for i, p in unproved:
+                    positions[i].remove(p)
+                cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
+                result.proved -= len(unproved)
+                result.sequences_full = sum(len(r) == ds.n for r in positions)
+                result.certified = _mask(positions, ds.N, ds.n)
+    if out is not None:  # the weights file is in place (renamed as the block ended)
         write_lm_certificate(cert, out)
         result.written = True
+        result.weights = weights_path(out) if binding is not None else None
     return result
 
 
