@@ -341,3 +341,20 @@ def test_infinities_and_wide_numerators_are_refused_naming_the_index() -> None:
     with pytest.raises(lm_weights.Unusable, match=r"w: at index \[1\] a numerator of 2075 "
                                                   "bits exceeds the limit of 1024"):
         lm_weights.exact(raw, "F64", [2], "w")
+
+
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_every_half_width_bit_pattern_reads_as_numpy_decodes_it(dtype: str) -> None:
+    """All 65,536 patterns: the finite ones the exact value numpy gives them (bfloat16: the
+    upper half of a float32), the others refused as NaN or infinity."""
+    bits = np.arange(1 << 16, dtype="<u2")
+    values = bits.view("<f2") if dtype == "F16" else \
+        (bits.astype("<u4") << 16).view("<f4")
+    finite = np.isfinite(values)
+    raw = memoryview(bits[finite].tobytes())
+    rows, e = lm_weights.exact(raw, dtype, [int(finite.sum())], "w")
+    assert [Fraction(p, 1 << e) for p in rows[0]] == \
+        [Fraction(float(x)) for x in values[finite]]
+    for k in np.flatnonzero(~finite)[:: 97]:
+        with pytest.raises(lm_weights.Unusable, match="NaN|infinity"):
+            lm_weights.exact(memoryview(bits[k:k + 1].tobytes()), dtype, [1], "w")

@@ -15,8 +15,9 @@ most :data:`MAX_RANK` dimensions, offsets inside the data, ``end - begin`` equal
 dtype's size times the shape's product, and the tensors tiling the data (no overlap, no
 gap).  A tensor the certificate uses must have the shape the model header gives it and a
 float dtype (little-endian ``F64``, ``F32``, ``F16``, ``BF16``); each value becomes the
-dyadic rational it is, and the tensor the ``(rows of numerators, least scale)`` form of
-:func:`lm_model.tensor`; NaN and infinities are refused naming the tensor and index.
+dyadic rational it is, decoded from its bits with integers (no binary float is formed),
+and the tensor the ``(rows of numerators, least scale)`` form of :func:`lm_model.tensor`;
+NaN and infinities are refused naming the tensor and index.
 """
 
 import hashlib
@@ -24,9 +25,9 @@ import os
 import re
 import stat
 import struct
-import sys
-from array import array
 from collections.abc import Mapping, Sequence
+from functools import reduce
+from operator import or_
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -41,6 +42,9 @@ MAX_NAME = 1024  # characters of a path or tensor name
 SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2,
          "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 FLOATS = ("F64", "F32", "F16", "BF16")  # the dtypes a certificate's tensor may have
+LAYOUTS = {"F64": (11, 52), "F32": (8, 23), "F16": (5, 10), "BF16": (8, 7)}  # exponent and
+# significand bits (IEEE 754 binary64, binary32, binary16; bfloat16: binary32's upper half)
+CODES = {8: "Q", 4: "I", 2: "H"}  # struct codes of unsigned little-endian words
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 Exact = tuple[list[list[int]], int]  # rows of integer numerators over 2**scale
@@ -212,43 +216,41 @@ def header(data: bytearray, name: str) -> dict[str, tuple[str, list[int], int, i
     return entries
 
 
-def floats(raw: memoryview, dtype: str) -> list[float]:
-    """The little-endian ``dtype`` values of ``raw`` as Python floats (each exactly)."""
-    big = sys.byteorder == "big"
-    if dtype == "F16":
-        return list(struct.unpack(f"<{len(raw) // 2}e", raw))
-    if dtype == "BF16":  # the upper half of a float32
-        half = array("H")
-        half.frombytes(raw)
-        if big:
-            half.byteswap()
-        raw, big = memoryview(array("I", (h << 16 for h in half)).tobytes()), False
-        dtype = "F32"
-    out = array("d" if dtype == "F64" else "f")
-    out.frombytes(raw)
-    if big:
-        out.byteswap()
-    return out.tolist()
-
-
 def exact(raw: memoryview, dtype: str, shape: list[int], where: str) -> Exact:
     """The tensor as rows of integer numerators over ``2**scale``, the scale the least
-    that is exact (:func:`lm_model.tensor`'s form)."""
-    vals = floats(raw, dtype)
-    pairs = []
-    for k, x in enumerate(vals):
-        if x != x or x in (float("inf"), float("-inf")):
-            raise Unusable(f"{where}: {'NaN' if x != x else 'an infinity'} at index "
-                           f"{index(k, shape)}")
-        pairs.append(x.as_integer_ratio())
-    e = max((q.bit_length() - 1 for _, q in pairs), default=0)
+    that is exact (:func:`lm_model.tensor`'s form).  Each value is decoded from its bits
+    with integers (:data:`LAYOUTS`): sign, biased exponent, significand (with the hidden
+    bit when the exponent is not 0, else a subnormal's); an exponent of all ones (an
+    infinity or NaN) is refused."""
+    ebits, mbits = LAYOUTS[dtype]
+    size = SIZES[dtype]
+    top, emask, low = ebits + mbits, (1 << ebits) - 1, (1 << mbits) - 1
+    words = struct.unpack(f"<{len(raw) // size}{CODES[size]}", raw)
+    exps = [(b >> mbits) & emask for b in words]
+    if emask in exps:
+        k = exps.index(emask)
+        raise Unusable(f"{where}: {'NaN' if words[k] & low else 'an infinity'} at index "
+                       f"{index(k, shape)}")
+    # value = significand * 2**(max(exponent, 1) - bias), all at the least exponent lo
+    lo = min(filter(None, exps), default=1)
+    if 0 in exps and any(b & low for b, x in zip(words, exps) if not x):
+        lo = 1  # a subnormal
+    nums = [((b & low) | (low + 1)) << (x - lo) if x else b & low  # 0 unless lo is 1
+            for b, x in zip(words, exps)]
+    e = (1 << (ebits - 1)) - 1 + mbits - lo  # every |value| is nums[k] / 2**e
+    every = reduce(or_, nums, 0)
+    shift = min((every & -every).bit_length() - 1, e) if every else e  # the least scale
+    if shift < 0:  # every value an integer
+        nums, e = [-(p << -e) if b >> top else p << -e for p, b in zip(nums, words)], 0
+    else:
+        nums, e = [-(p >> shift) if b >> top else p >> shift for p, b in zip(nums, words)], \
+            e - shift
     if e > MAX_SCALE:
         raise Unusable(f"{where}: a scale of {e} bits exceeds the limit of {MAX_SCALE}")
-    nums = [p << (e - q.bit_length() + 1) for p, q in pairs]
-    wide = next((k for k, p in enumerate(nums) if p.bit_length() > MAX_VALUE_BITS), None)
-    if wide is not None:
-        raise Unusable(f"{where}: at index {index(wide, shape)} a numerator of "
-                       f"{nums[wide].bit_length()} bits exceeds the limit of {MAX_VALUE_BITS} "
+    if max(map(int.bit_length, nums), default=0) > MAX_VALUE_BITS:
+        k = next(k for k, p in enumerate(nums) if p.bit_length() > MAX_VALUE_BITS)
+        raise Unusable(f"{where}: at index {index(k, shape)} a numerator of "
+                       f"{nums[k].bit_length()} bits exceeds the limit of {MAX_VALUE_BITS} "
                        "bits (MAX_VALUE_BITS)")
     cols = (shape[1] if len(shape) == 2 else len(nums)) or 1
     return [nums[i:i + cols] for i in range(0, len(nums), cols)], e
