@@ -203,8 +203,9 @@ def _lies(data: bytes) -> list[tuple[str, bytes, str]]:
          "__metadata__"),
         ("a tensor the file lacks", _file({k: v for k, v in head.items() if k != "wte"} |
                                           {"other": head["wte"]}, body),
-         "tensor 'wte' (model.wte): not a tensor of the file"),
-        ("NaN", _file(head, bytes(nan)), "tensor 'wte' (model.wte): NaN at index [1, 1]"),
+         "tensor 'wte' (model.weights.tensors.wte): not a tensor of the file"),
+        ("NaN", _file(head, bytes(nan)),
+         "tensor 'wte' (model.weights.tensors.wte): NaN at index [1, 1]"),
         ("nothing but a header length", struct.pack("<Q", 16),
          "a header of 16 bytes declared, past the end of the file of 8 bytes"),
     ]

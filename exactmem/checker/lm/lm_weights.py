@@ -71,7 +71,7 @@ class Bound:
         obj(self.names, "model.weights.tensors", required, optional)
         out = {}
         for key, name in self.names.items():
-            where = f"weights file {self.name}: tensor {name[:200]!r} (model.{key})"
+            where = f"weights file {self.name}: tensor {name[:200]!r} (model.weights.tensors.{key})"
             if name not in self.entries:
                 raise Unusable(f"{where}: not a tensor of the file")
             dtype, shape, _, _ = self.entries[name]
@@ -96,7 +96,7 @@ def load(value: Any, base: Path | str, override: Path | str | None = None) -> Bo
     names = typed(value["tensors"], dict, "model.weights.tensors")
     for key, v in names.items():
         if type(v) is not str or not 0 < len(v) <= MAX_NAME:
-            raise Unusable(f"model.weights.tensors.{key}: expected a tensor name of the file "
+            raise Unusable(f"model.weights.tensors.{key[:200]}: expected a tensor name of the file "
                            f"(1 to {MAX_NAME} characters), found {kind_of(v)}")
     path = beside(base, name) if override is None else Path(override)
     data = read(path, size, digest)
