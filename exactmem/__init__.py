@@ -12,6 +12,7 @@ from exactmem.api import (
     CertifyResult,
     CheckResult,
     ExportResult,
+    ExtractResult,
     InfoResult,
     LMInfoResult,
     PrecisionResult,
@@ -23,6 +24,7 @@ from exactmem.api import (
     check_proof,
     check_search,
     export,
+    extract,
     generate,
     info,
     precision,
@@ -63,9 +65,9 @@ __all__ = [
     "Linear", "NetworkSpec", "NotExactError", "Readout", "SpecError", "__version__", "evaluate",
     "load_dataset", "sizes",
     # the API: one function per CLI verb (docs/api.md)
-    "CertifyResult", "CheckResult", "ExportResult", "InfoResult", "LMInfoResult",
+    "CertifyResult", "CheckResult", "ExportResult", "ExtractResult", "InfoResult", "LMInfoResult",
     "PrecisionResult",
     "ProveResult", "SearchResult", "certify", "certify_model", "check", "check_proof",
-    "check_search", "export", "generate",
+    "check_search", "export", "extract", "generate",
     "info", "precision", "prove", "save_dataset", "search",
 ]

@@ -28,36 +28,40 @@ PIP_NAMES = {"cvc5": "cvc5", "z3": "z3-solver", "pysat": "python-sat", "flint": 
              "gmpy2": "gmpy2"}
 
 
-def install_hint(package: str) -> str:
-    """The command that installs ``package`` (an import name)."""
-    if package in EXTRAS:
-        return f"pip install 'exactmem[{EXTRAS[package]}]'"
+def install_hint(package: str, extra: str | None = None) -> str:
+    """The command that installs ``package`` (an import name): through ``extra`` when given
+    (a package several extras install, named by the job: ``trained`` for torch when a
+    checkpoint is read), else through the extra of :data:`EXTRAS`, else by its pip name."""
+    extra = extra or EXTRAS.get(package)
+    if extra is not None:
+        return f"pip install 'exactmem[{extra}]'"
     return f"pip install {PIP_NAMES.get(package, package)}"
 
 
-def missing(package: str, what: str) -> MissingDependencyError:
-    """The error for ``what`` needing the optional ``package``, naming how to install it."""
+def missing(package: str, what: str, extra: str | None = None) -> MissingDependencyError:
+    """The error for ``what`` needing the optional ``package``, naming how to install it
+    (:func:`install_hint`)."""
     package = package.split(".")[0]
     return MissingDependencyError(f"{what} needs the '{package}' package, which is not "
-                                  f"installed: {install_hint(package)}")
+                                  f"installed: {install_hint(package, extra)}")
 
 
-def require(module: str, what: str) -> ModuleType:
+def require(module: str, what: str, extra: str | None = None) -> ModuleType:
     """Import ``module`` of an optional package or raise :func:`missing`'s error."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise missing(module, what) from exc
+        raise missing(module, what, extra) from exc
 
 
-def need(package: str, what: str) -> None:
+def need(package: str, what: str, extra: str | None = None) -> None:
     """Raise :func:`missing`'s error unless ``package`` is installed (without importing it)."""
     try:
         found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise missing(package, what)
+        raise missing(package, what, extra)
 
 
 def reads_as(path: Path, reader: Callable[[Path], object]) -> bool:

@@ -1,8 +1,12 @@
 """Small ``transformers`` causal LMs saved with ``save_pretrained`` for the GPT-NeoX and
-LLaMA-style import tests, and the checks every domain must pass on them."""
+LLaMA-style import tests, their edited copies, and the checks every layout and every domain
+must pass on them."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,9 @@ from exactmem.lm.normballs import NormWeights, logit_bounds
 from exactmem.lm.positions import prove_positions
 
 VOCAB, CONTEXT = 50, 16
+#: the shape every test model shares (the MLP width is each family's)
+SHAPE = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "max_position_embeddings": CONTEXT, "initializer_range": 0.1}
 
 
 def save(model: Any, path: Path, **kw: Any) -> Path:
@@ -26,6 +33,50 @@ def save(model: Any, path: Path, **kw: Any) -> Path:
     logging.disable_progress_bar()
     model.save_pretrained(str(path), **kw)
     return path
+
+
+def saved_model(path: Path, kind: str, **config: Any) -> Path:
+    """A ``transformers.<kind>ForCausalLM`` of :data:`SHAPE` and ``config``, its weights drawn
+    after ``torch.manual_seed(0)``, saved at ``path``."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = getattr(transformers, kind + "Config")(**{**SHAPE, **config})
+    return save(getattr(transformers, kind + "ForCausalLM")(cfg).eval(), path)
+
+
+def edited_copy(saved: Path, path: Path, edit: dict[str, Any], drop: Sequence[str] = ()
+                ) -> Path:
+    """A copy of the checkpoint directory ``saved`` at ``path``, its ``config.json`` updated
+    with ``edit`` and without the keys ``drop``."""
+    shutil.copytree(saved, path)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if k not in drop}
+    (path / "config.json").write_text(json.dumps({**cfg, **edit}))
+    return path
+
+
+def check_layouts(load: Callable[[Path], LMSpec], saved: Path, cls: str, tmp_path: Path,
+                  shard: str) -> None:
+    """Sharded safetensors (shards of at most ``shard``), ``pytorch_model.bin`` (the
+    directory and the file) and ``model.safetensors`` itself read to the same tensors."""
+    import torch
+    import transformers
+
+    spec = load(saved)
+    model = getattr(transformers, cls).from_pretrained(str(saved))
+    sharded = save(model, tmp_path / "sharded", max_shard_size=shard)
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1
+    single = tmp_path / "single"
+    single.mkdir()
+    shutil.copy(saved / "config.json", single / "config.json")
+    torch.save(model.state_dict(), single / "pytorch_model.bin")
+    for where in (sharded, single, single / "pytorch_model.bin", saved / "model.safetensors"):
+        got = load(where)
+        assert got.tensors.keys() == spec.tensors.keys()
+        assert all(np.array_equal(got.tensors[k], v) for k, v in spec.tensors.items())
 
 
 def tokens(seed: int, count: int, n: int = CONTEXT) -> np.ndarray:

@@ -10,6 +10,7 @@ needs when called.
 """
 
 from exactmem.api.exports import export
+from exactmem.api.extracting import ExtractResult, extract
 from exactmem.api.model import certify_model
 from exactmem.api.proofs import check_proof, check_search
 from exactmem.api.result_types import (
@@ -27,9 +28,8 @@ from exactmem.api.result_types import (
 from exactmem.api.verbs import certify, check, generate, info, precision, prove, search
 from exactmem.model.dataset import load_dataset, save_dataset
 
-__all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "InfoResult",
-           "LemmaResult", "LMInfoResult", "PrecisionResult", "ProveResult", "SearchResult",
-           "certify",
-           "certify_model", "check", "check_proof", "check_search", "export", "generate",
-           "info", "load_dataset", "precision",
-           "prove", "save_dataset", "search"]
+__all__ = ["CertifyResult", "CheckResult", "DtypeFidelity", "ExportResult", "ExtractResult",
+           "InfoResult", "LemmaResult", "LMInfoResult", "PrecisionResult", "ProveResult",
+           "SearchResult", "certify", "certify_model", "check", "check_proof", "check_search",
+           "export", "extract", "generate", "info", "load_dataset", "precision", "prove",
+           "save_dataset", "search"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,13 @@ class NotExported(CertificateError):
 
 def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str = "torch",  # noqa: A002
            dtype: str = "float64", *, sidecar: PathLike | None = None, check: bool = True,
-           allow_lossy: bool = False,
+           allow_lossy: bool = False, recheck: bool = False,
            progress: Callable[[str, int, int], None] | None = None) -> ExportResult:
     """Write the certified network of ``certificate`` (a file, or a parsed dict) to
     ``output`` in ``format`` with weights rounded once to nearest into ``dtype``
-    (``exactmem export``); ``check=False`` skips the checker, ``progress`` follows it."""
+    (``exactmem export``); ``check=False`` skips the checker, ``progress`` follows it.  A
+    certificate file this checker has verified before, with the same bytes and bound files,
+    is not checked again (:mod:`exactmem.api.verified`) unless ``recheck``."""
     from exactmem.certificate import dataset_from_certificate
     from exactmem.exporters.runtimes import DTYPES, NARROW
     from exactmem.files.atomic import check_writable
@@ -57,9 +60,10 @@ def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str
     need(*NEEDS[format])
     need(RUNS_IN[format], f"checking the written file (export --format {format})")
     cert, base, name = _read(certificate)
+    source = None if isinstance(certificate, dict) else Path(certificate)
     if cert.get("format") == LM_FORMAT:
-        return _export_lm(cert, base, name, Path(output), format, dtype, sidecar, check,
-                          allow_lossy, progress)
+        return _export_lm(cert, base, name, Path(output), format, dtype, sidecar,
+                          (check, recheck, source), allow_lossy, progress)
     if dtype not in DTYPES[format] + tuple(NARROW):
         raise SpecError(f"{format} export supports {', '.join(DTYPES[format])}, found {dtype}")
     if format == "safetensors" and isinstance(certificate, dict):
@@ -68,11 +72,10 @@ def export(certificate: dict[str, Any] | PathLike, output: PathLike, format: str
     if format == "safetensors" and sidecar:
         check_writable(sidecar)
     narrow = _narrow_claim(format, dtype, sidecar, cert, name)
-    if check:
-        _check(cert, base, name, None)
+    said = _check(cert, base, name, None, recheck, source) if check else NOT_CHECKED
     ds = dataset_from_certificate(cert, base)
-    return _write_and_run(cert, ds, name, Path(output), format, dtype, sidecar, narrow,
-                          allow_lossy)
+    return replace(_write_and_run(cert, ds, name, Path(output), format, dtype, sidecar, narrow,
+                                  allow_lossy), verification=said)
 
 
 def _read(certificate: dict[str, Any] | PathLike) -> tuple[dict[str, Any], Path, str]:
@@ -87,19 +90,36 @@ def _read(certificate: dict[str, Any] | PathLike) -> tuple[dict[str, Any], Path,
             str(certificate))
 
 
+NOT_CHECKED = "checker: not run (--no-check)"
+
+
 def _check(cert: dict[str, Any], base: Path, name: str,
-           progress: Callable[[str, int, int], None] | None) -> None:
+           progress: Callable[[str, int, int], None] | None, recheck: bool = False,
+           source: Path | None = None) -> str:
+    """Run the checker on ``cert`` unless ``source`` (its file) has a verification record
+    (:mod:`exactmem.api.verified`) and not ``recheck``; record a VERIFIED file.  Returns
+    the line saying which of the two happened."""
+    from exactmem.api import verified
     from exactmem.checker import check_certificate
 
+    rec = None if source is None or recheck else verified.lookup(source)
+    if rec is not None:
+        return (f"checker: not run again; this checker verified these bytes at "
+                f"{rec.get('when', '?')} (a verification record, docs/checker.md; "
+                "--recheck runs it)")
     report = check_certificate(cert, base, progress=progress)
     if not report.verified:
         why = "cannot read" if report.unusable else "rejects"
         raise NotExported(f"not exported: the checker {why} {name}",
                           tuple(report.failures), int(report.exit_code))
+    if source is not None:
+        verified.record(source, getattr(report, "claim", None))
+    return "checker: VERIFIED"
 
 
 def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: str,  # noqa: A002
-               dtype: str, sidecar: PathLike | None, check: bool, allow_lossy: bool,
+               dtype: str, sidecar: PathLike | None,
+               checking: tuple[bool, bool, Path | None], allow_lossy: bool,
                progress: Callable[[str, int, int], None] | None) -> ExportResult:
     """A language-model certificate (docs/trained-models.md, "Exporting a certified
     language model"): check it, write the file, run it in its runtime, count the certified
@@ -115,8 +135,9 @@ def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: s
         raise SpecError("--sidecar: a language-model export has no exact sidecar (the "
                         "certificate holds the exact weights)")
     out = check_writable(out)
+    check, recheck, source = checking
+    said = _check(cert, base, name, progress, recheck, source) if check else NOT_CHECKED
     if check:
-        _check(cert, base, name, progress)
         if progress is not None:
             progress("done; writing and running the file", 0, 0)
     spec = lm.spec_of(cert, base)
@@ -136,7 +157,7 @@ def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: s
             raise NotExported(f"not exported: {line} (--allow-lossy writes it anyway)")
     lossy = "" if complete else " (lossy: written because of --allow-lossy)"
     return ExportResult(out, format, dtype, 0, 0, 0, None,
-                        f"wrote {out} ({format}, {dtype}); {line}{lossy}", complete)
+                        f"wrote {out} ({format}, {dtype}); {line}{lossy}", complete, said)
 
 
 def _narrow_claim(format: str, dtype: str, sidecar: PathLike | None,  # noqa: A002

@@ -107,6 +107,7 @@ class LMResult:
     float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
     compared: str = ""  # what the float64 cross-check compared the imported function with
     readings: str = ""  # the config's reading against the others (no module given)
+    mem_u: Any = None  # with a reference: (certified lower bound, float64 estimate) of mem_U
     certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     weights: Path | None = None  # the weights file the written certificate binds
@@ -123,7 +124,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "auto",
                self_check: bool = True, module: Any = None,
-               strict_config: bool = False, bind_weights: bool | None = None) -> LMResult:
+               strict_config: bool = False, reference: str | Path | None = None,
+               bind_weights: bool | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -134,11 +136,12 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     fit the labels strictly best).  ``producer``: ``"auto"``, ``"fast"``, ``"hybrid"`` or
     ``"arb"`` (:func:`~exactmem.lm.positions.prove_positions`).  ``self_check`` False
     writes the producer's positions without running the checker (``result.checked``
-    False) and without code-length claims.  ``bind_weights``: the certificate binds a
-    weights file written beside it instead of embedding the tensors (True), embeds them
-    (False), or binds above :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters (None;
-    docs/trained-models.md, "Bound weights")."""
-    from exactmem.checker.lm.lm_verify import check as check_lm
+    False) and without code-length claims.  ``reference``: a second checkpoint of the kinds
+    above (same vocabulary) against which Morris et al.'s ``mem_U`` is certified
+    (:mod:`~exactmem.lm.reference`; ``result.mem_u``).  ``bind_weights``: the certificate
+    binds a weights file written beside it instead of embedding the tensors (True), embeds
+    them (False), or binds above :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters
+    (None; docs/trained-models.md, "Bound weights")."""
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
     from exactmem.lm.float64 import label_margin, logits64
@@ -209,6 +212,10 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             "exactmem.certify_model(module, data, ...)")
     clock = time.perf_counter()
     coded = self_check and next_token_labelled(ds)  # unchecked: no code-length claims
+    ref = _reference(reference, spec, toks, say) if reference is not None else None
+    if ref is not None and not coded:
+        raise SpecError("--reference: mem_U needs a dataset labelled with its next tokens "
+                        "and the self-check (code lengths of both models)")
     code_lengths: list[Any] = []
 
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
@@ -217,6 +224,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
                              on_logits=on_logits if coded else None, producer=producer,
                              float_logits=ours)
+    if ref is not None:
+        ref.bound(ds.sequences, ds.labels, progress, producer)
     t["bounds"] = time.perf_counter() - clock
     if bounds.switch is not None:
         say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
@@ -250,42 +259,92 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
             cert = build_lm_certificate(spec, ds, positions, partial, rel, weights=binding)
             result.checked, result.code_lengths = False, []
         else:
-            cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
-            clock = time.perf_counter()
-            unproved: list[tuple[int, int]] = []
-            derived: dict[int, int] = {}
-            bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
-                                        derived=derived, weights=tmp)
-            t["check"] = time.perf_counter() - clock
-            longer = [b for b in bad if "claimed code length" in b]
-            if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
-                raise SpecError("self-check: the checker rejects the certificate: "
-                                + "; ".join(bad[:5]))
-            tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
-                if coded and len(derived) == len(code_lengths) else code_lengths
-            if tight != code_lengths:
-                # the claim is the checker's own bound (it re-derives exactly that, so it
-                # verifies): raised where the producer's balls were narrower, lowered where
-                # they were wider
-                say(f"self-check: code-length bounds set to the checker's own ({len(longer)} "
-                    "raised)")
-                code_lengths[:] = tight
-                result.code_lengths = code_lengths
-                cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
-            if unproved:  # re-proved separately, each position on its own: drop what it could not
-                say(f"self-check: {len(unproved)} positions proved by the producer are not "
-                    "re-proved by the checker's bounds; they are left out")
-                for i, p in unproved:
-                    positions[i].remove(p)
-                cert = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
-                result.proved -= len(unproved)
-                result.sequences_full = sum(len(r) == ds.n for r in positions)
-                result.certified = _mask(positions, ds.N, ds.n)
+            cert = _self_checked(spec, ds, positions, partial, rel, cls, binding, tmp, where,
+                                 progress, t, say, result, ref, code_lengths, coded)
     if out is not None:  # the weights file is in place (renamed as the block ended)
         write_lm_certificate(cert, out)
         result.written = True
         result.weights = weights_path(out) if binding is not None else None
     return result
+
+
+def _self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
+                  rel: str | None, cls: Any, binding: dict[str, Any] | None, tmp: Path | None,
+                  where: Path, progress: Any, t: dict[str, float], say: Any,
+                  result: LMResult, ref: Any, code_lengths: list[Any],
+                  coded: bool) -> dict[str, Any]:
+    """The certificate after the in-process checker (its weights file, if bound, at
+    ``tmp``): code-length claims set to the checker's own bounds, positions it does not
+    re-prove left out (``result`` updated); a rejection raises :class:`SpecError`."""
+    from exactmem.checker.lm.lm_verify import check as check_lm
+    from exactmem.lm.certfile import build_lm_certificate
+
+    def build() -> dict[str, Any]:
+        c = build_lm_certificate(spec, ds, positions, partial, rel, cls, binding)
+        return ref.attach(c) if ref is not None else c
+
+    cert = build()
+    clock = time.perf_counter()
+    unproved: list[tuple[int, int]] = []
+    derived: dict[int, int] = {}
+    ref_derived: dict[int, tuple[int, int]] = {}
+    bad, unusable, _ = check_lm(cert, where, progress, unproved=unproved,
+                                derived=derived, ref_derived=ref_derived, weights=tmp)
+    t["check"] = time.perf_counter() - clock
+    longer = [b for b in bad if "claimed code length" in b]
+    if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
+        raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
+    tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
+        if coded and len(derived) == len(code_lengths) else code_lengths
+    if tight != code_lengths:
+        # the claim is the checker's own bound (it re-derives exactly that, so it verifies):
+        # raised where the producer's balls were narrower, lowered where they were wider
+        say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
+        code_lengths[:] = tight
+        result.code_lengths = code_lengths
+        cert = build()
+    if ref is not None:
+        from exactmem.checker.lm.lm_codelength import P
+
+        if ref.adopt(ref_derived, P):
+            say("self-check: the reference's code-length bounds set to the checker's own")
+            cert = build()
+        result.mem_u = _mem_u(ref, ds, code_lengths, result.float_code_lengths)
+    if unproved:  # re-proved separately, each position on its own: drop what it could not
+        say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
+            "by the checker's bounds; they are left out")
+        for i, p in unproved:
+            positions[i].remove(p)
+        cert = build()
+        result.proved -= len(unproved)
+        result.sequences_full = sum(len(r) == ds.n for r in positions)
+        result.certified = _mask(positions, ds.N, ds.n)
+    return cert
+
+
+def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:
+    """The reference model of a mem_U claim, imported and cross-checked as the model is."""
+    from exactmem.lm.reference import Reference
+
+    kind = lm_kind_of(Path(path), "auto")
+    if kind is None:
+        raise SpecError(f"--reference {path}: not a language-model checkpoint (a GPT-2, "
+                        "GPT-NeoX or LLaMA-style directory, a nanoGPT or torch encoder "
+                        "checkpoint)")
+    ref_spec, own_forward, own_name = load_lm(path, kind)
+    ref = Reference.cross_checked(ref_spec, own_forward(toks), str(path), spec, toks,
+                                  own_name)
+    say(f"reference: {path} ({kind}) cross-checked against {own_name}")
+    return ref
+
+
+def _mem_u(ref: Any, ds: Any, code_lengths: list[Any], floats: list[float]) -> tuple[Any, float]:
+    """The certified lower bound and the float64 estimate of Morris et al.'s clipped sum."""
+    from exactmem.lm.reference import distinct, mem_u
+
+    once = distinct(ds.sequences, ds.labels)
+    est = sum(max(0.0, ref.floats[i] - min(ref.floats[i], floats[i])) for i in once)
+    return mem_u(ref.lower, ref.upper, code_lengths, once), est
 
 
 def _mask(positions: Any, count: int, n: int) -> np.ndarray:

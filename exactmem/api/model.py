@@ -104,6 +104,7 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   partial: bool = False, module: Any = None, strict_config: bool = False,
                   producer: str = "auto", kind: str = "auto",
                   self_check: bool = True,
+                  reference: PathLike | None = None,
                   bind_weights: bool | None = None) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
@@ -120,9 +121,10 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"; the rotary models
     are proved but not yet written as certificates: docs/trained-models.md).
     ``self_check`` False writes a language model's proof without running the checker.
-    ``bind_weights``: a language model's certificate binds a weights file beside it (True),
-    embeds its tensors (False), or binds above 1M parameters (None; docs/trained-models.md,
-    "Bound weights").
+    ``reference``: a language model's reference checkpoint for Morris et al.'s ``mem_U``
+    (docs/memorized-bits.md).  ``bind_weights``: a language model's certificate binds a
+    weights file beside it (True), embeds its tensors (False), or binds above 1M parameters
+    (None; docs/trained-models.md, "Bound weights").
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -146,10 +148,11 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
                            progress=progress, producer=producer, self_check=self_check,
-                           bind_weights=bind_weights)
-    if partial or module is not None or strict_config or bind_weights is not None:
-        raise SpecError("partial, module, strict_config and bind_weights apply to language "
-                        "models only")
+                           reference=reference, bind_weights=bind_weights)
+    if partial or module is not None or strict_config or reference is not None or \
+            bind_weights is not None:
+        raise SpecError("partial, module, strict_config, reference and bind_weights apply to "
+                        "language models only")
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult

@@ -196,13 +196,16 @@ class ExportResult:
     sidecar: Path | None = None
     line: str = ""  # the summary ``exactmem export`` prints, with the run in the runtime
     complete: bool = True  # False: the file does not memorize (written with allow_lossy)
+    verification: str = ""  # how the certificate was checked first (api.verified)
 
     def __str__(self) -> str:
+        first = f"{self.verification}\n" if self.verification else ""
         if self.line:
-            return self.line
+            return first + self.line
         side = f"; exact sidecar {self.sidecar}" if self.sidecar is not None else ""
-        return (f"wrote {self.path} ({self.format}, {self.dtype}): {self.weights} weights, "
-                f"{self.rounded} rounded, {self.overflowed} overflowed to infinity{side}")
+        return (f"{first}wrote {self.path} ({self.format}, {self.dtype}): {self.weights} "
+                f"weights, {self.rounded} rounded, {self.overflowed} overflowed to "
+                f"infinity{side}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,8 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
                       dataset_file=file if bind_dataset else None, float_exact=float_exact,
                       shards=shards, submit=submit)
     check = check_result(outcome.report)
+    if out is not None and check.verified and out.exists():  # the checked dict, as written
+        _recorded(replace(check, path=out))
     failing = failing_sequences(check.failures)
     return CertifyResult(verified=check.verified, construction=con.name, N=ds.N,
                          sizes=sizes_of(outcome.certificate), check=check,
@@ -154,7 +157,8 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
     """The trusted checker's verdict (``exactmem check``); an unreadable file is an
     ``unusable`` result, not an exception.  ``shards``: check that many slices of the
     sequences in parallel (on the Dask ``scheduler`` when given).  ``weights``: a language
-    model's bound weights file, read instead of the one beside the certificate."""
+    model's bound weights file, read instead of the one beside the certificate (its verdict
+    is then not recorded: the record is about the files beside the certificate)."""
     from exactmem.checker import check_certificate, check_file
 
     if shards < 1:
@@ -169,9 +173,20 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
 
         bound = None if weights is None else Path(weights).resolve()
         with dask_submit(scheduler) as submit:
-            return check_result(check_sharded(str(path.resolve()), shards, submit, bound),
-                                path)
-    return check_result(check_file(path, progress=progress, weights=weights), path)
+            return _recorded(check_result(check_sharded(str(path.resolve()), shards, submit,
+                                                        bound), path), weights)
+    return _recorded(check_result(check_file(path, progress=progress, weights=weights), path),
+                     weights)
+
+
+def _recorded(result: CheckResult, weights: PathLike | None = None) -> CheckResult:
+    """Keep a verification record of a VERIFIED certificate file (api.verified), so that
+    ``export`` does not check it again; not when another weights file was read."""
+    if result.verified and result.path is not None and weights is None:
+        from exactmem.api import verified
+
+        verified.record(result.path, result.claim)
+    return result
 
 
 def shard_count(shards: int) -> int:

@@ -33,6 +33,12 @@ def canonical(value: Any) -> str:
 def dataset(entry: Any, base: Path | str) -> Dataset:
     """The dataset (embedded, or a bound regular file), read strictly; returns
     ``(task, inputs, tokens, labels, size, sha256)``."""
+    return dataset_object(*dataset_source(entry, base))
+
+
+def dataset_source(entry: Any, base: Path | str) -> tuple[Any, str]:
+    """The decoded dataset object a certificate's ``dataset`` entry embeds or binds, and
+    where it is from (for messages)."""
     obj(entry, "dataset", ("sha256",), ("data", "path"))
     if ("data" in entry) == ("path" in entry):
         raise Unusable("dataset: exactly one of 'data' (embedded) and 'path' (bound file)")
@@ -43,7 +49,7 @@ def dataset(entry: Any, base: Path | str) -> Dataset:
             raise Unusable("dataset.path: expected a file name relative to the certificate")
         data = read_json(inside(base, entry["path"]))
         where = f"dataset file {entry['path']}"
-    return dataset_object(data, where)
+    return data, where
 
 
 def inside(base: Path | str, name: str) -> Path:
@@ -69,12 +75,13 @@ def dataset_object(data: Any, where: str = "dataset") -> Dataset:
     if type(data) is not dict or data.get("format") != DATASET_FORMAT:
         raise Unusable(f"{where}.format: expected {DATASET_FORMAT!r}")
     inputs = obj(data, where, ("format", "task", "inputs", "sequences", "labels"),
-                 ("vocab_size", "dim"))["inputs"]
+                 ("vocab_size", "dim", "generator"))["inputs"]
     size_key = {"token-ids": "vocab_size", "vectors": "dim"}.get(inputs) \
         if type(inputs) is str else None
     if size_key is None:
         raise Unusable(f"{where}.inputs: expected 'token-ids' or 'vectors', found {inputs!r}")
-    obj(data, where, ("format", "task", "inputs", "sequences", "labels", size_key))
+    obj(data, where, ("format", "task", "inputs", "sequences", "labels", size_key),
+        ("generator",))
     task = choice(data["task"], ("next-token", "seq2seq"), f"{where}.task")
     size = integer(data[size_key], f"{where}.{size_key}", 1)
     seqs, labels = data["sequences"], data["labels"]
@@ -116,8 +123,30 @@ def dataset_object(data: Any, where: str = "dataset") -> Dataset:
             integer(v, f"{where}.labels[{i}]" + ("" if task == "next-token" else f"[{k}]"), 0)
     norm = {"format": DATASET_FORMAT, "task": task, "inputs": inputs, size_key: size,
             "sequences": norm_seqs, "labels": labels}
+    if "generator" in data:
+        norm["generator"] = generator(data["generator"], f"{where}.generator",
+                                      (task, inputs))
     digest = hashlib.sha256(canonical(norm).encode()).hexdigest()
     return task, inputs, toks, labels, size, digest
+
+
+GENERATORS = ("exactmem.uniform-tokens/1",)  # checker/lm/lm_uniform.py regenerates them
+
+
+def generator(value: Any, where: str, kind: tuple[str, str]) -> dict[str, Any]:
+    """``generator``: the recorded generator of a seq2seq token-id dataset (its ``name``,
+    ``seed`` below ``2**64``, ``vocab`` below ``2**32``, ``sequences`` and ``length`` (tokens
+    a row, inputs and the last label)); its semantics are checked by the claim that uses
+    it."""
+    if kind != ("seq2seq", "token-ids"):
+        raise Unusable(f"{where}: only a seq2seq token-id dataset records a generator")
+    obj(value, where, ("name", "seed", "vocab", "sequences", "length"))
+    choice(value["name"], GENERATORS, f"{where}.name")
+    integer(value["seed"], f"{where}.seed", 0, (1 << 64) - 1)
+    integer(value["vocab"], f"{where}.vocab", 1, 1 << 32)
+    integer(value["sequences"], f"{where}.sequences", 1)
+    integer(value["length"], f"{where}.length", 2)
+    return value
 
 
 def initial(net: dict[str, Any], toks: list[Any], layers: list[dict[str, Any]]

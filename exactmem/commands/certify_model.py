@@ -74,6 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "activation) fits the labels strictly better than every other reading "
                         "(default: refuse only when another fits clearly better; "
                         "docs/certify-model.md, 'Which function')")
+    p.add_argument("--reference", metavar="REF",
+                   help="language models: a reference checkpoint of the same kinds and "
+                        "vocabulary; certify Morris et al.'s mem_U of MODEL against it "
+                        "(rigorous bounds of both models' code lengths; needs a dataset "
+                        "labelled with its next tokens; docs/memorized-bits.md)")
     p.set_defaults(func=run)
 
 
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                                partial=args.partial, strict_config=args.strict_config,
                                producer=args.producer, kind=args.format,
                                self_check=not args.no_self_check,
-                               bind_weights=args.bind_weights)
+                               reference=args.reference, bind_weights=args.bind_weights)
     finally:
         close()
     if isinstance(result, CertifyResult):
@@ -166,4 +171,8 @@ def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> 
         log(f"code length: at most {float(total):.6f} bits in all (float64 estimate "
             f"{sum(r.float_code_lengths):.6f}); `exactmem check` states how far it lies "
             "below the uniform code")
+    if r.mem_u is not None:
+        log(f"mem_U against {args.reference}: at least {float(r.mem_u[0]):.6f} bits over the "
+            f"distinct sequences (float64 estimate {r.mem_u[1]:.6f}); `exactmem check` "
+            "re-derives it")
     return 0

@@ -19,7 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "safetensors: tensors plus an exact-rational sidecar OUT.exact.json, bound "
                     "by SHA-256 in the metadata; onnx: MatMul/Softmax-level graph with input "
                     "'tokens' or 'inputs' and outputs 'labels' and 'outputs'. The certificate "
-                    "is re-checked first (skip with --no-check). The written file is then run "
+                    "is re-checked first (skip with --no-check), unless this checker verified "
+                    "the same certificate bytes and bound files before (check, certify-model "
+                    "and export keep a verification record; --recheck runs it anyway). "
+                    "The written file is then run "
                     "in its own runtime (onnxruntime for onnx, torch for torch and "
                     "safetensors) on the certificate's dataset and the memorized fraction "
                     "printed; below 1 nothing is written (exit 1) unless --allow-lossy. "
@@ -61,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="safetensors only: exact sidecar path (default OUT.exact.json)")
     p.add_argument("--no-check", action="store_true",
                    help="do not re-run the checker on the certificate first")
+    p.add_argument("--recheck", action="store_true",
+                   help="run the checker even when it verified these certificate bytes before "
+                        "(a verification record in the cache folder: docs/checker.md)")
     p.add_argument("--allow-lossy", action="store_true",
                    help="write the file even when it does not memorize every sequence in its "
                         "runtime (the fraction is printed)")
@@ -75,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = export(args.certificate, args.output, args.format, args.dtype,
                         sidecar=args.sidecar, check=not args.no_check,
-                        allow_lossy=args.allow_lossy, progress=tick)
+                        allow_lossy=args.allow_lossy, recheck=args.recheck,
+                        progress=tick)
     except NotExported as exc:
         for line in exc.failures[:20]:
             print(f"  {line}", file=sys.stderr)
@@ -83,5 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
     finally:
         close()
+    if result.verification:
+        print(result.verification)
     print(result.line)
     return 0

@@ -18,7 +18,8 @@ The label is field ``s`` of ``W_0 + W_1 + W_2`` (the sum of the three selected w
 are solved from ``s = 0`` upwards, each by hypergraph peeling, with the carries out of the
 lower fields known).
 
-**Network** ``FF_out o FF_2 o FF_1 o FF_0 o A_10 o ... o A_0 o E``:
+**Network** ``FF_out o FF_2 o FF_1 o FF_0 o A_10 o ... o A_0 o E`` (built from the solved
+tables by :mod:`._packed_network`; this module chooses the layout and solves the tables):
 
 * ``E``: token ``t`` -> ``(pi(t) mod K, (pi(t) mod K)^2)`` for each modulus ``K`` in use; the
   model also has five *fetch* dimensions per table ``(g, g^2, la, lb, la^2 + lb^2)``, the
@@ -56,28 +57,17 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from exactmem.arith import ScaledMatrix
-from exactmem.constructions._gadgets import ONE, Expr, Program
+from exactmem.constructions._packed_network import FETCH, network
 from exactmem.constructions._retrieval import solve_tables
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import require_no_conflicting_duplicates
-from exactmem.model.spec import (
-    Attention,
-    Embedding,
-    FeedForward,
-    Head,
-    Layer,
-    NetworkSpec,
-    Readout,
-)
 
 WORD_BITS = 21  # words below 2^21: three of them and the gate stay below 2^23
 SLACK = 1.25  # table slots per edge of the largest field group (peeling threshold ~1.222)
 ATTEMPTS = 16
 POSITIONS = 11  # p_j, q_j, r_j for three tables and two for the field
-FETCH = ("g", "g2", "la", "lb", "lsq")
 
 
 def _cost(G: int, La: int, Lb: int, d: int) -> int:  # noqa: N803
@@ -244,7 +234,7 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
     else:
         raise ConstructionError(f"no peelable layout in {ATTEMPTS} attempts (seed {seed}); the "
                                 f"tokens at the read positions may not be spread enough")
-    spec = _network(V, n, pi, pos, tables, G, La, Lb, fields, b, 1 << word_bits, lean, offset)
+    spec = network(V, n, pi, pos, tables, G, La, Lb, fields, b, 1 << word_bits, lean, offset)
     params = {"seed": seed, "max_bits": 24, "contexts": len(seqs), "label_bits": b,
               "fields_per_word": fields, "rows": G, "cols_a": La, "cols_b": Lb,
               "words_per_table": G * La * Lb, "positions": pos, "attempts": attempt}
@@ -256,151 +246,6 @@ def build_packed(ds: Dataset, options: Mapping[str, Any], name: str, word_bits: 
         f"{name}{'' if word_bits == WORD_BITS else f' ({word_bits}-bit words)'}: "
         f"{len(seqs)} contexts in 3 tables of {G} x {La * Lb} words of "
         f"{fields} {b}-bit fields (attempt {attempt})",))
-
-
-def _dims(mods: Sequence[int], fetch: Sequence[str] = FETCH, extra: Sequence[str] = (),
-          field: Sequence[str] = ("s",)) -> list[str]:
-    return [x for K in mods for x in (f"m{K}", f"q{K}")] + list(extra) + \
-        [f"{x}{j}" for j in range(3) for x in fetch] + [*field, "acc"]
-
-
-def _fetch(names: list[str], pos: int, pairs: Sequence[tuple[str, Sequence[str]]]) -> Attention:
-    """Uniform attention on the single key ``pos``: stream dim ``src`` of that token is added to
-    the dims ``dsts`` of every position."""
-    d = len(names)
-    idx = {x: i for i, x in enumerate(names)}
-    value = ScaledMatrix(tuple(tuple(int(c == idx[src]) for c in range(d)) for src, _ in pairs),
-                         1, d)
-    output = ScaledMatrix(tuple(tuple(int(names[r] in dsts) for _, dsts in pairs)
-                                for r in range(d)), 1, len(pairs))
-    zero = ScaledMatrix.zeros(1, d)
-    return Attention((Head(query=zero, key=zero, value=value, output=output),),
-                     kind="uniform", residual=True, keys=(pos,))
-
-
-def _residual(prog: Program) -> FeedForward:
-    return FeedForward(tuple(prog.maps), residual=True)
-
-
-def _lookup(names: list[str], j: int, words: list[int], G: int, La: int, Lb: int,  # noqa: N803
-            gate: int, fetch: Sequence[str] = FETCH, lean: bool = False,
-            offset: int = 0) -> FeedForward:
-    """Table ``j``: its five fetched features (a narrow first layer, so the wide one-hot
-    layer reads five inputs, not the whole model), one-hot units, the word layer (the
-    ``G x L`` words, less ``offset``, as weights), accumulator output (``lean``: through
-    one unit summing the word layer)."""
-    prog = Program(names)
-    prog.step({x: {f"{x}{j}": 1} for x in fetch})
-    one: dict[str, Expr] = {}
-    for u in range(G):
-        one[f"r{u}"] = {ONE: 1 - u * u, "g": 2 * u, "g2": -1}
-    for a in range(La):
-        for c in range(Lb):
-            e: dict[str, int] = {ONE: 1 - a * a - c * c, "lsq": -1}
-            if a:
-                e["la"] = 2 * a
-            if c:
-                e["lb"] = 2 * c
-            one[f"c{a}_{c}"] = e
-    prog.step(one)
-    L = La * Lb  # noqa: N806
-    two: dict[str, Expr] = {}
-    for u in range(G):
-        row = {f"c{col // Lb}_{col % Lb}": words[u * L + col] - offset for col in range(L)
-               if words[u * L + col] != offset}
-        two[f"h{u}"] = {**row, f"r{u}": gate, ONE: offset - gate}
-    prog.step(two)
-    total: Expr = {f"h{u}": 1 for u in range(G)}
-    if lean:
-        prog.step({"sigma": total})
-        total = {"sigma": 1}
-    prog.step({x: (total if x == "acc" else {}) for x in names})
-    return _residual(prog)
-
-
-def _extract(names: list[str], fields: int, b: int, top_s: int, sdim: str = "s"
-             ) -> FeedForward:
-    """``acc, s -> field (s mod f)`` of ``acc`` by bit peeling; output the label.  ``s`` (in
-    the dimension ``sdim``, ``0 <= s <= top_s``) is reduced by clipped steps at the
-    multiples of ``f``."""
-    prog = Program(names)
-    first: dict[str, Expr] = {"w": {"acc": 1}, "sv": {sdim: 1}}
-    T: dict[str, int] = {"sv": 2}  # noqa: N806
-    for i in range(1, top_s // fields + 1):
-        first[f"su{i}"] = {sdim: 1, ONE: 1 - i * fields}
-        first[f"sw{i}"] = {sdim: 1, ONE: -i * fields}
-        T.update({f"su{i}": -2 * fields, f"sw{i}": 2 * fields})
-    prog.step(first)
-    R: Expr = {"w": 1}  # noqa: N806
-    acc: Expr | None = None
-    top = fields * b + 1  # three words < 3 * 2^(f b) < 2^(f b + 2)
-    for k in range(top, -1, -1):
-        fld = k // b if k < fields * b else None
-        a: dict[str, Expr] = {"u": {**R, ONE: R.get(ONE, 0) + 1 - (1 << k)},
-                              "v": {**R, ONE: R.get(ONE, 0) - (1 << k)}}
-        if fld is not None:
-            a["dp"] = {**T, ONE: -2 * fld}
-            a["dm"] = {**{x: -c for x, c in T.items()}, ONE: 2 * fld}
-        if k > 0:
-            a["w"] = R
-            a["t"] = T
-        if acc is not None:
-            a["acc"] = acc
-        prog.step(a)
-        bstep: dict[str, Expr] = {}
-        if fld is not None:
-            bstep["gb"] = {"u": 1, "v": -1, "dp": -1, "dm": -1}
-        if k > 0:
-            bstep.update({"w": {"w": 1}, "t": {"t": 1}, "b": {"u": 1, "v": -1}})
-        if acc is not None:
-            bstep["acc"] = {"acc": 1}
-        prog.step(bstep)
-        R, T = {"w": 1, "b": -(1 << k)}, {"t": 1}  # noqa: N806
-        if fld is not None:
-            acc = {**({"acc": 1} if acc is not None else {}), "gb": 1 << (k % b)}
-    assert acc is not None
-    prog.step({"y": acc})
-    return FeedForward(tuple(prog.maps), residual=False)
-
-
-def _network(V: int, n: int, pi: list[int], pos: list[int], tables: list[list[int]],  # noqa: N803
-             G: int, La: int, Lb: int, fields: int, b: int,  # noqa: N803
-             gate: int, lean: bool = False, offset: int = 0) -> NetworkSpec:
-    mods = sorted({G, La, Lb} - {1})
-    fetch = tuple(x for x in FETCH if x != "lb") if lean and Lb == 1 else FETCH
-    names = _dims(mods, fetch, ("sf",) if lean else (), () if lean else ("s",))
-    table = []
-    for x in names:
-        row = [0] * V
-        for t in range(V):
-            if x == "sf":
-                row[t] = pi[t] % fields
-            elif x[0] == "m" and x[1:].isdigit():
-                row[t] = pi[t] % int(x[1:])
-            elif x[0] == "q" and x[1:].isdigit():
-                row[t] = (pi[t] % int(x[1:])) ** 2
-        table.append(row)
-    layers: list[Layer] = [Embedding(ScaledMatrix(tuple(map(tuple, table)), 1, V))]
-
-    def feat(K: int, one: str, sq: Sequence[str]) -> list[tuple[str, Sequence[str]]]:
-        return [(f"m{K}", (one,)), (f"q{K}", sq)] if K > 1 else []
-
-    for j in range(3):
-        for p, pairs in ((pos[3 * j], feat(G, f"g{j}", (f"g2{j}",))),
-                         (pos[3 * j + 1], feat(La, f"la{j}", (f"lsq{j}",))),
-                         (pos[3 * j + 2], feat(Lb, f"lb{j}", (f"lsq{j}",)))):
-            if pairs:
-                layers.append(_fetch(names, p, pairs))
-    Ks = max(G, La, Lb)  # noqa: N806
-    if Ks > 1 and not lean:  # lean: the field is sf of the read token (pos[9] = n - 1)
-        layers.append(_fetch(names, pos[9], [(f"m{Ks}", ("s",))]))
-        layers.append(_fetch(names, pos[10], [(f"m{Ks}", ("s",))]))
-    for j in range(3):
-        layers.append(_lookup(names, j, tables[j], G, La, Lb, gate, fetch, lean, offset))
-    layers.append(_extract(names, fields, b, fields - 1 if lean else 2 * Ks - 2,
-                           "sf" if lean else "s"))
-    return NetworkSpec(input_kind="token-ids", input_dim=V, seq_len=n, layers=tuple(layers),
-                       readout=Readout("scalar", "last"))
 
 
 CONSTRUCTION = Construction(

@@ -10,7 +10,8 @@ rigorous point evaluation of :mod:`exactmem.lm.balls` (only rounding widens it),
 a bound of ``f``'s Lipschitz constant in the 2-norm times ``rho`` (mean value theorem on the
 segment from ``m`` to ``x``):
 
-- ``x W + b``: ``||W||_2`` (:func:`spectral_up`, a rigorous upper bound);
+- ``x W + b``: ``||W||_2`` (:func:`~exactmem.lm.normball_steps.spectral_up`, a rigorous
+  upper bound);
 - LayerNorm: ``max|g| / sigma_min``, since the Jacobian of ``z -> P z / sqrt(|P z|^2/d +
   eps)`` (``P`` the centring projection) is ``(I - z z^T / (d sigma^2)) P / sigma``, of norm at
   most ``1/sigma``, and ``sigma >= sqrt((|P m| - rho)_+^2 / d + eps)`` on the ball;
@@ -22,12 +23,15 @@ segment from ``m`` to ``x``):
   ``v_j``, plus ``sum_j w_j rho_{v_j}``;
 - rotary positions: an exact rotation of each head's ``q`` and ``k`` (orthogonal: the radius
   stays), its midpoint enclosed with cos/sin balls from arb
-  (:meth:`NormWeights.rotary_balls`); grouped-query heads share their key/value radius;
+  (:func:`~exactmem.lm.normball_steps.rotate`, :meth:`NormWeights.rotary_balls`);
+  grouped-query heads share their key/value radius;
 - a gated MLP's product ``a * b``: ``max|b| rho_a + max|a| rho_b + rho_a rho_b``
-  (:meth:`NormWeights.product`);
+  (:func:`~exactmem.lm.normball_steps.product`);
 - logits ``h . H_c``: entry-wise at ``m``, plus ``rho |H_c|``.
 An entry-wise rounding radius ``e`` becomes ``|e|_2``, computed upward.  Post-LN layers,
-parallel blocks and a missing final norm only reorder or drop these steps.
+parallel blocks and a missing final norm only reorder or drop these steps.  The steps that
+read no weights (2-norm bounds, sums, the product, the rotation, the attention output's
+spread) are in :mod:`exactmem.lm.normball_steps`.
 """
 
 from __future__ import annotations
@@ -43,58 +47,18 @@ from exactmem.lm.ball_steps import LIPSCHITZ, activation, layernorm_var, rmsnorm
 from exactmem.lm.block import Ops
 from exactmem.lm.decoder import INV_FREQ, LMSpec, layer_of
 from exactmem.lm.float64 import label_margin
+from exactmem.lm.normball_steps import (
+    NBall,
+    add,
+    centred_spread,
+    gain_times,
+    norm_up,
+    product,
+    rotate,
+    spectral_up,
+)
 
-NBall = tuple[np.ndarray, np.ndarray]  # (m [..., d], rho [...])
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
-
-
-def norm_up(e: np.ndarray) -> np.ndarray:
-    """A float ``>= ||e||_2`` over the last axis (``d`` squares and sums, then a correctly
-    rounded ``sqrt``)."""
-    d = e.shape[-1]
-    return I.up(np.sqrt(I.up((e * e).sum(-1), 2 * d + 2)), 1)
-
-
-def spectral_up(w: np.ndarray, squarings: int = 5) -> float:
-    """A rigorous upper bound of ``||w||_2``.  With ``G = a^T a`` (``a`` = ``w`` scaled by a
-    power of two to Frobenius norm at most 1, the smaller Gram matrix), ``||w||_2^2 =
-    lambda_max(G)`` and ``lambda_max(G)^(2^j) = ||G^(2^j)||_2 <= ||G^(2^j)||_inf``; ``G^(2^j)``
-    is enclosed by ball products, and the ``2^(j+1)``-th root taken by upward square roots.
-    Over-estimates ``||w||_2`` by at most ``k^(1/2^(j+2))`` (``k`` the smaller dimension)."""
-    a = w if w.shape[0] >= w.shape[1] else w.T
-    fro = float(np.sqrt((a * a).sum()))
-    if fro == 0.0:
-        return 0.0
-    s = int(np.ceil(np.log2(fro))) + 1
-    scaled = np.ldexp(a, -s)  # |a|_F <= 1/2; exact unless an entry falls into subnormals
-    if not np.array_equal(np.ldexp(scaled, s), a):  # then the Frobenius norm, upward
-        return float(I.up(np.sqrt(I.up((a * a).sum(), 2 * a.size + 2)), 1))
-    a = scaled
-    g = I.matmul(I.exact(a.T), I.exact(a))
-    for _ in range(squarings):
-        g = I.matmul(g, g)
-    x = float(I.up((np.abs(g[0]) + g[1]).sum(-1).max(), g[0].shape[0] + 2))
-    for _ in range(squarings + 1):
-        x = float(I.up(np.sqrt(x), 1))
-    return float(I.up(np.ldexp(x, s), 1))
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    """Significant bits of each float (0 for 0): the odd part of its 53-bit mantissa."""
-    m = (np.frexp(np.abs(x))[0] * 2.0 ** 53).astype(np.int64)
-    low = m & -m  # the lowest set bit
-    return np.where(m == 0, 0, 53 - np.log2(np.maximum(low, 1)).astype(np.int64))
-
-
-def gain_times(g: np.ndarray, w: np.ndarray) -> np.ndarray | None:
-    """``diag(g) w`` (``g`` scaling the rows of ``w``) when every product is exact in float64:
-    the two significands fit in 53 bits together (two float32 numbers always do) and no
-    product is subnormal or infinite; otherwise None."""
-    p = g[:, None] * w
-    small = (np.abs(p) < 2.0 ** -1000) & (g[:, None] != 0) & (w != 0)  # subnormal, or 0
-    if (_bits(g)[:, None] + _bits(w) > 53).any() or not np.isfinite(p).all() or small.any():
-        return None
-    return p
 
 
 class NormWeights(Ops[NBall]):
@@ -153,14 +117,7 @@ class NormWeights(Ops[NBall]):
         """Rotary positions on midpoints ``q [B, H, n, dh]`` with radii ``rho [B, H, n]``: the
         exact rotation is orthogonal, so ``rho`` stays; the rotated midpoint is enclosed
         entry-wise with the cos/sin balls of :meth:`rotary_balls`, its radius added."""
-        n, half = q.shape[-2], self.spec.rotary_dims // 2
-        c, s = self.rotary_balls(n)
-        a, b = I.exact(q[..., :half]), I.exact(q[..., half:2 * half])
-        lo = I.add(I.mul(a, c), neg(I.mul(b, s)))
-        hi = I.add(I.mul(b, c), I.mul(a, s))
-        m = np.concatenate([lo[0], hi[0], q[..., 2 * half:]], axis=-1)
-        e = np.concatenate([lo[1], hi[1]], axis=-1)
-        return m, I.up(rho + norm_up(e), 2)
+        return rotate(q, rho, *self.rotary_balls(q.shape[-2]))
 
     def rotary_balls(self, n: int) -> tuple[I.Ball, I.Ball]:
         """Float64 balls ``[n, r/2]`` of ``cos(p omega_j)`` and ``sin(p omega_j)``
@@ -238,11 +195,8 @@ class NormWeights(Ops[NBall]):
         return gm, I.up(LIPSCHITZ[self.spec.activation] * rho + norm_up(gr), 3)
 
     def product(self, a: NBall, b: NBall) -> NBall:
-        """``a * b`` entry-wise: ``a b - ma mb = da mb + ma db + da db``, in the 2-norm at
-        most ``max|mb| rho_a + max|ma| rho_b + rho_a rho_b``, plus the midpoint's rounding."""
-        pm, pr = I.mul(I.exact(a[0]), I.exact(b[0]))
-        big_a, big_b = np.abs(a[0]).max(-1), np.abs(b[0]).max(-1)
-        return pm, I.up(big_b * a[1] + big_a * b[1] + a[1] * b[1] + norm_up(pr), 6)
+        """A gated MLP's ``a * b`` (:func:`~exactmem.lm.normball_steps.product`)."""
+        return product(a, b)
 
     def residual(self, x: NBall, h: NBall, name: str) -> NBall:
         return add(x, self.linear(h, name))
@@ -267,40 +221,6 @@ class NormWeights(Ops[NBall]):
             return m, np.zeros(m.shape[:-1])
         m = self.t["wte"][tokens] + self.t["wpe"][:tokens.shape[1]][None]
         return m, norm_up(2 * I.U * np.abs(m))
-
-
-def neg(a: I.Ball) -> I.Ball:
-    return -a[0], a[1]
-
-
-def add(a: NBall, b: NBall) -> NBall:
-    m = a[0] + b[0]
-    return m, I.up(a[1] + b[1] + norm_up(2 * I.U * np.abs(m)), 3)
-
-
-def centred_spread(wm: np.ndarray, wr: np.ndarray, vm: np.ndarray,
-                   om: np.ndarray) -> np.ndarray:
-    """A float ``>= ||sum_j w_j vm_j - om_p||_2`` less the rounding of ``om``, for every real
-    weight row ``w`` with ``|w_j - wm_j| <= wr_j`` and ``sum_j w_j = 1`` (softmax weights):
-    ``sum_j w_j vm_j = sum_j wm_j vm_j + om_p (1 - sum_j wm_j) + sum_j (w_j - wm_j)(vm_j -
-    om_p)``, so the part beyond the rounding is at most ``||om_p|| |1 - sum_j wm_j| + sum_j
-    wr_j ||vm_j - om_p||``.  Centring on ``om_p`` pays for a weight's uncertainty with the
-    distance of its value from the output, not the value's length (small where attention is
-    peaked).  ``||vm_j - om_p||^2 = A_j + C_p - 2 G_pj`` from the float squared norms ``A``,
-    ``C`` and products ``G`` (dot products of ``k`` terms within ``gamma_k |a||b| <=
-    gamma_k (|a|^2 + |b|^2) / 2``), each within ``(4 dh + 40) u (A_j + C_p)`` in all.
-    Shapes: ``wm, wr [B, H, n, n]``, ``vm, om [B, H, n, dh]``; returns ``[B, H, n]``."""
-    dh = vm.shape[-1]
-    n = wm.shape[-1]
-    a = I.up((vm * vm).sum(-1), dh + 2)[..., None, :]  # [B, H, 1, n] (keys j)
-    c = I.up((om * om).sum(-1), dh + 2)[..., :, None]  # [B, H, n, 1] (queries p)
-    g = om @ vm.swapaxes(-1, -2)  # [B, H, n, n]
-    d2 = I.up(np.maximum(a + c - 2.0 * g, 0.0) + (4 * dh + 40) * I.U * (a + c), 2)
-    dist = I.up(np.sqrt(d2), 1)
-    total = I.up(wm.sum(-1), n + 2)  # >= sum_j wm_j; the lower end by down()
-    low = I.down(wm.sum(-1), n + 2)
-    defect = np.maximum(I.up(total - 1.0, 1), I.up(1.0 - low, 1))
-    return I.up(np.sqrt(c[..., 0]) * defect + (wr * dist).sum(-1), n + 4)
 
 
 def attention(w: NormWeights, h: NBall, name: str, rho_z: np.ndarray | None = None) -> NBall:

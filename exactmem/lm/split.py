@@ -31,12 +31,13 @@ from exactmem.lm import normballs as N
 from exactmem.lm.arb import PREC, ArbNet, Rows, decide_rows
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import label_margin, logits64
+from exactmem.lm.normball_steps import NBall, norm_up
 
 PROBE = 32  # sequences the switch is chosen on
 FLOAT_BLOCK = 0.1  # a norm-ball block's time in arb blocks (about that on the benchmark)
 
 
-def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
+def to_nball(rows: Rows, bsz: int, n: int) -> NBall:
     """Float64 midpoints ``[bsz, n, d]`` and 2-norm radii ``[bsz, n]`` enclosing arb rows.
 
     ``m = float(mid)`` is within ``2u|m| + eta`` of the arb midpoint (any faithful rounding);
@@ -47,7 +48,7 @@ def to_nball(rows: Rows, bsz: int, n: int) -> N.NBall:
     r = np.array([[float(v.rad()) for v in r] for r in rows], dtype=np.float64)
     e = I.up(r + 2 * I.U * np.abs(m), 2)
     d = m.shape[-1]
-    return m.reshape(bsz, n, d), N.norm_up(e.reshape(bsz, n, d))
+    return m.reshape(bsz, n, d), norm_up(e.reshape(bsz, n, d))
 
 
 def float_margin(spec: LMSpec, toks: np.ndarray, ys: np.ndarray,
@@ -81,7 +82,7 @@ def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
             mids.append(N.layer(w, (mids[-1], np.zeros(mids[-1].shape[:-1])), i)[0])
         climb = []
         for k in range(layers + 1):
-            x: N.NBall = (mids[k], N.norm_up(2 * I.U * np.abs(mids[k])))
+            x: NBall = (mids[k], norm_up(2 * I.U * np.abs(mids[k])))
             for i in range(k, layers):
                 x = N.layer(w, x, i)
             climb.append(len(_short(N.decide(*N.head_bounds(w, x), ys)[0], right)))
@@ -90,7 +91,7 @@ def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
     return int(np.argmin(cost))
 
 
-def _from(w: N.NormWeights, x: N.NBall, start: int, ys: np.ndarray
+def _from(w: N.NormWeights, x: NBall, start: int, ys: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Norm balls from block ``start`` to the logits: :func:`~exactmem.lm.normballs.decide`'s
     ``(proved, margin, lo, hi)``."""

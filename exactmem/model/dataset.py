@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +38,8 @@ class Dataset:
     labels: tuple[Any, ...]
     vocab_size: int | None = None
     dim: int | None = None
+    # the recorded generator of generated data (docs/dataset-format.md, "Generated datasets")
+    generator: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.task not in ("next-token", "seq2seq"):
@@ -104,7 +106,7 @@ class Dataset:
     def slice(self, lo: int, hi: int) -> Dataset:
         """The sequences ``lo .. hi - 1`` with their labels (a dataset of its own)."""
         return dataclasses.replace(self, sequences=self.sequences[lo:hi],
-                                   labels=self.labels[lo:hi])
+                                   labels=self.labels[lo:hi], generator=None)
 
     def position_labels(self, i: int) -> tuple[int, ...]:
         """Labels of sequence ``i`` at every read position (one for next-token)."""
@@ -121,6 +123,8 @@ class Dataset:
             obj["sequences"] = [[[format_rational(x) for x in tok] for tok in s]
                                 for s in self.sequences]
         obj["labels"] = [y if isinstance(y, int) else list(y) for y in self.labels]
+        if self.generator is not None:
+            obj["generator"] = dict(self.generator)
         return obj
 
     def sha256(self) -> str:
@@ -150,7 +154,8 @@ def dataset_from_json(obj: object) -> Dataset:
                    sequences=tuple(tuple(s) for s in toks),
                    labels=tuple(y if task == "next-token" else tuple(y) for y in labels),
                    vocab_size=size if inputs == "token-ids" else None,
-                   dim=size if inputs == "vectors" else None)
+                   dim=size if inputs == "vectors" else None,
+                   generator=obj.get("generator") if isinstance(obj, dict) else None)
 
 
 def load_dataset(path: str | Path) -> Dataset:

@@ -13,9 +13,8 @@ from exactmem.optional import missing, need, require
 
 ROOT = Path(__file__).resolve().parents[2] / "exactmem"
 # the checker imports only the standard library (it probes its fast paths itself); rich is
-# a dependency that progress may do without; the checkpoint readers of lm/ still guard
-# their imports by hand
-OUTSIDE = ("checker/", "progress.py", "optional.py", "lm/checkpoints/")
+# a dependency that progress may do without
+OUTSIDE = ("checker/", "progress.py", "optional.py")
 
 
 def guarded_imports(root: Path) -> list[str]:
@@ -54,6 +53,16 @@ def test_a_hand_written_guard_is_found(tmp_path: Path) -> None:
 def test_one_message_names_what_to_install(package: str, install: str) -> None:
     assert str(missing(package, "doing X")) == (f"doing X needs the '{package}' package, which "
                                                 f"is not installed: {install}")
+
+
+def test_the_job_may_name_the_extra() -> None:
+    """torch is in two extras: reading a checkpoint names ``trained``, exporting ``export``."""
+    assert str(missing("torch", "reading a checkpoint", extra="trained")) == (
+        "reading a checkpoint needs the 'torch' package, which is not installed: "
+        "pip install 'exactmem[trained]'")
+    assert str(missing("torch", "export")).endswith("pip install 'exactmem[export]'")
+    with pytest.raises(MissingDependencyError, match=r"exactmem\[trained\]"):
+        require("no_such_pkg_x", "a test", extra="trained")
 
 
 def test_a_missing_package_is_one_error() -> None:

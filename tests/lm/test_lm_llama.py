@@ -6,14 +6,13 @@ function, options that are not read are refused by name, no certificate is writt
 from __future__ import annotations
 
 import dataclasses
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
+import lm_hf
 import numpy as np
 import pytest
-from lm_hf import CONTEXT, VOCAB, check_contains, check_domains, check_onnx, save, tokens
+from lm_hf import VOCAB, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -21,26 +20,21 @@ from exactmem.lm.decoder import INV_FREQ
 from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
 
 from exactmem.lm.checkpoints.live_module import lm_kind  # noqa: E402
 from exactmem.lm.checkpoints.llama import llama_logits, load_llama  # noqa: E402
 
-SHAPE = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-         "max_position_embeddings": CONTEXT, "initializer_range": 0.1}
 
-
-def saved_model(path: Path, kind: str = "Llama", **kw: Any) -> Path:
-    torch.manual_seed(0)
-    cfg = getattr(transformers, kind + "Config")(**SHAPE, **kw)
-    return save(getattr(transformers, kind + "ForCausalLM")(cfg).eval(), path)
+def llama(path: Path, kind: str = "Llama") -> Path:
+    """A LLaMA-style model ``kind`` with two key/value heads for four query heads."""
+    return lm_hf.saved_model(path, kind, num_key_value_heads=2, intermediate_size=128)
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: Any) -> Path:
-    return saved_model(tmp_path_factory.mktemp("llama"))
+    return llama(tmp_path_factory.mktemp("llama"))
 
 
 def test_import_equals_transformers(saved: Path) -> None:
@@ -57,7 +51,7 @@ def test_import_equals_transformers(saved: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["Qwen2", "Mistral"])
 def test_qwen2_and_mistral(kind: str, tmp_path: Path) -> None:
-    path = saved_model(tmp_path / kind, kind)
+    path = llama(tmp_path / kind, kind)
     spec = load_llama(path)
     assert lm_kind(path) == "llama"
     assert ("h0.attn.bias" in spec.tensors) == (kind == "Qwen2")  # Qwen2's q, k, v biases
@@ -68,30 +62,19 @@ def test_qwen2_and_mistral(kind: str, tmp_path: Path) -> None:
 
 
 def test_every_domain_encloses_the_function(saved: Path) -> None:
-    proved, positions = check_domains(load_llama(saved), tokens(1, 8))
+    proved, positions = lm_hf.check_domains(load_llama(saved), tokens(1, 8))
     assert proved >= 0.98 * positions
-    check_onnx(load_llama(saved), tokens(1, 3, 11))
+    lm_hf.check_onnx(load_llama(saved), tokens(1, 3, 11))
 
 
 def test_the_balls_contain_transformers_with_exact_tables(saved: Path) -> None:
     """With its float32 steps made float64, transformers' logits lie in the norm balls:
     the certified function is the model's with exact rotary tables."""
-    check_contains(load_llama(saved), saved, "LlamaForCausalLM", tokens(4, 4))
+    lm_hf.check_contains(load_llama(saved), saved, "LlamaForCausalLM", tokens(4, 4))
 
 
 def test_sharded_and_single_file(saved: Path, tmp_path: Path) -> None:
-    spec = load_llama(saved)
-    model = transformers.LlamaForCausalLM.from_pretrained(str(saved))
-    sharded = save(model, tmp_path / "sharded", max_shard_size="50KB")
-    assert len(json.loads((sharded / "model.safetensors.index.json").read_text())[
-        "weight_map"]) > 1
-    single = tmp_path / "bin"
-    single.mkdir()
-    shutil.copy(saved / "config.json", single / "config.json")
-    torch.save(model.state_dict(), single / "pytorch_model.bin")
-    for where in (sharded, single, saved / "model.safetensors"):
-        got = load_llama(where)
-        assert all(np.array_equal(got.tensors[k], v) for k, v in spec.tensors.items())
+    lm_hf.check_layouts(load_llama, saved, "LlamaForCausalLM", tmp_path, "50KB")
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -104,20 +87,13 @@ def test_sharded_and_single_file(saved: Path, tmp_path: Path) -> None:
 ])
 def test_options_not_read_are_refused(saved: Path, tmp_path: Path, edit: dict[str, Any],
                                       message: str) -> None:
-    bad = tmp_path / "bad"
-    shutil.copytree(saved, bad)
-    cfg = json.loads((bad / "config.json").read_text())
-    (bad / "config.json").write_text(json.dumps({**cfg, **edit}))
     with pytest.raises(SpecError, match=message):
-        load_llama(bad)
+        load_llama(lm_hf.edited_copy(saved, tmp_path / "bad", edit))
 
 
 def test_a_sliding_window_caps_the_context(saved: Path, tmp_path: Path) -> None:
-    path = tmp_path / "mistral"
-    shutil.copytree(saved, path)
-    cfg = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**cfg, "model_type": "mistral",
-                                                  "sliding_window": 8}))
+    path = lm_hf.edited_copy(saved, tmp_path / "mistral", {"model_type": "mistral",
+                                                     "sliding_window": 8})
     assert load_llama(path).context == 8
 
 

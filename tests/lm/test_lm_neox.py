@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
+import lm_hf
 import numpy as np
 import pytest
-from lm_hf import CONTEXT, VOCAB, check_contains, check_domains, check_onnx, save, tokens
+from lm_hf import VOCAB, tokens
 
 from exactmem.errors import SpecError
 from exactmem.lm.certfile import build_lm_certificate
@@ -21,20 +21,17 @@ from exactmem.lm.decoder import INV_FREQ
 from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
 
 from exactmem.lm.checkpoints.gpt_neox import gpt_neox_logits, load_gpt_neox  # noqa: E402
 from exactmem.lm.checkpoints.live_module import lm_kind  # noqa: E402
 
 
-def neox(path: Path, parallel: bool = True, **kw: Any) -> Path:
-    torch.manual_seed(0)
-    cfg = transformers.GPTNeoXConfig(
-        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=256, max_position_embeddings=CONTEXT, rotary_pct=0.25,
-        use_parallel_residual=parallel, initializer_range=0.1, **kw)
-    return save(transformers.GPTNeoXForCausalLM(cfg).eval(), path)
+def neox(path: Path, parallel: bool = True) -> Path:
+    """A GPT-NeoX model with rotary positions on a quarter of each head."""
+    return lm_hf.saved_model(path, "GPTNeoX", intermediate_size=256, rotary_pct=0.25,
+                       use_parallel_residual=parallel)
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["parallel", "sequential"])
@@ -60,30 +57,19 @@ def test_import_equals_transformers(saved: Path) -> None:
 
 
 def test_every_domain_encloses_the_function(saved: Path) -> None:
-    proved, positions = check_domains(load_gpt_neox(saved), tokens(1, 8))
+    proved, positions = lm_hf.check_domains(load_gpt_neox(saved), tokens(1, 8))
     assert proved >= 0.98 * positions
-    check_onnx(load_gpt_neox(saved), tokens(1, 3, 11))
+    lm_hf.check_onnx(load_gpt_neox(saved), tokens(1, 3, 11))
 
 
 def test_the_balls_contain_transformers_with_exact_tables(saved: Path) -> None:
     """With its float32 steps made float64, transformers' logits lie in the norm balls:
     the certified function is the model's with exact rotary tables."""
-    check_contains(load_gpt_neox(saved), saved, "GPTNeoXForCausalLM", tokens(4, 4))
+    lm_hf.check_contains(load_gpt_neox(saved), saved, "GPTNeoXForCausalLM", tokens(4, 4))
 
 
 def test_every_layout_reads_the_same(saved: Path, tmp_path: Path) -> None:
-    spec = load_gpt_neox(saved)
-    model = transformers.GPTNeoXForCausalLM.from_pretrained(str(saved))
-    sharded = save(model, tmp_path / "sharded", max_shard_size="100KB")
-    assert (sharded / "model.safetensors.index.json").is_file()
-    single = tmp_path / "single"
-    single.mkdir()
-    shutil.copy(saved / "config.json", single / "config.json")
-    torch.save(model.state_dict(), single / "pytorch_model.bin")
-    for where in (sharded, single, single / "pytorch_model.bin", saved / "model.safetensors"):
-        got = load_gpt_neox(where)
-        assert got.tensors.keys() == spec.tensors.keys()
-        assert all(np.array_equal(got.tensors[k], v) for k, v in spec.tensors.items())
+    lm_hf.check_layouts(load_gpt_neox, saved, "GPTNeoXForCausalLM", tmp_path, "100KB")
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -96,10 +82,7 @@ def test_every_layout_reads_the_same(saved: Path, tmp_path: Path) -> None:
 ])
 def test_options_not_read_are_refused(saved: Path, tmp_path: Path, edit: dict[str, Any],
                                       message: str) -> None:
-    bad = tmp_path / "bad"
-    shutil.copytree(saved, bad)
-    cfg = json.loads((bad / "config.json").read_text())
-    (bad / "config.json").write_text(json.dumps({**cfg, **edit}))
+    bad = lm_hf.edited_copy(saved, tmp_path / "bad", edit)
     with pytest.raises(SpecError, match=message):
         load_gpt_neox(bad)
     if "model_type" in edit:
@@ -141,12 +124,8 @@ def test_the_pipeline_proves_positions_without_a_certificate(saved: Path) -> Non
 def test_older_config_keys(saved: Path, tmp_path: Path) -> None:
     """``rotary_pct`` / ``rotary_emb_base`` (configs written before ``rope_parameters``)
     read as their successors."""
-    old = tmp_path / "old"
-    shutil.copytree(saved, old)
-    cfg = json.loads((old / "config.json").read_text())
-    cfg.pop("rope_parameters")
-    (old / "config.json").write_text(json.dumps({**cfg, "rotary_pct": 0.5,
-                                                 "rotary_emb_base": 100.0}))
+    old = lm_hf.edited_copy(saved, tmp_path / "old", {"rotary_pct": 0.5, "rotary_emb_base": 100.0},
+                      drop=("rope_parameters",))
     spec = load_gpt_neox(old)
     assert spec.rotary_dims == 8
     want = [100.0 ** (-j / 4) for j in range(4)]  # theta^(-2j/r), r = 8, in float32

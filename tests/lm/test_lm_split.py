@@ -15,6 +15,7 @@ from lm_models import random_spec
 from exactmem.lm import normballs as N
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import logits64
+from exactmem.lm.normball_steps import NBall, centred_spread, gain_times, norm_up
 from exactmem.lm.positions import prove_positions
 from exactmem.lm.split import choose_switch, to_nball
 
@@ -116,7 +117,7 @@ def test_centred_spread_bounds_the_weighted_sum() -> None:
         vm = rng.normal(0, 3, (1, 1, n, dh)) if trial % 4 < 2 else \
             10 + rng.normal(0, 1e-4, (1, 1, n, dh))  # close values: the weight-sum defect counts
         om, orad = I.matmul(I.exact(wm), I.exact(vm))
-        bound = N.norm_up(orad) + N.centred_spread(wm, wr, vm, om)
+        bound = norm_up(orad) + centred_spread(wm, wr, vm, om)
         for p in range(n):
             ws = [Fraction(float(x)) for x in w[0, 0, p]]
             ws[-1] = 1 - sum(ws[:-1])  # an exact weight row summing to 1, inside the balls
@@ -139,7 +140,7 @@ def test_norm_balls_of_real_radius_enclose_points(norm_first: bool) -> None:
     n, d, rho = 8, spec.d_model, 2e-4
     mid = rng.normal(0, 1.5, (2, n, d))
     w = N.NormWeights(spec)
-    x: N.NBall = (mid, np.full((2, n), rho))
+    x: NBall = (mid, np.full((2, n), rho))
     x = N.layer(w, x, 1)
     lo, hi = N.decide(*N.head_bounds(w, x), np.zeros((2, n), dtype=np.int64))[2:]
     from exactmem.lm.arb import ArbNet
@@ -172,10 +173,10 @@ def test_gained_norms() -> None:
     rng = np.random.default_rng(13)
     g32 = (1 + rng.normal(0, 0.3, 16)).astype(np.float32).astype(np.float64)
     w32 = rng.normal(0, 0.5, (16, 24)).astype(np.float32).astype(np.float64)
-    p = N.gain_times(g32, w32)
+    p = gain_times(g32, w32)
     assert p is not None and np.array_equal(p, g32[:, None] * w32)
-    assert N.gain_times(rng.normal(size=16), rng.normal(size=(16, 24))) is None
-    assert N.gain_times(np.full(4, 2.0 ** -600), np.full((4, 2), 2.0 ** -500)) is None
+    assert gain_times(rng.normal(size=16), rng.normal(size=(16, 24))) is None
+    assert gain_times(np.full(4, 2.0 ** -600), np.full((4, 2), 2.0 ** -500)) is None
     base = random_spec(np.random.default_rng(14), "gelu_tanh", tied=True)
     w = N.NormWeights(base)
     g, wf = base.get("h0.ln2.weight"), base.get("h0.mlp.fc.weight")

@@ -16,9 +16,16 @@ increasing in every ``l_j`` (``j != y``) and decreasing in ``l_y``: for logit ba
   ``ln 2 = 2 atanh(1/3)`` bounded the same way; ``log2 m = ln m / ln 2`` with the directed
   ends.
 
+A **lower** bound (:func:`position_lower`, for the code length of a reference model,
+docs/memorized-bits.md) turns every direction around: ``-log2 p_y >= log2 (1 + sum_{j != y}
+e**((m_j - m_y - 2 r) / 2**F))`` (the label's own term is exactly 1), each exponent rounded
+down, each ``e**x`` and the logarithm bounded below.
+
 The reference entropy of ``n`` tokens drawn uniformly from ``V`` is ``n log2 V``, bounded
 below by the same logarithm.
 """
+
+from fractions import Fraction
 
 from . import lm_bounds
 from .lm_bounds import cdiv
@@ -27,7 +34,7 @@ P = 64  # fractional bits of code lengths
 GUARD = 16
 
 
-def _atanh_sum(zl, zh, p):
+def _atanh_sum(zl: int, zh: int, p: int) -> tuple[int, int]:
     """Bounds of ``2**p * sum_k z**(2k+1)/(2k+1)`` for ``zl <= z * 2**p <= zh``,
     ``z <= 1/3``."""
     one = 1 << p
@@ -45,7 +52,7 @@ def _atanh_sum(zl, zh, p):
     return lo, hi + cdiv(9 * ph, 8 * (2 * k + 1)) + 1
 
 
-def _ln_mantissa(mn, md, p):
+def _ln_mantissa(mn: int, md: int, p: int) -> tuple[int, int]:
     """Bounds of ``2**p * ln(mn / md)`` for ``1 <= mn / md <= 2``."""
     zl = ((mn - md) << p) // (mn + md)
     zh = cdiv((mn - md) << p, mn + md)
@@ -53,11 +60,11 @@ def _ln_mantissa(mn, md, p):
     return 2 * lo, 2 * hi
 
 
-def _ln2(p):
+def _ln2(p: int) -> tuple[int, int]:
     return _ln_mantissa(2, 1, p)
 
 
-def log2_bounds(num, den):
+def log2_bounds(num: int, den: int) -> tuple[int, int]:
     """Bounds ``(lo, hi)`` of ``2**P * log2(num / den)`` for integers ``num >= den > 0``."""
     e = num.bit_length() - den.bit_length()
     if num < den << e:
@@ -74,7 +81,7 @@ def log2_bounds(num, den):
 EXP_LIMIT = 1024  # natural-log units: a larger exponent is bounded in the log domain
 
 
-def position_upper(mids, rad, y, f):
+def position_upper(mids: list[int], rad: int, y: int, f: int) -> int:
     """Upper bound (units ``2**-P``) of ``-log2 p_y`` for every logit vector in the ball
     ``(mids, rad)`` at ``2**-f``, ``f >= P``.
 
@@ -103,31 +110,56 @@ def position_upper(mids, rad, y, f):
     return cdiv(big << q, ln2_lo) + log2_bounds(total, 1 << P)[1]
 
 
-def reference_lower(n, vocab):
+def position_lower(mids: list[int], rad: int, y: int, f: int) -> int:
+    """Lower bound (units ``2**-P``) of ``-log2 p_y`` for every logit vector in the ball
+    ``(mids, rad)`` at ``2**-f``, ``f >= P``: ``log2 (1 + sum_{j != y} e**x_j)`` with
+    ``x_j = m_j - m_y - 2r`` rounded down to ``2**-P``, each ``e**x_j`` bounded below (0
+    below ``e**-0.7P``).  When the largest ``X = x_j`` exceeds :data:`EXP_LIMIT`, in the log
+    domain as :func:`position_upper`: ``X log2 e + log2 (1 + sum_{j != y, j != J} e**(x_j -
+    X))`` (``J`` the maximizer; dropping the label's own ``e**-X`` term lowers the sum),
+    ``log2 e`` bounded below with the upper bound of ``ln 2``."""
+    shift = f - P
+    top = mids[y] + 2 * rad
+    xs = [(m - top) >> shift for k, m in enumerate(mids) if k != y]
+    if not xs:
+        return 0  # one token: its probability is 1
+    big = max(xs)
+    one = 1 << P
+    if big <= EXP_LIMIT << P:
+        total = one + sum(lm_bounds.exp(x, P)[0] for x in xs)
+        return max(0, log2_bounds(total, one)[0])
+    rest = list(xs)
+    rest.remove(big)
+    total = one + sum(lm_bounds.exp(x - big, P)[0] for x in rest)
+    q = P + 2 * GUARD
+    ln2_hi = _ln2(q)[1]  # ln 2 <= ln2_hi / 2**q, so log2 e >= 2**q / ln2_hi
+    return (big << q) // ln2_hi + log2_bounds(total, one)[0]
+
+
+def reference_lower(n: int, vocab: int) -> int:
     """Lower bound (units ``2**-P``) of ``n log2 V``, the entropy of ``n`` uniform tokens."""
     return n * log2_bounds(vocab, 1)[0]
 
 
-def below_uniform(claimed, h_lo):
+Totals = tuple[Fraction, Fraction, Fraction, int, Fraction]
+
+
+def below_uniform(claimed: list[tuple[int, int]], h_lo: int) -> Totals:
     """From the claimed code lengths ``(p, q)`` of the distinct sequences (already proved
     upper bounds) and the uniform code's lower bound ``h_lo`` per sequence (units
     ``2**-P``): exact rationals ``(clipped, unclipped, code, count, uniform)``: the sums of
     ``max(0, H - C_i)`` and of ``H - C_i`` (lower bounds), of ``C_i`` (an upper bound), the
     number of sequences and ``count * H`` (a lower bound)."""
-    from fractions import Fraction
-
     clipped, unclipped = memorized(claimed, h_lo)
     code = sum((Fraction(p, q) for p, q in claimed), Fraction(0))
     return clipped, unclipped, code, len(claimed), Fraction(h_lo * len(claimed), 1 << P)
 
 
-def memorized(claimed, h_lo):
+def memorized(claimed: list[tuple[int, int]], h_lo: int) -> tuple[Fraction, Fraction]:
     """From the claimed per-sequence code lengths ``(p, q)`` (already proved upper bounds)
     and the entropy lower bound ``h_lo`` (units ``2**-P``): the exact rational lower bounds
     ``(clipped, unclipped)`` of the memorized bits as ``(numerator, denominator)`` pairs,
     clipped = ``sum_i max(0, H - C_i)``."""
-    from fractions import Fraction
-
     h = Fraction(h_lo, 1 << P)
     per = [h - Fraction(p, q) for p, q in claimed]
     clipped = sum((max(Fraction(0), x) for x in per), Fraction(0))

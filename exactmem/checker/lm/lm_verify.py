@@ -15,17 +15,22 @@ Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on i
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
 its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a claim below it;
 it then states, over the distinct sequences (a repeated one counted once), how far the
-model's code length lies below the uniform code over the dataset's vocabulary.
+model's code length lies below the uniform code over the dataset's vocabulary: memorized bits
+only when the dataset records a generator the checker regenerates (:mod:`lm_uniform`).  An
+optional ``reference`` model adds Morris et al.'s mem_U (:mod:`lm_reference`).
+
+Optional ``claims.wrong_positions`` and ``claims.extraction`` (greedy extraction from a
+prefix, docs/extraction.md) are read and re-proved by :mod:`lm_extract`.
 """
 
 import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..cert_dataset import canonical, dataset
+from ..cert_dataset import canonical, dataset_object, dataset_source
 from ..parse import integer, number, obj, ratio, typed
 from ..verdict import CheckReport, Unusable
-from . import lm_codelength, lm_forward, lm_weights
+from . import lm_codelength, lm_extract, lm_forward, lm_reference, lm_uniform, lm_weights
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -58,7 +63,7 @@ def code_lengths(value, toks, labels, size):
 def claims(value, toks):
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
-    obj(value, "claims", ("partial", "positions"), ("code_length_bits",))
+    obj(value, "claims", ("partial", "positions"), ("code_length_bits", *lm_extract.OPTIONAL))
     partial = typed(value["partial"], bool, "claims.partial")
     pos = typed(value["positions"], list, "claims.positions")
     if len(pos) != len(toks):
@@ -90,25 +95,35 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
-          weights=None):
+          ref_derived=None, weights=None):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``; ``weights``:
     the bound weights file to read instead of the one beside the certificate.  The
-    positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
+    positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
+    to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
     ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
-    :func:`claim_text`), so that shards combine into the claim of one pass."""
+    :func:`claim_text`), so that shards combine into the claim of one pass.  A dataset
+    that records its generator is regenerated (:mod:`lm_uniform`); an optional
+    ``reference`` model is checked by :mod:`lm_reference` (``ref_derived[i]``: the checker's
+    ``(lower, upper)`` bounds of its code length)."""
     failures = []
     try:
-        obj(cert, "certificate", TOP)
+        obj(cert, "certificate", TOP, ("reference",))
         if type(cert["digest"]) is not str:
             raise Unusable("digest: expected a 'sha256:...' string")
-        task, inputs, toks, labels, size, ds_hash = dataset(cert["dataset"], base)
+        data, where = dataset_source(cert["dataset"], base)
+        task, inputs, toks, labels, size, ds_hash = dataset_object(data, where)
         if ds_hash != cert["dataset"]["sha256"]:
             failures.append("dataset: its SHA-256 does not match the one bound in the certificate")
         if (task, inputs) != ("seq2seq", "token-ids"):
             raise Unusable(f"dataset: a language-model certificate needs a seq2seq token-id "
                            f"dataset (a label at every position), found {task}, {inputs}")
+        seed = None
+        if "generator" in data:  # a recorded generator the data does not match: rejected
+            wrong = lm_uniform.mismatch(data["generator"], toks, labels, size)
+            failures += [wrong] if wrong else []
+            seed = None if wrong else data["generator"]["seed"]
         head = header(cert["model"])
         if weights is not None and "weights" not in head:
             raise Unusable("--weights: the certificate embeds its tensors (model.tensors); it "
@@ -123,8 +138,13 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         coded = None
         if "code_length_bits" in cert["claims"]:
             coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+        wrong, extract = lm_extract.read(cert["claims"], toks, labels, head["vocab_size"])
+        want = lm_extract.wanted(pos, wrong)
+        ref = lm_reference.read(cert["reference"], head, toks, coded) \
+            if "reference" in cert else None
         n = len(toks[0])
-        cost = work(head, [n if coded else len(row) for row in pos], n)
+        cost = work(head, [n if coded else len(row) for row in want], n) + \
+            (lm_reference.cost(ref, toks) if ref else 0)
         if cost > MAX_WORK:
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
@@ -146,9 +166,14 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     if failures:  # the certificate is rejected whatever its positions: no forward pass
         return [*failures, "claims: not evaluated (a certificate whose digest, dataset hash or "
                            "weights file fails is rejected whatever its claims)"], False, None
-    f = precision(net, toks, pos, coded is not None)
+    f = precision(net, toks, want, coded is not None)
     if f != net["f"]:
         net = at_precision(net["parsed"], f)
+    if ref is not None:
+        try:
+            lm_reference.prepare(ref, toks, pos)
+        except Unusable as exc:
+            return [str(exc)], True, None
     k, count = shard
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
     proved = full = 0
@@ -156,13 +181,13 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        if not pos[i] and coded is None:
+        if not want[i] and coded is None:
             continue
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
             continue
         try:
-            outs = lm_forward.logits(net, toks[i], range(n) if coded else pos[i])
+            outs = lm_forward.logits(net, toks[i], range(n) if coded else want[i])
         except lm_forward.Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
@@ -170,9 +195,18 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             bad = code_length_failure(i, coded[i], labels[i], outs, derived, f)
             if bad:
                 failures.append(bad)
+        if ref is not None:
+            failures += lm_reference.sequence(ref, i, toks[i], labels[i], ref_derived)
         for p in pos[i]:
             mids, rad = outs[p]
             bad = margin_failure(i, p, labels[i][p], mids, rad, f)
+            if bad:
+                failures.append(bad)
+                if unproved is not None:
+                    unproved.append((i, p))
+        for p, t in wrong[i]:
+            mids, rad = outs[p]
+            bad = lm_extract.wrong_failure(i, p, t, labels[i][p], mids, rad, f)
             if bad:
                 failures.append(bad)
                 if unproved is not None:
@@ -181,12 +215,16 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
         progress("forward", hi - lo, hi - lo)
-    mem = None
+    mem = mem_u = None
     if coded is not None:
-        once = [coded[i] for i in distinct(toks, labels, lo, hi)]
-        mem = lm_codelength.below_uniform(once, lm_codelength.reference_lower(n, size))
+        once = distinct(toks, labels, lo, hi)
+        mem = lm_codelength.below_uniform([coded[i] for i in once],
+                                          lm_codelength.reference_lower(n, size))
+        if ref is not None:
+            mem_u = (lm_reference.mem_u(ref, coded, once), len(once), ref["name"])
     part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f}
+            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
+            "seed": seed, "mem_u": mem_u, **lm_extract.totals(wrong, extract, pos, lo, hi)}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -227,6 +265,10 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         mine, theirs = out["below_uniform"], t["below_uniform"]
         if mine is not None and theirs is not None:
             out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
+        lm_extract.merge(out, t)
+        if out.get("mem_u") and t.get("mem_u"):
+            out["mem_u"] = (out["mem_u"][0] + t["mem_u"][0], out["mem_u"][1] + t["mem_u"][1],
+                            out["mem_u"][2])
     return out
 
 
@@ -237,9 +279,14 @@ def claim_text(t: dict[str, Any]) -> str:
              + ("partial" if t["partial"] else "all positions claimed")
              + f"; rigorous bounds at 2^-{t.get('f', lm_forward.F)} on the real-valued "
                "function of the stored weights)")
+    for line in lm_extract.claim_lines(t):
+        claim += "\nc claim: " + line
     if t["below_uniform"] is not None:
         claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
-                                                     t["n"], t["vocab"])
+                                                     t["n"], t["vocab"], t.get("seed"))
+    if t.get("mem_u"):
+        total, count, name = t["mem_u"]
+        claim += "\nc claim: " + lm_reference.text(total, count, t["sequences"], name)
     return claim
 
 
@@ -259,22 +306,31 @@ def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
             f"the checker proves ({number(upper)}/2^{lm_codelength.P} bits)")
 
 
-def below_uniform_text(totals, sequences, n, vocab):
+def below_uniform_text(totals: lm_codelength.Totals, sequences: int, n: int, vocab: int,
+                       seed: int | None = None) -> str:
     """The code-length claim from the exact totals ``(clipped, unclipped, code, distinct,
     uniform)`` of :func:`lm_codelength.below_uniform`, summed over the distinct sequences
     (docs/memorized-bits.md).  It says what was measured: the model's code length against
-    the uniform code.  It never says "memorized": that needs data the checker can see is
-    uniform random, and a dataset records no generator the checker could re-run."""
+    the uniform code, and calls the clipped sum memorized bits only when the data is what a
+    recorded generator draws from ``seed`` (:mod:`lm_uniform`: regenerated and compared),
+    so that the uniform distribution is the data's true distribution."""
     clipped, unclipped, code, count, uniform = totals
     repeats = sequences - count
-    return (f"code length at most {number(-(-code.numerator // code.denominator))} bits for "
+    low = number(clipped.numerator // clipped.denominator)
+    text = (f"code length at most {number(-(-code.numerator // code.denominator))} bits for "
             f"the {count} distinct sequences of the dataset"
             + (f" ({repeats} repeated sequences counted once)" if repeats else "")
             + f", {number(unclipped.numerator // unclipped.denominator)} bits below the "
             f"uniform code over {vocab} tokens ({number(uniform.numerator // uniform.denominator)}"
-            f" bits: {n} predicted positions per sequence, token 0 not predicted); per "
-            f"sequence max(0, uniform - code length), summed as Morris et al. 2025: "
-            f"at least {number(clipped.numerator // clipped.denominator)} bits (rigorous "
-            "bounds: code length rounded up, the rest down). These are bits below the "
-            "uniform code, not memorized bits: the checker cannot see that the data is "
-            "uniform random")
+            f" bits: {n} predicted positions per sequence, token 0 not predicted); ")
+    if seed is not None:
+        return text + (
+            f"memorized bits (Morris et al. 2025, the data is uniform random: regenerated "
+            f"from seed {seed} by {lm_uniform.NAME}): at least {low} bits, per sequence "
+            "max(0, uniform - code length) with the uniform distribution the data's true "
+            "distribution (rigorous bounds: code length rounded up, the rest down)")
+    return text + (
+        f"per sequence max(0, uniform - code length), summed as Morris et al. 2025: "
+        f"at least {low} bits (rigorous bounds: code length rounded up, the rest down). "
+        "These are bits below the uniform code, not memorized bits: the checker cannot see "
+        "that the data is uniform random (the dataset records no generator it regenerates)")

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
-from exactmem.lm.checkpoints.hf_files import checkpoint_dir, read_config, read_tensors
+from exactmem.errors import SpecError
+from exactmem.lm.checkpoints.hf_files import block_names, hf_logits, read_config, read_tensors
 from exactmem.lm.decoder import LMSpec
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu_erf"}
@@ -36,12 +36,8 @@ IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of old checkp
 
 def tensor_names(layers: int, prefix: str = "") -> dict[str, str]:
     """GPT-2's tensor name (under ``prefix``) -> the spec's, for ``layers`` blocks."""
-    names = {prefix + theirs: ours for theirs, ours in TOP.items()}
-    for i in range(layers):
-        for theirs, ours in BLOCK.items():
-            for kind in ("weight", "bias"):
-                names[f"{prefix}h.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
-    return names
+    return {**{prefix + theirs: ours for theirs, ours in TOP.items()},
+            **block_names(f"{prefix}h.", layers, BLOCK)}
 
 
 def _config(path: Path) -> dict[str, Any]:
@@ -95,24 +91,6 @@ def load_gpt2(path: str | Path) -> LMSpec:
 
 
 def torch_logits(path: str | Path, tokens: np.ndarray, dtype: str = "float64") -> np.ndarray:
-    """The checkpoint's own forward pass (``transformers.GPT2LMHeadModel``, eval mode) in
-    ``dtype``: logits ``[N, n, vocab]`` as float64."""
-    try:
-        import torch
-        from transformers import GPT2LMHeadModel
-    except ImportError as exc:
-        raise MissingDependencyError("the GPT-2 cross-check needs transformers and torch: "
-                                     "pip install 'exactmem[trained]'") from exc
-    from transformers.utils import logging
-
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    model = GPT2LMHeadModel.from_pretrained(str(checkpoint_dir(path)), dtype=getattr(torch, dtype),
-                                            attn_implementation="eager")
-    model.eval()
-    out = []
-    with torch.no_grad():
-        for b in range(0, len(tokens), 256):
-            ids = torch.as_tensor(np.asarray(tokens[b:b + 256]), dtype=torch.long)
-            out.append(model(ids).logits.double().numpy())
-    return np.concatenate(out)
+    """The checkpoint's own forward pass (``transformers.GPT2LMHeadModel``, eval mode, eager
+    attention) in ``dtype``: logits ``[N, n, vocab]`` as float64 (:func:`.hf_logits`)."""
+    return hf_logits(path, "GPT2LMHeadModel", tokens, dtype=dtype, attention="eager")

@@ -4,6 +4,11 @@ every layout ``transformers`` writes (docs/trained-models.md, "Checkpoint layout
 ``pytorch_model.bin`` (and its sharded index), read with ``torch.load(weights_only=True)``;
 or one weights file given directly, with ``config.json`` beside it.  Every tensor comes back
 as float64 (every float32 / float16 / bfloat16 number is exactly a float64).
+
+Also the steps the importers of ``nn.Linear`` checkpoints (:mod:`.gpt_neox`, :mod:`.llama`)
+share: the attention shape of the config, the rotary options, the tensor-name table of the
+blocks, the tensors under the spec's names (:func:`linear_tensors`), and the checkpoint's
+own forward pass in ``transformers`` (:func:`hf_logits`, GPT-2's too).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
+from exactmem.optional import require
 
 SAFE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 BIN, BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
@@ -78,25 +84,20 @@ def weight_files(path: str | Path) -> list[Path]:
 
 
 def _load(file: Path) -> dict[str, Any]:
+    torch = require("torch", "reading a checkpoint", extra="trained")
+    safetensors = None
+    if file.suffix == ".safetensors":
+        safetensors = require("safetensors.torch", "reading safetensors", extra="trained")
     try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("reading a checkpoint needs torch (and safetensors): "
-                                     "pip install 'exactmem[trained]'") from exc
-    try:
-        if file.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return dict(load_file(str(file)))
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
-    except ImportError as exc:
-        raise MissingDependencyError("reading safetensors needs safetensors: "
-                                     "pip install 'exactmem[trained]'") from exc
+        if safetensors is not None:
+            state = safetensors.load_file(str(file))
+        else:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is one message
         raise SpecError(f"{file}: cannot read it: {exc}") from None
     if not isinstance(state, dict):
         raise SpecError(f"{file}: expected a state dict, found {type(state).__name__}")
-    return state
+    return dict(state)
 
 
 def read_tensors(path: str | Path) -> dict[str, np.ndarray]:
@@ -112,6 +113,54 @@ def read_tensors(path: str | Path) -> dict[str, np.ndarray]:
             if key in out:
                 raise SpecError(f"{file}: tensor {key} is stored twice")
             out[key] = value.double().numpy()
+    return out
+
+
+def attention_shape(cfg: dict[str, Any]) -> tuple[int, int, int]:
+    """``(hidden_size, num_attention_heads, num_hidden_layers)`` of a GPT-NeoX or LLaMA-style
+    config, the head count dividing the width."""
+    d, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    if heads < 1 or d % heads:
+        raise SpecError(f"config.json: num_attention_heads {heads} does not divide "
+                        f"hidden_size {d}")
+    return d, heads, int(cfg["num_hidden_layers"])
+
+
+def block_names(prefix: str, layers: int, block: dict[str, str]) -> dict[str, str]:
+    """The tensor names of ``layers`` blocks: ``{prefix}{i}.{theirs}.{weight,bias}`` ->
+    ``h{i}.{ours}.{weight,bias}`` for each ``theirs -> ours`` of ``block``."""
+    return {f"{prefix}{i}.{theirs}.{kind}": f"h{i}.{ours}.{kind}" for i in range(layers)
+            for theirs, ours in block.items() for kind in ("weight", "bias")}
+
+
+def linear_tensors(path: str | Path, raw: dict[str, np.ndarray], names: dict[str, str],
+                   ignored: tuple[str, ...], family: str, tied: bool, embed: str
+                   ) -> dict[str, np.ndarray]:
+    """The tensors ``raw`` of a checkpoint of ``nn.Linear`` layers under the spec's names
+    (``names``): buffers ending in ``ignored`` skipped; a tensor of no part of the function,
+    or two stored under one spec name, refused by name; the head, when ``tied``, checked
+    equal to the embedding ``embed`` and dropped; linear weights transposed from
+    ``nn.Linear``'s ``[out, in]`` to the spec's ``[in, out]``."""
+    out: dict[str, np.ndarray] = {}
+    seen: dict[str, str] = {}
+    for key, value in raw.items():
+        if key.endswith(ignored):
+            continue
+        if key not in names:
+            raise SpecError(f"{path}: tensor {key} is not part of a {family} causal LM "
+                            "(unsupported layer)")
+        ours = names[key]
+        if ours in seen:
+            raise SpecError(f"{path}: both {seen[ours]} and {key} (one {ours})")
+        seen[ours] = key
+        if ours == "head" and tied:
+            if not np.array_equal(value, raw.get(embed, value)):
+                raise SpecError(f"{key} differs from {embed} although tie_word_embeddings "
+                                "is true")
+            continue
+        if value.ndim == 2 and ours not in ("wte", "head"):
+            value = value.T
+        out[ours] = np.ascontiguousarray(value)
     return out
 
 
@@ -150,24 +199,22 @@ def inv_freq(theta: float, dim: int) -> np.ndarray:
     return (1.0 / (theta ** (ar / dim))).double().numpy()
 
 
-def hf_logits(path: str | Path, cls: str, tokens: np.ndarray, spec_inv_freq: np.ndarray | None
-              ) -> np.ndarray:
-    """The checkpoint's own forward pass (``transformers.<cls>`` loaded in float64, eval mode,
-    torch's scaled-dot-product attention: the eager path of GPT-NeoX computes the softmax in
-    float32): logits ``[N, n, vocab]``.  With ``spec_inv_freq``, the model's rotary
-    ``inv_freq`` buffers must equal the imported frequencies exactly."""
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise MissingDependencyError("the cross-check needs transformers and torch: "
-                                     "pip install 'exactmem[trained]'") from exc
+def hf_logits(path: str | Path, cls: str, tokens: np.ndarray,
+              spec_inv_freq: np.ndarray | None = None, dtype: str = "float64",
+              attention: str = "sdpa") -> np.ndarray:
+    """The checkpoint's own forward pass (``transformers.<cls>`` loaded in ``dtype``, eval
+    mode, ``attention`` the ``attn_implementation``: torch's scaled-dot-product attention by
+    default, as the eager path of GPT-NeoX computes the softmax in float32): logits ``[N, n,
+    vocab]`` as float64.  With ``spec_inv_freq``, the model's rotary ``inv_freq`` buffers
+    must equal the imported frequencies exactly."""
+    torch = require("torch", "the cross-check", extra="trained")
+    transformers = require("transformers", "the cross-check")
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     model = getattr(transformers, cls).from_pretrained(
-        str(checkpoint_dir(path)), dtype=torch.float64, attn_implementation="sdpa")
+        str(checkpoint_dir(path)), dtype=getattr(torch, dtype), attn_implementation=attention)
     model.eval()
     if spec_inv_freq is not None:
         for name, buf in model.named_buffers():

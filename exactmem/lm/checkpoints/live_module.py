@@ -16,33 +16,25 @@ layers: their head count, norm placement, activation, widths and norms).
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
+from exactmem.optional import require
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("a torch module needs torch: "
-                                     "pip install 'exactmem[trained]'") from exc
-    return torch
+    return require("torch", "a torch module", extra="trained")
 
 
 def is_module(value: Any) -> bool:
-    """Is ``value`` a torch ``nn.Module`` (without importing torch when it is not)?"""
-    mod = type(value).__module__ or ""
-    if not (mod.startswith("torch") or hasattr(value, "state_dict")):
-        return False
-    try:
-        import torch
-    except ImportError:
-        return False
-    return isinstance(value, torch.nn.Module)
+    """Is ``value`` a torch ``nn.Module``?  Never imports torch: a module exists only once
+    torch has been imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)
 
 
 HF_KINDS = {"gpt2": "gpt2", "gpt_neox": "gpt-neox", "llama": "llama", "qwen2": "llama",

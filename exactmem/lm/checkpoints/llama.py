@@ -25,38 +25,30 @@ from typing import Any
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.lm.checkpoints.hf_files import (
-    hf_logits,
-    inv_freq,
-    read_config,
-    read_tensors,
-    refuse_rope_scaling,
-    rope_value,
-)
+from exactmem.lm.checkpoints import hf_files as hf
 from exactmem.lm.decoder import INV_FREQ, LMSpec
 
 CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
            "mistral": "MistralForCausalLM"}
+TOP = {"model.embed_tokens.weight": "wte", "model.norm.weight": "lnf.weight",
+       "lm_head.weight": "head"}
+QKV = ("q_proj", "k_proj", "v_proj")  # read apart, then concatenated into the spec's q | k | v
 BLOCK = {"input_layernorm": "ln1", "post_attention_layernorm": "ln2", "self_attn.o_proj":
          "attn.proj", "mlp.gate_proj": "mlp.gate", "mlp.up_proj": "mlp.fc",
-         "mlp.down_proj": "mlp.proj"}
-QKV = ("q_proj", "k_proj", "v_proj")
+         "mlp.down_proj": "mlp.proj", **{f"self_attn.{q}": q for q in QKV}}
 IGNORED = ("rotary_emb.inv_freq",)  # a buffer of old checkpoints, recomputed by the model
 
 
 def config(path: str | Path) -> dict[str, Any]:
-    cfg = read_config(path, tuple(CLASSES))
+    cfg = hf.read_config(path, tuple(CLASSES))
     if cfg.get("hidden_act", "silu") != "silu":
         raise SpecError(f"config.json: hidden_act {cfg['hidden_act']!r} is not read (read: "
                         "silu, the SwiGLU MLP)")
-    refuse_rope_scaling(cfg)
-    if rope_value(cfg, "partial_rotary_factor", "partial_rotary_factor", 1.0) != 1.0:
+    hf.refuse_rope_scaling(cfg)
+    if hf.rope_value(cfg, "partial_rotary_factor", "partial_rotary_factor", 1.0) != 1.0:
         raise SpecError("config.json: partial_rotary_factor is not read for LLaMA-style "
                         "models (read: rotary positions on every head dimension)")
-    d, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-    if heads < 1 or d % heads:
-        raise SpecError(f"config.json: num_attention_heads {heads} does not divide "
-                        f"hidden_size {d}")
+    d, heads, _ = hf.attention_shape(cfg)
     if cfg.get("head_dim") not in (None, d // heads):
         raise SpecError(f"config.json: head_dim {cfg['head_dim']} is not read (read: "
                         f"hidden_size / num_attention_heads = {d // heads})")
@@ -75,52 +67,26 @@ def context(cfg: dict[str, Any]) -> int:
 def load_llama(path: str | Path) -> LMSpec:
     """Read a LLaMA / Qwen2 / Mistral checkpoint (directory or weights file)."""
     cfg = config(path)
-    raw = read_tensors(path)
-    d, heads, layers = int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), \
-        int(cfg["num_hidden_layers"])
+    d, heads, layers = hf.attention_shape(cfg)
     kv = int(cfg.get("num_key_value_heads") or heads)
     dh = d // heads
     tied = bool(cfg.get("tie_word_embeddings", False))
-    theta = rope_value(cfg, "rope_theta", "rope_theta", 10000.0)
-    tensors: dict[str, np.ndarray] = {INV_FREQ: inv_freq(theta, dh)}
-    names = {"model.embed_tokens.weight": "wte", "model.norm.weight": "lnf.weight",
-             "lm_head.weight": "head"}
-    for i in range(layers):
-        for theirs, ours in BLOCK.items():
-            for kind in ("weight", "bias"):
-                names[f"model.layers.{i}.{theirs}.{kind}"] = f"h{i}.{ours}.{kind}"
-        for part in QKV:
-            for kind in ("weight", "bias"):
-                names[f"model.layers.{i}.self_attn.{part}.{kind}"] = f"h{i}.{part}.{kind}"
-    parts: dict[str, np.ndarray] = {}
-    for key, value in raw.items():
-        if key.endswith(IGNORED):
-            continue
-        if key not in names:
-            raise SpecError(f"{path}: tensor {key} is not part of a {cfg['model_type']} causal "
-                            "LM (unsupported layer)")
-        ours = names[key]
-        if ours == "head" and tied:
-            if not np.array_equal(value, raw.get("model.embed_tokens.weight", value)):
-                raise SpecError("lm_head.weight differs from embed_tokens.weight although "
-                                "tie_word_embeddings is true")
-            continue
-        if value.ndim == 2 and ours not in ("wte", "head"):
-            value = value.T  # nn.Linear stores [out, in]
-        (parts if ours.partition(".")[2].startswith(QKV) else tensors)[ours] = value
+    theta = hf.rope_value(cfg, "rope_theta", "rope_theta", 10000.0)
+    names = {**TOP, **hf.block_names("model.layers.", layers, BLOCK)}
+    tensors = {INV_FREQ: hf.inv_freq(theta, dh), **hf.linear_tensors(
+        path, hf.read_tensors(path), names, IGNORED, cfg["model_type"], tied,
+        "model.embed_tokens.weight")}
     widths = (d, kv * dh, kv * dh)
     for i in range(layers):
         p = f"h{i}."
-        ws = [parts.get(f"{p}{q}.weight") for q in QKV]
+        ws = [tensors.pop(f"{p}{q}.weight", None) for q in QKV]
+        bs = [tensors.pop(f"{p}{q}.bias", None) for q in QKV]
         if any(w is None for w in ws):
             raise SpecError(f"{path}: layer {i} lacks one of q_proj, k_proj, v_proj")
-        tensors[p + "attn.weight"] = np.ascontiguousarray(np.concatenate(ws, axis=1))  # type: ignore[arg-type]
-        bs = [parts.get(f"{p}{q}.bias") for q in QKV]
+        tensors[p + "attn.weight"] = np.concatenate(ws, axis=1)  # type: ignore[arg-type]
         if any(b is not None for b in bs):
             tensors[p + "attn.bias"] = np.concatenate(
                 [np.zeros(w) if b is None else b for b, w in zip(bs, widths, strict=True)])
-    for name in list(tensors):
-        tensors[name] = np.ascontiguousarray(tensors[name])
     return LMSpec(vocab_size=int(cfg["vocab_size"]), context=context(cfg), d_model=d,
                   heads=heads, layers=layers, d_ff=int(cfg["intermediate_size"]),
                   activation="silu", layer_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
@@ -132,5 +98,5 @@ def llama_logits(path: str | Path, spec: LMSpec, tokens: np.ndarray) -> np.ndarr
     """The model class's float64 logits (its rotary frequencies checked equal to the
     spec's).  transformers' RMSNorm computes in float32 whatever the model's dtype, so these
     logits carry float32 roundings of every norm."""
-    kind = read_config(path, tuple(CLASSES))["model_type"]
-    return hf_logits(path, CLASSES[kind], tokens, spec.get(INV_FREQ))
+    kind = hf.read_config(path, tuple(CLASSES))["model_type"]
+    return hf.hf_logits(path, CLASSES[kind], tokens, spec.get(INV_FREQ))

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
 from exactmem.lm.checkpoints.gpt2 import tensor_names
 from exactmem.lm.decoder import LMSpec
-from exactmem.optional import reads_as
+from exactmem.optional import reads_as, require
 
 EPS = 1e-5  # nanoGPT's LayerNorm: F.layer_norm(x, ..., 1e-5)
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
@@ -29,11 +29,7 @@ ARGS = ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")
 
 def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(model_args, state dict of tensors)`` of a nanoGPT checkpoint file."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("reading a nanoGPT checkpoint needs torch: "
-                                     "pip install 'exactmem[trained]'") from exc
+    torch = require("torch", "reading a nanoGPT checkpoint", extra="trained")
     try:
         ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is one message

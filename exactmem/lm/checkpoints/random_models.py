@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError
 from exactmem.model.dataset import Dataset
+from exactmem.optional import require
 
 
 def random_value(name: str, shape: tuple[int, ...], gen: Any, std: float, bias_std: float,
@@ -45,20 +45,16 @@ def random_gpt2(path: str | Path, seed: int = 0, layers: int = 2, d_model: int =
                 heads: int = 2, vocab: int = 64, context: int = 16, std: float = 0.3,
                 bias_std: float = 0.1) -> Path:
     """Write a random ``GPT2LMHeadModel`` to the directory ``path``; returns it."""
-    try:
-        import torch
-        from transformers import GPT2Config, GPT2LMHeadModel
-    except ImportError as exc:
-        raise MissingDependencyError("random_gpt2 needs transformers and torch: "
-                                     "pip install 'exactmem[trained]'") from exc
+    torch = require("torch", "random_gpt2", extra="trained")
+    transformers = require("transformers", "random_gpt2")
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     gen = torch.Generator().manual_seed(seed)
-    cfg = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=d_model, n_layer=layers,
-                     n_head=heads, bos_token_id=0, eos_token_id=0)
-    model = GPT2LMHeadModel(cfg)
+    cfg = transformers.GPT2Config(vocab_size=vocab, n_positions=context, n_embd=d_model,
+                                  n_layer=layers, n_head=heads, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg)
     randomize(model, gen, std, bias_std, ".ln_")
     path = Path(path)
     model.save_pretrained(str(path))

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError, SpecError
+from exactmem.errors import SpecError
 from exactmem.lm.decoder import LMSpec
-from exactmem.optional import reads_as
+from exactmem.optional import reads_as, require
 
 INTS = ("vocab_size", "context", "d_model", "heads", "layers", "d_ff")
 CONFIG = (*INTS, "norm_first", "activation", "layer_norm_eps", "final_norm")
@@ -41,12 +41,7 @@ LAYER = {"norm1": "ln1", "norm2": "ln2", "self_attn.out_proj": "attn.proj",
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("reading a torch encoder checkpoint needs torch: "
-                                     "pip install 'exactmem[trained]'") from exc
-    return torch
+    return require("torch", "reading a torch encoder checkpoint", extra="trained")
 
 
 def reference_module(config: dict[str, Any]) -> Any:
