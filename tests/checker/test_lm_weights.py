@@ -359,3 +359,26 @@ def test_every_half_width_bit_pattern_reads_as_numpy_decodes_it(dtype: str) -> N
     for k in np.flatnonzero(~finite)[:: 97]:
         with pytest.raises(lm_weights.Unusable, match="NaN|infinity"):
             lm_weights.exact(memoryview(bits[k:k + 1].tobytes()), dtype, [1], "w")
+
+
+def test_a_verdict_is_recorded_only_on_the_file_beside(
+        made: tuple[LMSpec, Cert, Cert, bytes], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``check --weights FILE`` verified FILE, not the file beside: no record (export would
+    otherwise reuse it with the file beside); a record names the weights file's hash, so a
+    changed file voids it."""
+    from exactmem.api import verified
+
+    monkeypatch.setenv("EXACTMEM_CACHE", str(tmp_path / "cache"))
+    _, _, bound, data = made
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    path = _place(folder, bound, data, rebind=False)
+    (tmp_path / "copy.bin").write_bytes(data)
+    assert _check(path, capsys, "--weights", str(tmp_path / "copy.bin"))[0] == 0
+    assert verified.lookup(path) is None
+    assert _check(path, capsys)[0] == 0
+    record = verified.lookup(path)
+    assert record is not None and WEIGHTS in record["bound"]
+    (folder / WEIGHTS).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert verified.lookup(path) is None
