@@ -140,7 +140,7 @@ def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: s
     if check:
         if progress is not None:
             progress("done; writing and running the file", 0, 0)
-    spec = lm.spec_of(cert)
+    spec = lm.spec_of(cert, base)
     tokens, labels = lm.tokens_of(spec, dataset_from_certificate(cert, base))
     claims = cert.get("claims")
     claimed = claims.get("positions") if isinstance(claims, dict) else None

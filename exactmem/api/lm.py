@@ -114,6 +114,7 @@ class LMResult:
     ulps: int = 0
     exec_proved: int = 0  # positions claimed for every execution of that model
     exec_certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    weights: Path | None = None  # the weights file the written certificate binds
 
     def __bool__(self) -> bool:
         return self.written or (self.proved == self.positions and not self.failed)
@@ -128,7 +129,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                progress: Any = None, producer: str = "auto",
                self_check: bool = True, module: Any = None,
                strict_config: bool = False, reference: str | Path | None = None,
-               execution: str | None = None, ulps: int | None = None) -> LMResult:
+               execution: str | None = None, ulps: int | None = None,
+               bind_weights: bool | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -144,12 +146,15 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     (:mod:`~exactmem.lm.reference`; ``result.mem_u``).  ``execution`` ("float32", "bfloat16"
     or "float16") also claims the positions proved for every float execution of that model,
     ``ulps`` its accuracy of exp/tanh/erf/rsqrt (docs/trained-models.md, "Execution
-    claims")."""
-    from exactmem.checker.lm.lm_verify import check as check_lm
+    claims").  ``bind_weights``: the certificate binds a weights file written beside it
+    instead of embedding the tensors (True), embeds them (False), or binds above
+    :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters (None; docs/trained-models.md,
+    "Bound weights")."""
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
     from exactmem.lm.float64 import label_margin, logits64
     from exactmem.lm.positions import prove_positions
+    from exactmem.lm.weightsfile import binds, bound_weights, refuse_links, weights_path
     from exactmem.model.dataset import load_dataset
 
     say = log or (lambda _msg: None)
@@ -161,10 +166,13 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         from exactmem.lm.exec_balls import refuse_execution
 
         refuse_execution(spec)
+    bind = output is not None and binds(spec, bind_weights)
     if output is not None:  # before any work: a part the certificate format lacks
         from exactmem.lm.certfile import refuse_uncertified
 
         refuse_uncertified(spec)
+        if bind:
+            refuse_links(Path(output))
     if spec.layer_norm_eps == 0:
         raise SpecError("layer_norm_eps is 0: a norm input of zero variance (RMSNorm: a zero "
                         "input) would divide by 0, so the function is not defined everywhere; "
@@ -272,15 +280,41 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     cls = code_lengths if coded else None
     ex = None if exec_pos is None else {"format": execution, "ulps": ulps,
                                         "positions": exec_pos}
-    if not self_check:
-        if out is not None:
-            write_lm_certificate(build_lm_certificate(spec, ds, positions, partial, rel,
-                                                      execution=ex), out)
-        result.written, result.checked, result.code_lengths = out is not None, False, []
-        return result
+    claim = None  # the checker's claim when the written bytes are the ones it checked
+    with bound_weights(spec, out if bind else None) as (binding, tmp):
+        if not self_check:
+            cert = build_lm_certificate(spec, ds, positions, partial, rel, execution=ex,
+                                        weights=binding)
+            result.checked, result.code_lengths = False, []
+        else:
+            cert, claim = _self_checked(spec, ds, positions, partial, rel, cls, binding, tmp,
+                                        where, progress, t, say, result, ref, code_lengths,
+                                        coded, ex)
+    if out is not None:  # the weights file is in place (renamed as the block ended)
+        write_lm_certificate(cert, out)
+        result.written = True
+        result.weights = weights_path(out) if binding is not None else None
+        if claim is not None:
+            from exactmem.api import verified
+
+            verified.record(out, claim)
+    return result
+
+
+def _self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
+                  rel: str | None, cls: Any, binding: dict[str, Any] | None, tmp: Path | None,
+                  where: Path, progress: Any, t: dict[str, float], say: Any,
+                  result: LMResult, ref: Any, code_lengths: list[Any],
+                  coded: bool, ex: dict[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """The certificate after the in-process checker (its weights file, if bound, at
+    ``tmp``): code-length claims set to the checker's own bounds, positions it does not
+    re-prove left out (``result`` updated); a rejection raises :class:`SpecError`.  Also
+    the checker's claim when the certificate returned is the one it checked (else None)."""
+    from exactmem.checker.lm.lm_verify import check as check_lm
+    from exactmem.lm.certfile import build_lm_certificate
 
     def build() -> dict[str, Any]:
-        c = build_lm_certificate(spec, ds, positions, partial, rel, cls, ex)
+        c = build_lm_certificate(spec, ds, positions, partial, rel, cls, ex, binding)
         return ref.attach(c) if ref is not None else c
 
     cert = build()
@@ -291,17 +325,17 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     ref_derived: dict[int, tuple[int, int]] = {}
     checked = cert
     bad, unusable, claim = check_lm(cert, where, progress, unproved=unproved,
-                                derived=derived, ref_derived=ref_derived,
-                                exec_unproved=exec_unproved)
+                                    derived=derived, ref_derived=ref_derived,
+                                    exec_unproved=exec_unproved, weights=tmp)
     t["check"] = time.perf_counter() - clock
     longer = [b for b in bad if "claimed code length" in b]
     bad = [b for b in bad if not b.startswith("execution ")]
-    if exec_pos is not None and exec_unproved:  # the checker's bounds decide: drop the rest
-        say(f"self-check: {len(exec_unproved)} positions proved for every {execution} "
+    if ex is not None and exec_unproved:  # the checker's bounds decide: drop the rest
+        say(f"self-check: {len(exec_unproved)} positions proved for every {ex['format']} "
             "execution by the producer are not re-proved by the checker; they are left out")
         for i, p in exec_unproved:
-            exec_pos[i].remove(p)
-        _set_exec(result, exec_pos, ds.N, ds.n)
+            ex["positions"][i].remove(p)
+        _set_exec(result, ex["positions"], ds.N, ds.n)
         cert = build()
     if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
         raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
@@ -330,14 +364,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         result.proved -= len(unproved)
         result.sequences_full = sum(len(r) == ds.n for r in positions)
         result.certified = _mask(positions, ds.N, ds.n)
-    if out is not None:
-        write_lm_certificate(cert, out)
-        result.written = True
-        if cert is checked and not bad and not unusable:  # these bytes are what was checked
-            from exactmem.api import verified
-
-            verified.record(out, claim)
-    return result
+    return cert, (claim if cert is checked and not bad and not unusable else None)
 
 
 def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:

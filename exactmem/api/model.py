@@ -104,8 +104,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   partial: bool = False, module: Any = None, strict_config: bool = False,
                   producer: str = "auto", kind: str = "auto",
                   self_check: bool = True, reference: PathLike | None = None,
-                  execution: str | None = None,
-                  ulps: int | None = None) -> CertifyResult | LMResult:
+                  execution: str | None = None, ulps: int | None = None,
+                  bind_weights: bool | None = None) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
@@ -122,7 +122,9 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     are proved but not yet written as certificates: docs/trained-models.md).
     ``self_check`` False writes a language model's proof without running the checker.
     ``reference``: a language model's reference checkpoint for Morris et al.'s ``mem_U``
-    (docs/memorized-bits.md).
+    (docs/memorized-bits.md).  ``bind_weights``: a language model's certificate binds a
+    weights file beside it (True), embeds its tensors (False), or binds above 1M parameters
+    (None; docs/trained-models.md, "Bound weights").
     ``execution`` / ``ulps``: a language model's positions also claimed for every float
     execution of that model (:func:`~exactmem.api.lm.certify_lm`).
 
@@ -148,11 +150,12 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
         return _certify_lm(model, lm, dataset, output, partial=partial, module=module,
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
                            progress=progress, producer=producer, self_check=self_check,
-                           reference=reference, execution=execution, ulps=ulps)
+                           reference=reference, execution=execution, ulps=ulps,
+                           bind_weights=bind_weights)
     if (partial or module is not None or strict_config or reference is not None or execution
-            or ulps is not None):
-        raise SpecError("partial, module, strict_config, reference, execution and ulps "
-                        "apply to language models only")
+            or ulps is not None or bind_weights is not None):
+        raise SpecError("partial, module, strict_config, reference, execution, ulps and "
+                        "bind_weights apply to language models only")
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult

@@ -199,13 +199,11 @@ class ExportResult:
     verification: str = ""  # how the certificate was checked first (api.verified)
 
     def __str__(self) -> str:
-        first = f"{self.verification}\n" if self.verification else ""
         if self.line:
-            return first + self.line
+            return self.line
         side = f"; exact sidecar {self.sidecar}" if self.sidecar is not None else ""
-        return (f"{first}wrote {self.path} ({self.format}, {self.dtype}): {self.weights} "
-                f"weights, {self.rounded} rounded, {self.overflowed} overflowed to "
-                f"infinity{side}")
+        return (f"wrote {self.path} ({self.format}, {self.dtype}): {self.weights} weights, "
+                f"{self.rounded} rounded, {self.overflowed} overflowed to infinity{side}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,33 +153,36 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
 
 def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
           progress: Callable[[str, int, int], None] | None = None,
-          scheduler: str | None = None) -> CheckResult:
+          scheduler: str | None = None, weights: PathLike | None = None) -> CheckResult:
     """The trusted checker's verdict (``exactmem check``); an unreadable file is an
     ``unusable`` result, not an exception.  ``shards``: check that many slices of the
-    sequences in parallel (on the Dask ``scheduler`` when given)."""
+    sequences in parallel (on the Dask ``scheduler`` when given).  ``weights``: a language
+    model's bound weights file, read instead of the one beside the certificate (its verdict
+    is then not recorded: the record is about the files beside the certificate)."""
     from exactmem.checker import check_certificate, check_file
 
     if shards < 1:
         raise ExactmemError(f"shards: expected a positive number, found {shards}")
     if isinstance(certificate, dict):
-        return check_result(check_certificate(certificate, Path("."), progress))
+        return check_result(check_certificate(certificate, Path("."), progress,
+                                              weights=weights))
     path = Path(certificate)
     if shards > 1 or scheduler:
         from exactmem.api.support import dask_submit
         from exactmem.checker.sharded import check_sharded
 
+        bound = None if weights is None else Path(weights).resolve()
         with dask_submit(scheduler) as submit:
-            if submit is None:
-                return _recorded(check_result(check_sharded(str(path.resolve()), shards), path))
-            return _recorded(check_result(check_sharded(str(path.resolve()), shards, submit),
-                                          path))
-    return _recorded(check_result(check_file(path, progress=progress), path))
+            return _recorded(check_result(check_sharded(str(path.resolve()), shards, submit,
+                                                        bound), path), weights)
+    return _recorded(check_result(check_file(path, progress=progress, weights=weights), path),
+                     weights)
 
 
-def _recorded(result: CheckResult) -> CheckResult:
+def _recorded(result: CheckResult, weights: PathLike | None = None) -> CheckResult:
     """Keep a verification record of a VERIFIED certificate file (api.verified), so that
-    ``export`` does not check it again."""
-    if result.verified and result.path is not None:
+    ``export`` does not check it again; not when another weights file was read."""
+    if result.verified and result.path is not None and weights is None:
         from exactmem.api import verified
 
         verified.record(result.path, result.claim)

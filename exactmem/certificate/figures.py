@@ -50,7 +50,7 @@ def lm_summary(path: str) -> dict[str, Any] | None:
         if isinstance(entry, dict) and "data" not in entry and isinstance(entry.get("path"), str):
             cert = {**cert, "dataset": {**entry,
                                         "data": read_json(Path(path).parent / entry["path"])}}
-        return lm_info(cert)
+        return lm_info(cert, Path(path).parent)
     except Unusable as exc:
         raise CertificateError(str(exc)) from None
     except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:

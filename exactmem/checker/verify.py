@@ -151,22 +151,29 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
 
 
 def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
-              shard: tuple[int, int]) -> CheckReport:
+              shard: tuple[int, int], weights: Path | None = None) -> CheckReport:
     from .lm.lm_verify import check_report  # language models: docs/trained-models.md
 
-    return check_report(cert, base, progress, shard)
+    return check_report(cert, base, progress, shard, weights)
 
 
 def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | None = None,
-                      shard: tuple[int, int] = (0, 1)) -> CheckReport:
+                      shard: tuple[int, int] = (0, 1),
+                      weights: Path | str | None = None) -> CheckReport:
     """Check a decoded certificate with the checker of its format (:data:`CHECKERS`);
     returns a :class:`CheckReport` with every failure.
 
     ``progress(stage, done, total)``, if given, is called as the forward pass advances.
     ``shard = (k, K)`` evaluates only the k-th of K equal slices of the sequences (every
     other check is made in full); :func:`sharded.combine` joins the K reports into one.
+    ``weights``: a language model's bound weights file, read instead of the one beside it.
     """
     fmt = cert.get("format") if type(cert) is dict else None
+    if weights is not None:
+        if fmt != LM_FORMAT:
+            return network_report(["--weights: only a language-model certificate binds a "
+                                   "weights file"], unusable=True)
+        return _check_lm(cert, base, progress, shard, Path(weights))
     checker = CHECKERS.get(fmt) if type(fmt) is str else None
     if checker is None:
         return network_report([f"format: expected {FORMAT!r}"], unusable=True)
@@ -253,11 +260,13 @@ CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, 
 
 
 def check_file(path: Path | str, progress: Progress | None = None,
-               shard: tuple[int, int] = (0, 1)) -> CheckReport:
-    """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
+               shard: tuple[int, int] = (0, 1),
+               weights: Path | str | None = None) -> CheckReport:
+    """Read and check a certificate file; unreadable input gives an ``unusable`` report
+    (``weights``: :func:`check_certificate`)."""
     p = Path(path)
     try:
         cert = read_json(p)
     except Unusable as exc:
         return network_report([str(exc)], unusable=True)
-    return check_certificate(cert, p.parent, progress, shard)
+    return check_certificate(cert, p.parent, progress, shard, weights)

@@ -67,6 +67,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
                         "(default 2: the largest float32 error CUDA documents for expf, "
                         "tanhf, erff and rsqrtf)")
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument("--bind-weights", dest="bind_weights", action="store_const",
+                         const=True, default=None,
+                         help="language models: write the tensors to CERT's stem + "
+                              "'.weights.safetensors' beside CERT and bind that file by its "
+                              "length and SHA-256 instead of embedding every weight (the "
+                              "default above 1M parameters; docs/trained-models.md, 'Bound "
+                              "weights')")
+    weights.add_argument("--embed-weights", dest="bind_weights", action="store_const",
+                         const=False,
+                         help="language models: embed every weight in CERT whatever the size")
     p.add_argument("--strict-config", action="store_true",
                    help="language models: refuse unless the config's reading of the tensors "
                         "(head count; for an encoder stack also norm placement and "
@@ -109,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                                producer=args.producer, kind=args.format,
                                self_check=not args.no_self_check,
                                reference=args.reference, execution=args.execution,
-                               ulps=args.ulps)
+                               ulps=args.ulps, bind_weights=args.bind_weights)
     finally:
         close()
     if isinstance(result, CertifyResult):
@@ -160,10 +171,12 @@ def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> 
     if not r.checked:
         print(f"not checked yet: run exactmem check {args.output} ({r.proved} of "
               f"{r.positions} positions proved by the producer, {r.sequences_full} sequences "
-              f"in full, written to {args.output} without the in-process checker)")
+              f"in full, written to {args.output} without the in-process checker"
+              + (f"; weights bound in {r.weights})" if r.weights else ")"))
         return 0
     print(f"certified {r.proved} of {r.positions} positions ({r.sequences_full} sequences in "
-          f"full) of {args.data} for {args.model} -> {args.output}")
+          f"full) of {args.data} for {args.model} -> {args.output}"
+          + (f" (weights bound in {r.weights})" if r.weights else ""))
     if r.execution is not None:
         print(f"  and {r.exec_proved} of {r.positions} positions in every {r.execution} "
               f"execution (exp/tanh/erf/rsqrt within {r.ulps} ulps)")

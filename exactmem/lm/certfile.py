@@ -22,19 +22,25 @@ from exactmem.model.dataset import Dataset, canonical_json
 LM_FORMAT = "exactmem.lm-certificate/1"
 
 
-def model_json(spec: LMSpec) -> dict[str, Any]:
-    """The ``model`` object: shape fields and every stored tensor, exactly."""
-    shapes = spec.shapes()
-    tensors = {}
-    for name in sorted(spec.tensors):
-        nums, e = spec.exact(name)
-        tensors[name] = {"shape": shapes[name], "scale": e, "values": [str(p) for p in nums]}
+def model_json(spec: LMSpec, weights: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``model`` object: shape fields and every stored tensor, exactly; or, with
+    ``weights``, the binding of a weights file in place of the tensors
+    (:mod:`exactmem.lm.weightsfile`)."""
+    source: dict[str, Any] = {"weights": weights}
+    if weights is None:
+        shapes = spec.shapes()
+        tensors = {}
+        for name in sorted(spec.tensors):
+            nums, e = spec.exact(name)
+            tensors[name] = {"shape": shapes[name], "scale": e,
+                             "values": [str(p) for p in nums]}
+        source = {"tensors": tensors}
     out: dict[str, Any] = {
         "architecture": "pre-ln-decoder" if spec.norm_first else "post-ln-decoder",
         "vocab_size": spec.vocab_size, "context": spec.context, "d_model": spec.d_model,
         "heads": spec.heads, "layers": spec.layers, "d_ff": spec.d_ff,
         "activation": spec.activation, "layer_norm_eps": format_rational(spec.eps_fraction()),
-        "norm": spec.norm, "tied_head": spec.tied_head, "tensors": tensors}
+        "norm": spec.norm, "tied_head": spec.tied_head, **source}
     if not spec.final_norm:
         out["final_norm"] = False
     return out
@@ -57,12 +63,14 @@ def refuse_uncertified(spec: LMSpec) -> None:
 def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence[int]],
                          partial: bool, bind: str | None = None,
                          code_lengths: Sequence[Fraction] | None = None,
-                         execution: dict[str, Any] | None = None) -> dict[str, Any]:
+                         execution: dict[str, Any] | None = None,
+                         weights: dict[str, Any] | None = None) -> dict[str, Any]:
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
     ``code_lengths``, the claimed upper bound of each sequence's code length in bits; with
     ``execution`` (``{"format", "ulps", "positions"}``), the positions claimed for every
-    float execution of that model (docs/trained-models.md, "Execution claims")."""
+    float execution of that model (docs/trained-models.md, "Execution claims"); with
+    ``weights``, the tensors bound in a weights file (:func:`model_json`)."""
     refuse_uncertified(spec)
     data: dict[str, Any] = {"sha256": ds.sha256()}
     if bind is None:
@@ -75,8 +83,8 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     if execution is not None:
         claims["execution"] = {"format": execution["format"], "ulps": execution["ulps"],
                                "positions": [list(p) for p in execution["positions"]]}
-    body: dict[str, Any] = {"format": LM_FORMAT, "model": model_json(spec), "dataset": data,
-                            "claims": claims}
+    body: dict[str, Any] = {"format": LM_FORMAT, "model": model_json(spec, weights),
+                            "dataset": data, "claims": claims}
     body["digest"] = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
     return body
 
@@ -88,10 +96,11 @@ def write_lm_certificate(cert: dict[str, Any], path: str | Path) -> None:
     write_text_atomic(Path(path), canonical_json(cert) + "\n")
 
 
-def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
+def lm_info(cert: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
     """What an LM certificate claims (``exactmem check`` decides whether it holds): the
     position counts ``certified_positions`` of ``positions``, the sequences claimed in full,
-    and the model's shape, norm kind and parameter count.  The dataset must be embedded.
+    and the model's shape, norm kind and parameter count.  The dataset must be embedded;
+    bound weights are read from ``base`` (the certificate's folder) for code lengths only.
 
     With code lengths: ``certified_memorized_bits`` (the lower bound the checker states from
     the claimed code lengths: sum of ``max(0, n log2 V - C_i)``, Morris et al.'s sum, and
@@ -102,10 +111,10 @@ def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
     m = cert["model"]
     ds = dataset_from_json(cert["dataset"]["data"])
     claimed = cert["claims"]["positions"]
-    params = sum(len(t["values"]) for t in m["tensors"].values())
+    params = _params(m)
     extra: dict[str, Any] = {}
     if "code_length_bits" in cert["claims"]:
-        extra = memorized_info(cert, ds, params)
+        extra = memorized_info(cert, ds, params, base)
     if "execution" in cert["claims"]:
         e = cert["claims"]["execution"]
         extra["execution"] = {"format": e["format"], "ulps": e["ulps"],
@@ -121,17 +130,34 @@ def lm_info(cert: dict[str, Any]) -> dict[str, Any]:
 
 
 
-def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
+def _params(m: dict[str, Any]) -> int:
+    """The parameter count of a certificate's ``model``: its tensors' sizes (bound weights:
+    from the shapes the header gives the tensors it names)."""
+    if "tensors" in m:
+        return sum(len(t["values"]) for t in m["tensors"].values())
+    from math import prod
+
+    from exactmem.checker.lm.lm_model import shapes
+
+    every = shapes(m)
+    return sum(prod(every[k]) for k in m["weights"]["tensors"])
+
+
+def spec_from_lm_certificate(cert: dict[str, Any], base: Path | None = None) -> LMSpec:
     """The :class:`LMSpec` of a certificate's ``model`` (every value exactly the float it
-    was written from)."""
+    was written from; bound weights read from the certificate's folder ``base`` once their
+    length and SHA-256 match, :func:`exactmem.checker.lm.lm_weights.load`)."""
     import math
 
     import numpy as np
 
     m = cert["model"]
-    tensors = {name: np.array([math.ldexp(int(v), -t["scale"]) for v in t["values"]],
-                              dtype=np.float64).reshape(t["shape"])
-               for name, t in m["tensors"].items()}
+    if "weights" in m:
+        tensors = _bound_tensors(m["weights"], base or Path("."))
+    else:
+        tensors = {name: np.array([math.ldexp(int(v), -t["scale"]) for v in t["values"]],
+                                  dtype=np.float64).reshape(t["shape"])
+                   for name, t in m["tensors"].items()}
     return LMSpec(vocab_size=m["vocab_size"], context=m["context"], d_model=m["d_model"],
                   heads=m["heads"], layers=m["layers"], d_ff=m["d_ff"],
                   activation=m["activation"],
@@ -142,7 +168,24 @@ def spec_from_lm_certificate(cert: dict[str, Any]) -> LMSpec:
                   norm=m.get("norm", "layernorm"))
 
 
-def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, Any]:
+def _bound_tensors(binding: Any, base: Path) -> dict[str, Any]:
+    """The tensors of a bound weights file as float64 arrays (one-line errors)."""
+    from exactmem.checker.lm.lm_weights import load
+    from exactmem.checker.verdict import Unusable
+    from exactmem.errors import CertificateError
+    from exactmem.lm.weightsfile import read_array
+
+    try:
+        bound = load(binding, base)
+    except Unusable as exc:
+        raise CertificateError(str(exc)) from None
+    if isinstance(bound, str):
+        raise CertificateError(bound)
+    return {name: read_array(*bound.raw(name)) for name in bound.names}
+
+
+def memorized_info(cert: dict[str, Any], ds: Dataset, params: int,
+                   base: Path | None = None) -> dict[str, Any]:
     """Certified (from the claimed code lengths) and float bits below the uniform code
     (``*_memorized_bits``: Morris et al.'s name; memorized bits only on uniform random
     data), over the distinct sequences."""
@@ -161,7 +204,8 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int) -> dict[str, 
     clipped, unclipped = lm_codelength.memorized(
         [(c.numerator, c.denominator) for c in coded],
         lm_codelength.reference_lower(ds.n, vocab))
-    logits = logits64(spec_from_lm_certificate(cert), np.array([ds.sequences[i] for i in keep]))
+    logits = logits64(spec_from_lm_certificate(cert, base),
+                      np.array([ds.sequences[i] for i in keep]))
     floats = [code_length_float(x, ds.labels[i]) for x, i in zip(logits, keep, strict=True)]
     est = memorized_bits(floats, ds.n, vocab)
     return {"certified_memorized_bits": float(clipped),

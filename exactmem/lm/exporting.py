@@ -40,13 +40,14 @@ def config(spec: LMSpec) -> dict[str, Any]:
         "layer_norm_eps", "tied_head", "norm_first", "final_norm", "norm")}
 
 
-def spec_of(cert: dict[str, Any]) -> LMSpec:
-    """The LMSpec of a certificate (one-line error when its model cannot be read)."""
+def spec_of(cert: dict[str, Any], base: Path | None = None) -> LMSpec:
+    """The LMSpec of a certificate (one-line error when its model cannot be read; bound
+    weights read from its folder ``base``)."""
     from exactmem.lm.certfile import spec_from_lm_certificate
 
     try:
-        return spec_from_lm_certificate(cert)
-    except SpecError:
+        return spec_from_lm_certificate(cert, base)
+    except (SpecError, CertificateError):
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise CertificateError(f"model: cannot read the language model ({type(exc).__name__}: "

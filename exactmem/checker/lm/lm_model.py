@@ -9,7 +9,8 @@ from ..verdict import Unusable
 from . import lm_forward
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
-         "activation", "layer_norm_eps", "tied_head", "tensors")
+         "activation", "layer_norm_eps", "tied_head")
+SOURCES = ("tensors", "weights")  # exactly one: embedded, or a bound file (lm_weights.py)
 MAX_DIM = 1 << 16
 MAX_SCALE = 1100  # float64 subnormals need 1074 bits
 MAX_VALUE_BITS = 1024  # bits of a numerator: a float64 below 2**1024 with its least scale
@@ -77,7 +78,10 @@ def tensor(value, where, shape):
 
 def header(m):
     """Read the model header (every field but the tensors); returns ``m``."""
-    obj(m, "model", SHAPE, ("final_norm", "norm"))
+    obj(m, "model", SHAPE, ("final_norm", "norm") + SOURCES)
+    if ("tensors" in m) == ("weights" in m):
+        raise Unusable("model: exactly one of 'tensors' (embedded) and 'weights' (a bound "
+                       "safetensors file)")
     choice(m["architecture"], ARCHITECTURES, "model.architecture")
     if "final_norm" in m and m["final_norm"] is not False:  # absent: a final norm
         raise Unusable(f"model.final_norm: only false may be written (absent means a final "
@@ -107,8 +111,9 @@ def work(m, lengths, n):
     return seqs * m["layers"] * block + sum(lengths) * v * d
 
 
-def model(m, f=lm_forward.F):
-    """Read the model header and its tensors; returns the prepared model for
+def model(m, f=lm_forward.F, bound=None):
+    """Read the model header and its tensors (embedded, or from ``bound``, the weights file
+    :func:`lm_weights.load` read); returns the prepared model for
     :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
     header(m)
     arch, final = m["architecture"], "final_norm" not in m
@@ -117,9 +122,14 @@ def model(m, f=lm_forward.F):
     ep, eq = ratio(m["layer_norm_eps"], "model.layer_norm_eps")
     tied = m["tied_head"]
     req, opt = tensor_names(m["layers"], tied, final)
-    ts = obj(m["tensors"], "model.tensors", req, opt)
     shape = shapes(m)
-    t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
+    if "weights" in m:
+        if bound is None:
+            raise Unusable("model.weights: the bound weights file was not read")
+        t = bound.tensors(req, opt, shape)
+    else:
+        ts = obj(m["tensors"], "model.tensors", req, opt)
+        t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}
     parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
               "eps": (ep, eq), "heads": m["heads"], "activation": act, "norm": norm,
               "d": m["d_model"],

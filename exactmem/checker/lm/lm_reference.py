@@ -55,6 +55,9 @@ def read(value: Any, head: dict[str, Any], toks: list[Any], coded: Any) -> dict[
         raise Unusable("reference: mem_U needs the model's code lengths "
                        "(claims.code_length_bits) beside the reference's")
     ref = header(value["model"])
+    if "weights" in ref:
+        raise Unusable("reference.model.weights: a reference model's tensors are embedded "
+                       "(model.tensors); bound weights are read for the model only")
     if ref["vocab_size"] != head["vocab_size"]:
         raise Unusable(f"reference.model.vocab_size: {ref['vocab_size']}, the model's is "
                        f"{head['vocab_size']} (one tokenizer for both)")

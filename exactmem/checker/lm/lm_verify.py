@@ -2,7 +2,8 @@
 
 Read strictly (docs/trained-models.md, "Certificate"): the model's shape, its norm kind
 (``model.norm``: ``"layernorm"`` or ``"rmsnorm"``; absent in older certificates: LayerNorm),
-every tensor as integers over one power of two, the dataset (embedded or bound by SHA-256, a
+every tensor as integers over one power of two (embedded, or from a safetensors file bound
+by its length and SHA-256: :mod:`lm_weights`), the dataset (embedded or bound by SHA-256, a
 ``seq2seq`` token-id dataset: a label at every position), the claimed positions and the
 digest.  Each claimed position is re-proved with the rigorous forward pass of
 :mod:`lm_forward`: the lower bound of the label's logit must exceed the upper bound of every
@@ -29,7 +30,15 @@ from typing import Any
 from ..cert_dataset import canonical, dataset_object, dataset_source
 from ..parse import integer, number, obj, ratio, typed
 from ..verdict import CheckReport, Unusable
-from . import lm_codelength, lm_exec_verify, lm_extract, lm_forward, lm_reference, lm_uniform
+from . import (
+    lm_codelength,
+    lm_exec_verify,
+    lm_extract,
+    lm_forward,
+    lm_reference,
+    lm_uniform,
+    lm_weights,
+)
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -95,8 +104,9 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
-          ref_derived=None, exec_unproved=None):
-    """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
+          ref_derived=None, exec_unproved=None, weights=None):
+    """Check a decoded LM certificate; returns ``(failures, unusable, claim)``; ``weights``:
+    the bound weights file to read instead of the one beside the certificate.  The
     positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
     to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
@@ -126,6 +136,9 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             failures += [mismatch] if mismatch else []
             seed = None if mismatch else data["generator"]["seed"]
         head = header(cert["model"])
+        if weights is not None and "weights" not in head:
+            raise Unusable("--weights: the certificate embeds its tensors (model.tensors); it "
+                           "binds no weights file")
         if size > head["vocab_size"]:
             raise Unusable(f"dataset.vocab_size: {number(size)} tokens, more than the model's "
                            f"vocabulary of {head['vocab_size']}")
@@ -152,9 +165,15 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
                            f"of {MAX_WORK:.3g} (MAX_WORK)")
-        net = model(cert["model"])
-        if execution is not None:
-            lm_exec_verify.refuse(net)
+        bound = None  # model.weights: the bound file, its hash checked before it is read
+        if "weights" in cert["model"]:
+            bound = lm_weights.load(cert["model"]["weights"], base, weights)
+        if isinstance(bound, str):  # a changed file: rejected, not read
+            failures.append(bound)
+        else:
+            net = model(cert["model"], bound=bound)
+            if execution is not None:
+                lm_exec_verify.refuse(net)
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -163,8 +182,8 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     except Unusable as exc:
         return [*failures, str(exc)], True, None
     if failures:  # the certificate is rejected whatever its positions: no forward pass
-        return [*failures, "claims: not evaluated (a certificate whose digest or dataset "
-                           "hash fails is rejected whatever its claims)"], False, None
+        return [*failures, "claims: not evaluated (a certificate whose digest, dataset hash or "
+                           "weights file fails is rejected whatever its claims)"], False, None
     f = precision(net, toks, want, coded is not None)
     if f != net["f"]:
         net = at_precision(net["parsed"], f)
@@ -241,12 +260,12 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
 
 
 def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
-                 shard: tuple[int, int] = (0, 1)) -> CheckReport:
+                 shard: tuple[int, int] = (0, 1), weights: Path | None = None) -> CheckReport:
     """:func:`check` as the checker's one report (the table of formats in
     :mod:`..verify`): the claim and the exact slice totals that
     :func:`..sharded.combine` adds up (``totals``)."""
     totals: dict[str, Any] = {}
-    bad, unusable, claim = check(cert, base, progress, shard, totals=totals)
+    bad, unusable, claim = check(cert, base, progress, shard, totals=totals, weights=weights)
     report = CheckReport(bad, unusable, claim)
     report.totals = totals or None
     return report
