@@ -150,16 +150,19 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
 
 def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
           progress: Callable[[str, int, int], None] | None = None,
-          scheduler: str | None = None) -> CheckResult:
+          scheduler: str | None = None, reference: bool = False) -> CheckResult:
     """The trusted checker's verdict (``exactmem check``); an unreadable file is an
     ``unusable`` result, not an exception.  ``shards``: check that many slices of the
-    sequences in parallel (on the Dask ``scheduler`` when given)."""
+    sequences in parallel (on the Dask ``scheduler`` when given).  ``reference``: the
+    checker's standard-library path only, never its NumPy fast path (the same verdict;
+    docs/checker.md, "Fast path")."""
     from exactmem.checker import check_certificate, check_file
 
     if shards < 1:
         raise ExactmemError(f"shards: expected a positive number, found {shards}")
     if isinstance(certificate, dict):
-        return check_result(check_certificate(certificate, Path("."), progress))
+        return check_result(check_certificate(certificate, Path("."), progress,
+                                              reference=reference))
     path = Path(certificate)
     if shards > 1 or scheduler:
         from exactmem.api.support import dask_submit
@@ -167,9 +170,11 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
 
         with dask_submit(scheduler) as submit:
             if submit is None:
-                return check_result(check_sharded(str(path.resolve()), shards), path)
-            return check_result(check_sharded(str(path.resolve()), shards, submit), path)
-    return check_result(check_file(path, progress=progress), path)
+                return check_result(check_sharded(str(path.resolve()), shards,
+                                                  reference=reference), path)
+            return check_result(check_sharded(str(path.resolve()), shards, submit,
+                                              reference=reference), path)
+    return check_result(check_file(path, progress=progress, reference=reference), path)
 
 
 def shard_count(shards: int) -> int:

@@ -5,6 +5,7 @@ slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 """
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,23 +68,26 @@ def _in_shards(check: Callable[..., CheckReport], source: Any, base: Any, shards
                                      [None] * slices, plan)))
 
 
-def _check_path(path: str, _base: Any, progress: Progress | None, shard: tuple[int, int]
-                ) -> CheckReport:
-    return check_file(path, progress, shard)
+def _check_path(path: str, _base: Any, progress: Progress | None, shard: tuple[int, int],
+                reference: bool = False) -> CheckReport:
+    return check_file(path, progress, shard, reference=reference)
 
 
-def check_sharded(path: Path | str, shards: int, submit: Submit | None = None) -> CheckReport:
+def check_sharded(path: Path | str, shards: int, submit: Submit | None = None, *,
+                  reference: bool = False) -> CheckReport:
     """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
     verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
     :data:`shard_plan.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
-    default a local process pool of the standard library runs the shards."""
+    default a local process pool of the standard library runs the shards.  ``reference``:
+    the standard-library path only (:func:`verify.check_certificate`)."""
     try:
         count = _count(read_json(path))
     except Unusable as exc:
         return network_report([str(exc)], unusable=True)
-    return _in_shards(_check_path, str(path), None, shards, submit, count)
+    check = partial(_check_path, reference=True) if reference else _check_path
+    return _in_shards(check, str(path), None, shards, submit, count)
 
 
 def check_certificate_sharded(cert: Any, base: Path | str, shards: int,

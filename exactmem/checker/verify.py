@@ -151,32 +151,35 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
 
 
 def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
-              shard: tuple[int, int]) -> CheckReport:
+              shard: tuple[int, int], reference: bool = False) -> CheckReport:
     from .lm.lm_verify import check_report  # language models: docs/trained-models.md
 
-    return check_report(cert, base, progress, shard)
+    return check_report(cert, base, progress, shard, reference=reference)
 
 
 def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | None = None,
-                      shard: tuple[int, int] = (0, 1)) -> CheckReport:
+                      shard: tuple[int, int] = (0, 1), *, reference: bool = False
+                      ) -> CheckReport:
     """Check a decoded certificate with the checker of its format (:data:`CHECKERS`);
     returns a :class:`CheckReport` with every failure.
 
     ``progress(stage, done, total)``, if given, is called as the forward pass advances.
     ``shard = (k, K)`` evaluates only the k-th of K equal slices of the sequences (every
     other check is made in full); :func:`sharded.combine` joins the K reports into one.
+    ``reference``: the standard-library path only (docs/checker.md, "Fast path").
     """
     fmt = cert.get("format") if type(cert) is dict else None
     checker = CHECKERS.get(fmt) if type(fmt) is str else None
     if checker is None:
         return network_report([f"format: expected {FORMAT!r}"], unusable=True)
-    return checker(cert, base, progress, shard)
+    return checker(cert, base, progress, shard, reference)
 
 
 def check_network(cert: dict[str, Any], base: Path = Path("."),
                   progress: Progress | None = None,
-                  shard: tuple[int, int] = (0, 1)) -> CheckReport:
-    """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`)."""
+                  shard: tuple[int, int] = (0, 1), reference: bool = False) -> CheckReport:
+    """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`; one path,
+    whatever ``reference`` says)."""
     failures = []
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
@@ -247,17 +250,18 @@ def check_network(cert: dict[str, Any], base: Path = Path("."),
                        sequences=hi - lo)
 
 
-CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int]],
+CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int], bool],
                              CheckReport]] = {FORMAT: check_network, LM_FORMAT: _check_lm}
 # certificate format -> its checker
 
 
 def check_file(path: Path | str, progress: Progress | None = None,
-               shard: tuple[int, int] = (0, 1)) -> CheckReport:
-    """Read and check a certificate file; unreadable input gives an ``unusable`` report."""
+               shard: tuple[int, int] = (0, 1), *, reference: bool = False) -> CheckReport:
+    """Read and check a certificate file; unreadable input gives an ``unusable`` report
+    (``reference``: :func:`check_certificate`)."""
     p = Path(path)
     try:
         cert = read_json(p)
     except Unusable as exc:
         return network_report([str(exc)], unusable=True)
-    return check_certificate(cert, p.parent, progress, shard)
+    return check_certificate(cert, p.parent, progress, shard, reference=reference)

@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="with --shards: run the shards on this Dask scheduler (needs "
                         "'exactmem[dask]'); workers must see the certificate's path")
+    p.add_argument("--reference", action="store_true",
+                   help="run only the checker's standard-library path (no NumPy fast path "
+                        "for the language-model products; the same verdict and counts)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -53,12 +56,12 @@ def _check(args: argparse.Namespace) -> CheckResult:
                   + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
                   flush=True)
         result = verbs.check(args.certificate, shards=args.shards,
-                             scheduler=args.scheduler)
+                             scheduler=args.scheduler, reference=args.reference)
     else:
         tick, close = progress.hook("check", heartbeat=True)
         tick("read", 0, 0)  # reading and parsing, until the checker's first callback
         try:
-            result = verbs.check(args.certificate, progress=tick)
+            result = verbs.check(args.certificate, progress=tick, reference=args.reference)
         finally:
             close()
     for line in result.failures:

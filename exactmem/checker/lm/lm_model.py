@@ -6,7 +6,7 @@ tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
 
 from ..parse import choice, exact_shape, integer, kind_of, obj, ratio, typed
 from ..verdict import Unusable
-from . import lm_forward
+from . import lm_forward, lm_limbs
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
          "activation", "layer_norm_eps", "tied_head", "tensors")
@@ -107,9 +107,10 @@ def work(m, lengths, n):
     return seqs * m["layers"] * block + sum(lengths) * v * d
 
 
-def model(m, f=lm_forward.F):
+def model(m, f=lm_forward.F, fast=True):
     """Read the model header and its tensors; returns the prepared model for
-    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
+    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`); ``fast``: its
+    linear maps carry their weight limbs (:mod:`lm_limbs`) when that path is available."""
     header(m)
     arch, final = m["architecture"], "final_norm" not in m
     act = m["activation"]
@@ -123,7 +124,8 @@ def model(m, f=lm_forward.F):
     parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
               "eps": (ep, eq), "heads": m["heads"], "activation": act, "norm": norm,
               "d": m["d_model"],
-              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"]}
+              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"],
+              "fast": fast and lm_limbs.available()}
     return at_precision(parsed, f)
 
 
@@ -136,8 +138,11 @@ def at_precision(parsed, f):
     def ln(name):
         return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero), f)
 
+    def prep(lin):  # the same integers either way (lm_limbs)
+        return lm_limbs.prepare(lin) if parsed.get("fast") else lin
+
     def lin(name):
-        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f)
+        return prep(lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f))
 
     blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
                "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
@@ -145,10 +150,10 @@ def at_precision(parsed, f):
     rows, e = t["wte" if parsed["tied"] else "head"]
     return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
-            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f),
+            "head": prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f)),
             "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
             "activation": parsed["activation"], "norm": parsed["norm"], "f": f,
-            "parsed": parsed,
+            "parsed": parsed, "fast": bool(parsed.get("fast")),
             "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
             "vocab": parsed["vocab"], "context": parsed["context"]}
 

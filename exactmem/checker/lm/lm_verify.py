@@ -88,13 +88,16 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
             f"(class {rival}; margin lower bound {number(margin)}/2^{f})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None):
+def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
+          reference=False):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``.  The
     positions ``(i, p)`` whose margin is not proved are appended to ``unproved`` if given;
     with code lengths, ``derived[i]`` is set to the checker's own upper bound of sequence
     ``i``'s code length (units ``2**-lm_codelength.P``) if ``derived`` is a dict.  A dict
     ``totals`` receives the slice's exact counts and code-length totals (:func:`merge`,
-    :func:`claim_text`), so that shards combine into the claim of one pass."""
+    :func:`claim_text`), so that shards combine into the claim of one pass.  ``reference``:
+    the standard-library products only (else :mod:`lm_limbs` where available: the same
+    integers)."""
     failures = []
     try:
         obj(cert, "certificate", TOP)
@@ -123,7 +126,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
                            f"(from the model's shape and the claims), more than the limit "
                            f"of {MAX_WORK:.3g} (MAX_WORK)")
-        net = model(cert["model"])
+        net = model(cert["model"], fast=not reference)
         body = {k: v for k, v in cert.items() if k != "digest"}
         actual = "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
         if cert["digest"] != actual:
@@ -181,12 +184,13 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
 
 
 def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
-                 shard: tuple[int, int] = (0, 1)) -> CheckReport:
+                 shard: tuple[int, int] = (0, 1), reference: bool = False) -> CheckReport:
     """:func:`check` as the checker's one report (the table of formats in
     :mod:`..verify`): the claim and the exact slice totals that
     :func:`..sharded.combine` adds up (``totals``)."""
     totals: dict[str, Any] = {}
-    bad, unusable, claim = check(cert, base, progress, shard, totals=totals)
+    bad, unusable, claim = check(cert, base, progress, shard, totals=totals,
+                                 reference=reference)
     report = CheckReport(bad, unusable, claim)
     report.totals = totals or None
     return report
