@@ -1,7 +1,7 @@
 """The checker's fast path (exactmem/checker/lm/lm_limbs.py, docs/checker.md "Fast path"):
 float64 BLAS on limbs gives exactly the Python-integer products, ``apply_all`` the same
-integers as the standard-library path, and ``check`` the verdicts, counts and failures of
-``check --reference``; a limb bound that fails runs the integer product."""
+integers as the standard-library path, and ``check`` the verdicts, counts and failing
+positions of ``check --reference``; a limb bound that fails runs the integer product."""
 
 from __future__ import annotations
 
@@ -113,8 +113,10 @@ def _certificates() -> list[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize("name,cert", _certificates())
 def test_check_and_reference_agree(name: str, cert: dict[str, Any]) -> None:
     fast, ref = check_certificate(cert), check_certificate(cert, reference=True)
-    assert (fast.verdict, fast.failures, fast.claim, fast.totals) == \
-        (ref.verdict, ref.failures, ref.claim, ref.totals)
+    assert (fast.verdict, fast.claim, fast.totals) == (ref.verdict, ref.claim, ref.totals)
+    # the same failures; a margin bound differs, as GELU's fast ball is wider (lm_fastgelu)
+    assert [f.split("; margin")[0] for f in fast.failures] == \
+        [f.split("; margin")[0] for f in ref.failures]
     if name == "changed label":
         assert not fast.verified and len(fast.failures) == 1
 

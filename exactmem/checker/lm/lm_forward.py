@@ -30,7 +30,7 @@ radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every fu
 
 from operator import mul
 
-from . import lm_bounds, lm_limbs
+from . import lm_bounds, lm_fastgelu, lm_limbs
 from .lm_bounds import cdiv
 
 F = 128  # fractional bits of every value
@@ -212,6 +212,10 @@ def gelu(kind, m, r, consts, f=F):
     on its own side, so a huge value costs no cube of its size."""
     if kind == "relu":
         return [max(x, 0) for x in m], r
+    if kind == "gelu_tanh" and consts.get("fast_gelu"):  # float64 outward bounds (lm_fastgelu)
+        fast = lm_fastgelu.gelu_tanh(m, r, consts["fast_gelu"], f)
+        if fast is not None:
+            return fast
     tanh_form = kind == "gelu_tanh"
     clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
     fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2

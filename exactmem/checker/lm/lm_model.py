@@ -6,7 +6,7 @@ tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
 
 from ..parse import choice, exact_shape, integer, kind_of, obj, ratio, typed
 from ..verdict import Unusable
-from . import lm_forward, lm_limbs
+from . import lm_fastgelu, lm_forward, lm_limbs
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
          "activation", "layer_norm_eps", "tied_head", "tensors")
@@ -148,13 +148,16 @@ def at_precision(parsed, f):
                "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
                "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(parsed["layers"])]
     rows, e = t["wte" if parsed["tied"] else "head"]
+    consts = lm_forward.constants(parsed["d"] // parsed["heads"], f)
+    if parsed.get("fast"):  # GELU's float64 outward bounds (lm_fastgelu)
+        consts["fast_gelu"] = lm_fastgelu.constants(consts["c"], f)
     return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
             "head": prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f)),
             "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
             "activation": parsed["activation"], "norm": parsed["norm"], "f": f,
             "parsed": parsed, "fast": bool(parsed.get("fast")),
-            "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
+            "consts": consts,
             "vocab": parsed["vocab"], "context": parsed["context"]}
 
 
