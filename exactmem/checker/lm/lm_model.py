@@ -179,8 +179,9 @@ def precision(net, toks, pos, coded):
     i = next((k for k, row in enumerate(pos) if row or coded), None)
     if i is None:
         return lm_forward.F
-    try:
-        outs = lm_forward.logits(net, toks[i], pos[i] or [0])
+    consts = {k: v for k, v in net["consts"].items() if k != "fast_gelu"}
+    try:  # the standard GELU, so that every path picks the same precision
+        outs = lm_forward.logits(dict(net, consts=consts), toks[i], pos[i] or [0])
     except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
         return 2 * lm_forward.F
     bits = max(r for _, r in outs.values()).bit_length()
