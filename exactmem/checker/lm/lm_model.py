@@ -110,7 +110,8 @@ def work(m, lengths, n):
 def model(m, f=lm_forward.F, fast=True):
     """Read the model header and its tensors; returns the prepared model for
     :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`); ``fast``: its
-    linear maps carry their weight limbs (:mod:`lm_limbs`) when that path is available."""
+    linear maps carry their weight limbs (:mod:`lm_limbs`) and GELU its float bounds
+    (:mod:`lm_fastgelu`) when that path is available."""
     header(m)
     arch, final = m["architecture"], "final_norm" not in m
     act = m["activation"]
