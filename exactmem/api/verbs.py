@@ -153,19 +153,22 @@ def certify(data: Dataset | PathLike, construction: str, *, output: PathLike | N
 
 def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
           progress: Callable[[str, int, int], None] | None = None,
-          scheduler: str | None = None, weights: PathLike | None = None) -> CheckResult:
+          scheduler: str | None = None, weights: PathLike | None = None,
+          reference: bool = False) -> CheckResult:
     """The trusted checker's verdict (``exactmem check``); an unreadable file is an
     ``unusable`` result, not an exception.  ``shards``: check that many slices of the
     sequences in parallel (on the Dask ``scheduler`` when given).  ``weights``: a language
     model's bound weights file, read instead of the one beside the certificate (its verdict
-    is then not recorded: the record is about the files beside the certificate)."""
+    is then not recorded: the record is about the files beside the certificate).
+    ``reference``: the checker's standard-library path only, never its NumPy fast path (the
+    same verdict; docs/checker.md, "Fast path")."""
     from exactmem.checker import check_certificate, check_file
 
     if shards < 1:
         raise ExactmemError(f"shards: expected a positive number, found {shards}")
     if isinstance(certificate, dict):
         return check_result(check_certificate(certificate, Path("."), progress,
-                                              weights=weights))
+                                              weights=weights, reference=reference))
     path = Path(certificate)
     if shards > 1 or scheduler:
         from exactmem.api.support import dask_submit
@@ -174,9 +177,10 @@ def check(certificate: dict[str, Any] | PathLike, *, shards: int = 1,
         bound = None if weights is None else Path(weights).resolve()
         with dask_submit(scheduler) as submit:
             return _recorded(check_result(check_sharded(str(path.resolve()), shards, submit,
-                                                        bound), path), weights)
-    return _recorded(check_result(check_file(path, progress=progress, weights=weights), path),
-                     weights)
+                                                        bound, reference=reference), path),
+                             weights)
+    return _recorded(check_result(check_file(path, progress=progress, weights=weights,
+                                             reference=reference), path), weights)
 
 
 def _recorded(result: CheckResult, weights: PathLike | None = None) -> CheckResult:

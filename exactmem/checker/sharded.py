@@ -5,6 +5,7 @@ slices and processes come from :func:`shard_plan.shard_plan`; each slice is
 """
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,24 +69,27 @@ def _in_shards(check: Callable[..., CheckReport], source: Any, base: Any, shards
 
 
 def _check_path(path: str, weights: str | None, progress: Progress | None,
-                shard: tuple[int, int]) -> CheckReport:
-    return check_file(path, progress, shard, weights)
+                shard: tuple[int, int], reference: bool = False) -> CheckReport:
+    return check_file(path, progress, shard, weights, reference=reference)
 
 
 def check_sharded(path: Path | str, shards: int, submit: Submit | None = None,
-                  weights: Path | str | None = None) -> CheckReport:
+                  weights: Path | str | None = None, *, reference: bool = False
+                  ) -> CheckReport:
     """Check ``path`` in ``shards`` slices in parallel and combine the reports: the same
     verdict as one pass for every ``shards >= 1`` (:func:`shard_plan` caps the slices at
     :data:`shard_plan.MAX_SHARDS` and at the number of sequences, the processes at the CPUs).
 
     ``submit(function, *args)`` returns a future (a Dask client's ``submit`` works); by
     default a local process pool of the standard library runs the shards.  ``weights``: a
-    language model's bound weights file (:func:`verify.check_certificate`)."""
+    language model's bound weights file (:func:`verify.check_certificate`); ``reference``:
+    the standard-library path only."""
     try:
         count = _count(read_json(path))
     except Unusable as exc:
         return network_report([str(exc)], unusable=True)
-    return _in_shards(_check_path, str(path), None if weights is None else str(weights),
+    check = partial(_check_path, reference=True) if reference else _check_path
+    return _in_shards(check, str(path), None if weights is None else str(weights),
                       shards, submit, count)
 
 

@@ -151,15 +151,17 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
 
 
 def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
-              shard: tuple[int, int], weights: Path | None = None) -> CheckReport:
+              shard: tuple[int, int], reference: bool = False,
+              weights: Path | None = None) -> CheckReport:
     from .lm.lm_verify import check_report  # language models: docs/trained-models.md
 
-    return check_report(cert, base, progress, shard, weights)
+    return check_report(cert, base, progress, shard, weights, reference=reference)
 
 
 def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | None = None,
                       shard: tuple[int, int] = (0, 1),
-                      weights: Path | str | None = None) -> CheckReport:
+                      weights: Path | str | None = None, *, reference: bool = False
+                      ) -> CheckReport:
     """Check a decoded certificate with the checker of its format (:data:`CHECKERS`);
     returns a :class:`CheckReport` with every failure.
 
@@ -167,23 +169,25 @@ def check_certificate(cert: Any, base: Path = Path("."), progress: Progress | No
     ``shard = (k, K)`` evaluates only the k-th of K equal slices of the sequences (every
     other check is made in full); :func:`sharded.combine` joins the K reports into one.
     ``weights``: a language model's bound weights file, read instead of the one beside it.
+    ``reference``: the standard-library path only (docs/checker.md, "Fast path").
     """
     fmt = cert.get("format") if type(cert) is dict else None
     if weights is not None:
         if fmt != LM_FORMAT:
             return network_report(["--weights: only a language-model certificate binds a "
                                    "weights file"], unusable=True)
-        return _check_lm(cert, base, progress, shard, Path(weights))
+        return _check_lm(cert, base, progress, shard, reference, Path(weights))
     checker = CHECKERS.get(fmt) if type(fmt) is str else None
     if checker is None:
         return network_report([f"format: expected {FORMAT!r}"], unusable=True)
-    return checker(cert, base, progress, shard)
+    return checker(cert, base, progress, shard, reference)
 
 
 def check_network(cert: dict[str, Any], base: Path = Path("."),
                   progress: Progress | None = None,
-                  shard: tuple[int, int] = (0, 1)) -> CheckReport:
-    """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`)."""
+                  shard: tuple[int, int] = (0, 1), reference: bool = False) -> CheckReport:
+    """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`; one path,
+    whatever ``reference`` says)."""
     failures = []
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
@@ -254,19 +258,19 @@ def check_network(cert: dict[str, Any], base: Path = Path("."),
                        sequences=hi - lo)
 
 
-CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int]],
+CHECKERS: dict[str, Callable[[dict[str, Any], Path, Progress | None, tuple[int, int], bool],
                              CheckReport]] = {FORMAT: check_network, LM_FORMAT: _check_lm}
 # certificate format -> its checker
 
 
 def check_file(path: Path | str, progress: Progress | None = None,
                shard: tuple[int, int] = (0, 1),
-               weights: Path | str | None = None) -> CheckReport:
+               weights: Path | str | None = None, *, reference: bool = False) -> CheckReport:
     """Read and check a certificate file; unreadable input gives an ``unusable`` report
-    (``weights``: :func:`check_certificate`)."""
+    (``weights``, ``reference``: :func:`check_certificate`)."""
     p = Path(path)
     try:
         cert = read_json(p)
     except Unusable as exc:
         return network_report([str(exc)], unusable=True)
-    return check_certificate(cert, p.parent, progress, shard, weights)
+    return check_certificate(cert, p.parent, progress, shard, weights, reference=reference)

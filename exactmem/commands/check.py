@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a language-model certificate's bound weights file, read instead of "
                         "the one its model.weights.path names beside it (its length and "
                         "SHA-256 must still match the certificate)")
+    p.add_argument("--reference", action="store_true",
+                   help="run only the checker's standard-library path (no NumPy fast path "
+                        "for the language-model products; the same verdict and counts)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -57,12 +60,14 @@ def _check(args: argparse.Namespace) -> CheckResult:
                   + (f" on {args.scheduler}" if args.scheduler else ""), file=sys.stderr,
                   flush=True)
         result = verbs.check(args.certificate, shards=args.shards,
-                             scheduler=args.scheduler, weights=args.weights)
+                             scheduler=args.scheduler, weights=args.weights,
+                             reference=args.reference)
     else:
         tick, close = progress.hook("check", heartbeat=True)
         tick("read", 0, 0)  # reading and parsing, until the checker's first callback
         try:
-            result = verbs.check(args.certificate, progress=tick, weights=args.weights)
+            result = verbs.check(args.certificate, progress=tick, weights=args.weights,
+                                 reference=args.reference)
         finally:
             close()
     for line in result.failures:

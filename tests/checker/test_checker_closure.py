@@ -131,6 +131,10 @@ def test_a_network_certificate_loads_no_language_model_code() -> None:
     assert any(k.startswith("lm/") for k in closure(CLAIMS["language-model certificate"]))
 
 
+def test_the_language_model_verdict_lists_its_fast_path() -> None:
+    assert "lm/lm_limbs.py" in closure(CLAIMS["language-model certificate"])
+
+
 def test_the_closure_follows_imports() -> None:
     c = closure(("proofs.lrat",))
     assert {"proofs/lrat.py", "proofs/dimacs.py", "verdict.py", "__init__.py",

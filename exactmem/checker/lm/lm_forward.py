@@ -30,7 +30,7 @@ radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every fu
 
 from operator import mul
 
-from . import lm_bounds
+from . import lm_bounds, lm_fastgelu, lm_limbs
 from .lm_bounds import cdiv
 
 F = 128  # fractional bits of every value
@@ -106,7 +106,10 @@ def apply_all(lin, ms, rs):
     1-norm), so after adding ``2**(s-1)`` to every slot the slots are the base-``2**s``
     digits of the sum, read back exactly from its bytes; output ``j`` is then
     ``floor((2**g dot + b_j) / 2**E)``, radius + 1.  With ``g <= 0`` these are the integers
-    of :func:`apply`."""
+    of :func:`apply`.  A map prepared with its weight limbs runs :func:`lm_limbs.apply_all`
+    (the same integers)."""
+    if isinstance(lin, lm_limbs.Linear):
+        return lm_limbs.apply_all(lin, ms, rs, SLACK)
     cols, bias, e, l1, _ = lin
     n = len(ms)
     g = min(r.bit_length() for r in rs) - SLACK
@@ -209,6 +212,10 @@ def gelu(kind, m, r, consts, f=F):
     on its own side, so a huge value costs no cube of its size."""
     if kind == "relu":
         return [max(x, 0) for x in m], r
+    if kind == "gelu_tanh" and consts.get("fast_gelu"):  # float64 outward bounds (lm_fastgelu)
+        fast = lm_fastgelu.gelu_tanh(m, r, consts["fast_gelu"], f)
+        if fast is not None:
+            return fast
     tanh_form = kind == "gelu_tanh"
     clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
     fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2

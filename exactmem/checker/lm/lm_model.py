@@ -6,7 +6,7 @@ tensors read strictly (docs/trained-models.md, "Certificate"), prepared for
 
 from ..parse import choice, exact_shape, integer, kind_of, obj, ratio, typed
 from ..verdict import Unusable
-from . import lm_forward
+from . import lm_fastgelu, lm_forward, lm_limbs
 
 SHAPE = ("architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
          "activation", "layer_norm_eps", "tied_head")
@@ -111,10 +111,12 @@ def work(m, lengths, n):
     return seqs * m["layers"] * block + sum(lengths) * v * d
 
 
-def model(m, f=lm_forward.F, bound=None):
+def model(m, f=lm_forward.F, bound=None, fast=True):
     """Read the model header and its tensors (embedded, or from ``bound``, the weights file
     :func:`lm_weights.load` read); returns the prepared model for
-    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`)."""
+    :func:`lm_forward.logits` at ``f`` fractional bits (:func:`at_precision`); ``fast``: its
+    linear maps carry their weight limbs (:mod:`lm_limbs`) and GELU its float bounds
+    (:mod:`lm_fastgelu`) when that path is available."""
     header(m)
     arch, final = m["architecture"], "final_norm" not in m
     act = m["activation"]
@@ -133,7 +135,8 @@ def model(m, f=lm_forward.F, bound=None):
     parsed = {"t": t, "tied": tied, "final": final, "post_ln": arch == "post-ln-decoder",
               "eps": (ep, eq), "heads": m["heads"], "activation": act, "norm": norm,
               "d": m["d_model"],
-              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"]}
+              "layers": m["layers"], "vocab": m["vocab_size"], "context": m["context"],
+              "fast": fast and lm_limbs.available()}
     return at_precision(parsed, f)
 
 
@@ -146,20 +149,26 @@ def at_precision(parsed, f):
     def ln(name):
         return lm_forward.ln_params(t[name + ".weight"], t.get(name + ".bias", zero), f)
 
+    def prep(lin):  # the same integers either way (lm_limbs)
+        return lm_limbs.prepare(lin) if parsed.get("fast") else lin
+
     def lin(name):
-        return lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f)
+        return prep(lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f))
 
     blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
                "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
                "mlp_proj": lin(f"h{i}.mlp.proj")} for i in range(parsed["layers"])]
     rows, e = t["wte" if parsed["tied"] else "head"]
+    consts = lm_forward.constants(parsed["d"] // parsed["heads"], f)
+    if parsed.get("fast"):  # GELU's float64 outward bounds (lm_fastgelu)
+        consts["fast_gelu"] = lm_fastgelu.constants(consts["c"], f)
     return {"wte": t["wte"], "wpe": t["wpe"], "blocks": blocks,
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
-            "head": lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f),
+            "head": prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f)),
             "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
             "activation": parsed["activation"], "norm": parsed["norm"], "f": f,
-            "parsed": parsed,
-            "consts": lm_forward.constants(parsed["d"] // parsed["heads"], f),
+            "parsed": parsed, "fast": bool(parsed.get("fast")),
+            "consts": consts,
             "vocab": parsed["vocab"], "context": parsed["context"]}
 
 
@@ -181,8 +190,9 @@ def precision(net, toks, pos, coded):
     i = next((k for k, row in enumerate(pos) if row or coded), None)
     if i is None:
         return lm_forward.F
-    try:
-        outs = lm_forward.logits(net, toks[i], pos[i] or [0])
+    consts = {k: v for k, v in net["consts"].items() if k != "fast_gelu"}
+    try:  # the standard GELU, so that every path picks the same precision
+        outs = lm_forward.logits(dict(net, consts=consts), toks[i], pos[i] or [0])
     except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
         return 2 * lm_forward.F
     bits = max(r for _, r in outs.values()).bit_length()

@@ -104,7 +104,7 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
 
 
 def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
-          ref_derived=None, exec_unproved=None, weights=None):
+          ref_derived=None, exec_unproved=None, weights=None, reference=False):
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``; ``weights``:
     the bound weights file to read instead of the one beside the certificate.  The
     positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
@@ -117,7 +117,8 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     ``reference`` model is checked by :mod:`lm_reference` (``ref_derived[i]``: the checker's
     ``(lower, upper)`` bounds of its code length).  With ``claims.execution`` its positions
     are re-proved for every execution of its model (:mod:`lm_exec_verify`); those it cannot
-    prove are appended to ``exec_unproved``."""
+    prove are appended to ``exec_unproved``.  ``reference`` (True): the standard-library
+    products only (else :mod:`lm_limbs` where available: the same integers)."""
     failures = []
     try:
         obj(cert, "certificate", TOP, ("reference",))
@@ -171,7 +172,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
         if isinstance(bound, str):  # a changed file: rejected, not read
             failures.append(bound)
         else:
-            net = model(cert["model"], bound=bound)
+            net = model(cert["model"], bound=bound, fast=not reference)
             if execution is not None:
                 lm_exec_verify.refuse(net)
         body = {k: v for k, v in cert.items() if k != "digest"}
@@ -260,12 +261,14 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
 
 
 def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
-                 shard: tuple[int, int] = (0, 1), weights: Path | None = None) -> CheckReport:
+                 shard: tuple[int, int] = (0, 1), weights: Path | None = None,
+                 reference: bool = False) -> CheckReport:
     """:func:`check` as the checker's one report (the table of formats in
     :mod:`..verify`): the claim and the exact slice totals that
     :func:`..sharded.combine` adds up (``totals``)."""
     totals: dict[str, Any] = {}
-    bad, unusable, claim = check(cert, base, progress, shard, totals=totals, weights=weights)
+    bad, unusable, claim = check(cert, base, progress, shard, totals=totals, weights=weights,
+                                 reference=reference)
     report = CheckReport(bad, unusable, claim)
     report.totals = totals or None
     return report
