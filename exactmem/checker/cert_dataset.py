@@ -9,7 +9,8 @@ from fractions import Fraction
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
-from .parse import JsonFloat, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .parse import choice, integer, kind_of, lcm, number, obj, ratio
+from .strict_json import JsonFloat, read_json
 from .verdict import Unusable
 
 DATASET_FORMAT = "exactmem.dataset/1"

@@ -20,17 +20,9 @@ from . import passes as exact
 from . import softmax_check as softmax_interval
 from .cert_dataset import canonical, dataset, initial
 from .net_claims import network_report
-from .parse import (
-    BIASES,
-    JsonFloat,
-    integer,
-    network,
-    obj,
-    ratio,
-    read_json,
-    show,
-)
+from .parse import BIASES, integer, network, obj, ratio, show
 from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
+from .strict_json import JsonFloat, read_json
 from .verdict import CheckReport, Unusable
 
 FORMAT = "exactmem.certificate/1"

@@ -151,8 +151,8 @@ def test_changed_claims_are_rejected(answer: tuple[Path, dict[str, Any]]) -> Non
 def _summary_verdict(ans: dict[str, Any]) -> str:
     """The summary and texts of ``ans`` against its sizes taken as checked (the sizes
     themselves are checked by the other tests): ``""`` when they follow, else why not."""
-    from exactmem.checker.parse import Unusable
     from exactmem.checker.proofs.search_claims import Failed, Family, summary
+    from exactmem.checker.verdict import Unusable
 
     done = [(e, e["status"]) for e in ans["sizes"]]
     try:
