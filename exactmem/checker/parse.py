@@ -19,6 +19,8 @@ from .strict_json import MAX_DIGITS, JsonFloat, decimal
 from .verdict import Unusable
 
 Matrix = tuple[list[list[int]], int]  # integer rows over one positive denominator
+Layer = dict[str, Any]  # a layer as :func:`network` returns it (its keys are listed there)
+Head = dict[str, Any]  # an attention head as :func:`_head` returns it
 
 MAX_DEN_BITS = 1 << 17  # bits of any common denominator the checker forms
 MAX_MATRIX_BITS = 1 << 30  # entries x bits of the common denominator, per matrix
@@ -177,7 +179,7 @@ def _affine(m: dict[str, Any], where: str, width: int) -> tuple[Matrix, Matrix, 
 BIASES = ("query_bias", "key_bias", "value_bias", "output_bias")
 
 
-def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
+def _head(h: Any, hw: str, width: int) -> Head:
     """A head: four matrices; optional biases (``None`` when absent) and a positive
     ``scale`` (a ratio, default 1)."""
     obj(h, hw, ("query", "key", "value", "output"), (*BIASES, "scale"))
@@ -185,7 +187,7 @@ def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
     q = matrix(h["query"], f"{hw}.query", cols=width)
     k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
     o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
-    head: dict[str, Any] = {"query": q, "key": k, "value": v, "output": o}
+    head: Head = {"query": q, "key": k, "value": v, "output": o}
     for name, rows in zip(BIASES, (len(q[0]), len(k[0]), len(v[0]), width)):
         if name in h and h[name] is None:
             raise Unusable(f"{hw}.{name}: a list of {rows} rationals (leave an absent bias out)")
@@ -197,7 +199,7 @@ def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
     return head
 
 
-def _uniform(h: dict[str, Any]) -> bool:
+def _uniform(h: Head) -> bool:
     """The head's weights are uniform: ``W_K = 0``, or ``W_Q = 0`` without a query bias."""
     def zero(m: Matrix | None) -> bool:
         return m is None or all(x == 0 for r in m[0] for x in r)
@@ -205,7 +207,7 @@ def _uniform(h: dict[str, Any]) -> bool:
     return zero(h["key"]) or (zero(h["query"]) and zero(h["query_bias"]))
 
 
-def _attention(la: Any, w: str, width: int, n: int) -> dict[str, Any]:
+def _attention(la: Any, w: str, width: int, n: int) -> Layer:
     obj(la, w, ("type", "kind", "residual", "keys", "heads"), ("causal",))
     causal = typed(la.get("causal", False), bool, f"{w}.causal")
     akind = choice(la["kind"], ("uniform", "hardmax", "softmax"), f"{w}.kind")
@@ -230,7 +232,7 @@ def _attention(la: Any, w: str, width: int, n: int) -> dict[str, Any]:
             "heads": heads, "zero_scores": zero, "causal": causal}
 
 
-def extended(layers: list[dict[str, Any]]) -> str | None:
+def extended(layers: Sequence[Layer]) -> str | None:
     """The first feature beyond Kajitsuka & Sato's model (positions, biases, scales, causal
     masks) that the network uses, or ``None``."""
     for i, la in enumerate(layers):
@@ -245,7 +247,7 @@ def extended(layers: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def network(value: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+def network(value: Any) -> tuple[dict[str, Any], list[Layer], dict[str, Any]]:
     """Parse and shape-check ``network``; returns (input, layers, readout) as plain dicts."""
     obj(value, "network", ("input", "layers", "readout"))
     inp = obj(value["input"], "network.input", ("kind", "dim", "seq_len"))
@@ -254,7 +256,7 @@ def network(value: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str,
     n = integer(inp["seq_len"], "network.input.seq_len", 1)
     if type(value["layers"]) is not list:
         raise Unusable("network.layers: expected a list")
-    layers = []
+    layers: list[Layer] = []
     width = dim
     for i, la in enumerate(value["layers"]):
         w = f"network.layers[{i}]"

@@ -17,7 +17,7 @@ import os
 import stat
 import zlib
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from .verdict import Unusable
 
@@ -27,6 +27,12 @@ MAX_NODES = 1 << 25  # JSON values (containers and scalars) in one file
 CHUNK = 1 << 20  # bytes read (or decompressed) at a time
 MAX_INFLATION = 32  # a gzip file's text is at most this many times the file ...
 MIN_INFLATED = 1 << 20  # ... or at most this many bytes, whichever is larger
+
+
+class Reader(Protocol):
+    """A binary file open for reading (a plain file, or a gzip stream over one)."""
+
+    def read(self, size: int, /) -> bytes: ...
 
 class JsonFloat:
     """A float literal met in the JSON text; never a valid value, kept to name its field."""
@@ -101,7 +107,7 @@ def _parse(text: str) -> Any:
             from None
 
 
-def _chunks(fh: IO[bytes], path: Path | str, cap: int, max_nodes: int,
+def _chunks(fh: Reader, path: Path | str, cap: int, max_nodes: int,
             packed: int | None = None) -> bytearray:
     """The bytes of ``fh`` read CHUNK at a time; stops as soon as more than ``cap`` bytes or
     more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen, and, for a
