@@ -46,7 +46,8 @@ def check_proof(cnf: PathLike, proof: PathLike, fmt: str = "auto",
     file suffix) refutes the DIMACS ``cnf`` (within ``max_steps`` propagation steps, by
     default the checker's limit).  A verified result says only that the CNF is
     unsatisfiable, not what it encodes (:func:`check_search` binds that)."""
-    from exactmem.checker.proofs.drup import MAX_STEPS, check_proof_files
+    from exactmem.checker.proofs.dimacs import MAX_STEPS
+    from exactmem.checker.proofs.drup import check_proof_files
     from exactmem.checker.proofs.lrat import check_lrat_files
 
     if fmt not in ("auto", "lrat", "drup"):

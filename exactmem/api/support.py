@@ -64,7 +64,7 @@ def dask_submit(address: str | None) -> Iterator[Any]:
 def answer(check: Callable[[], CheckResult]) -> int:
     """Run a checking verb fail-closed (docs/checker.md, "Entry points"): ``check`` prints
     its reasons and claim and returns its result; then the line ``c checker: sha256 <hex>``
-    (stderr) and the ``s`` line (stdout) are printed and the exit code returned.  Any
+    and the ``s`` line are printed on stdout and the exit code returned.  Any
     exception in ``check`` is the verdict ``s UNUSABLE``, exit 2."""
     from exactmem.checker.entry import answer as checker_answer
 

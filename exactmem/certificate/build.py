@@ -14,7 +14,9 @@ from typing import Any
 
 from exactmem.arith import format_rational
 from exactmem.certificate.encode import spec_from_json, spec_to_json
-from exactmem.checker.parse import Unusable, network, read_json
+from exactmem.checker.parse import network
+from exactmem.checker.strict_json import read_json
+from exactmem.checker.verdict import Unusable
 from exactmem.constructions.base import BuildResult
 from exactmem.errors import CertificateError, DatasetError
 from exactmem.files.atomic import write_text_atomic

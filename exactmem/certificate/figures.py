@@ -38,7 +38,8 @@ def lm_summary(path: str) -> dict[str, Any] | None:
     embedded or bound by path beside it), or None when ``path`` holds another format."""
     from pathlib import Path
 
-    from exactmem.checker.parse import Unusable, read_json
+    from exactmem.checker.strict_json import read_json
+    from exactmem.checker.verdict import Unusable
     from exactmem.errors import CertificateError
     from exactmem.lm.certfile import LM_FORMAT, lm_info
 

@@ -1,6 +1,6 @@
-"""``python -m exactmem.checker CERT``: on stdout a ``c claim: ...`` line when verified, then
-one line ``s VERIFIED`` / ``s REJECTED`` / ``s UNUSABLE``; every failure and the line
-``c checker: sha256 <hex>`` (:mod:`.entry`) on stderr; exit 0 (verified), 1 (rejected),
+"""``python -m exactmem.checker CERT``: on stdout a ``c claim: ...`` line when verified, the
+line ``c checker: sha256 <hex>`` (:mod:`.entry`), then one line ``s VERIFIED`` /
+``s REJECTED`` / ``s UNUSABLE``; every failure on stderr; exit 0 (verified), 1 (rejected),
 2 (unusable input, or any unexpected error: the checker fails closed)."""
 
 from __future__ import annotations

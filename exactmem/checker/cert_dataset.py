@@ -5,11 +5,13 @@ strict grammar of docs/dataset-format.md; the producer's loader reads datasets w
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
-from .parse import JsonFloat, choice, integer, kind_of, lcm, number, obj, ratio, read_json
+from .parse import choice, integer, kind_of, lcm, number, obj, ratio
+from .strict_json import JsonFloat, read_json
 from .verdict import Unusable
 
 DATASET_FORMAT = "exactmem.dataset/1"
@@ -146,10 +148,11 @@ def generator(value: Any, where: str, kind: tuple[str, str]) -> dict[str, Any]:
     integer(value["vocab"], f"{where}.vocab", 1, 1 << 32)
     integer(value["sequences"], f"{where}.sequences", 1)
     integer(value["length"], f"{where}.length", 2)
-    return value
+    checked: dict[str, Any] = value
+    return checked
 
 
-def initial(net: dict[str, Any], toks: list[Any], layers: list[dict[str, Any]]
+def initial(net: dict[str, Any], toks: Sequence[Any], layers: Sequence[dict[str, Any]]
             ) -> tuple[list[tuple[int, ...]], int, list[list[int]]]:
     """Distinct input columns, their denominator, and the column index of every position
     (token ids: the embedding table's columns, indexed by the ids)."""

@@ -1,9 +1,11 @@
 """What every entry point of the checker shares (docs/checker.md, "Entry points"): it
 fails closed, and every verdict names the checker that gave it.
 
-* :func:`answer` runs a check and prints its verdict, the one ``s`` line on stdout, after
-  the line ``c checker: sha256 <hex>`` on stderr; an unexpected exception anywhere in the
-  check is the verdict ``s UNUSABLE`` with exit 2 (never 1, which means rejected).
+* :func:`answer` runs a check and prints its verdict on stdout: the line
+  ``c checker: sha256 <hex>``, then the one ``s`` line, last (a SAT solver's ``c``/``s``
+  convention: the claim, the checker and the verdict travel together); an unexpected
+  exception anywhere in the check is the verdict ``s UNUSABLE`` with exit 2 (never 1, which
+  means rejected), and so is a checker that cannot hash its own files.
 * :func:`checker_sha256` is the SHA-256 of the checker's own source files: every ``*.py``
   file under the folder of this module (``exactmem/checker/``, sub-folders included),
   ordered by path relative to that folder in POSIX form, compared as strings; for each,
@@ -54,20 +56,27 @@ def checker_line() -> str:
     return f"c checker: sha256 {checker_sha256()}"
 
 
+def _stopped(exc: Exception) -> None:
+    print(f"c the checker stopped: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+
+
 def answer(check: Callable[[], Verdict]) -> int:
-    """Run ``check`` (it prints its reasons and claim), then print the checker line on
-    stderr and the verdict on stdout; return the exit code.  Any exception the check
-    raises is the verdict ``s UNUSABLE`` (exit 2), with its name on stderr."""
+    """Run ``check`` (it prints its reasons and claim), then print the checker line and the
+    verdict on stdout; return the exit code.  Any exception the check raises is the verdict
+    ``s UNUSABLE`` (exit 2), with its name on stderr."""
     try:
         report = check()
         verdict, code = report.verdict, report.exit_code
         if VERDICTS.get(code) != verdict:
             raise ValueError(f"the verdict {verdict!r} with exit code {code}")
     except Exception as exc:  # fail closed: a crash is never a verdict of its own
-        print(f"c the checker stopped: {type(exc).__name__}: {str(exc)[:300]}",
-              file=sys.stderr)
+        _stopped(exc)
         verdict, code = VERDICTS[2], 2
-    sys.stdout.flush()
-    print(checker_line(), file=sys.stderr, flush=True)
+    try:
+        line = checker_line()
+    except Exception as exc:  # a verdict names its checker, or is no verdict
+        _stopped(exc)
+        line, verdict, code = "c checker: sha256 unknown", VERDICTS[2], 2
+    print(line, flush=True)
     print(verdict, flush=True)
     return code

@@ -35,20 +35,28 @@ biases, embedding table, inputs and activations integers below ``2^31``; every s
 any order, never overflow, so integer kernels give the exact value).
 """
 
+from collections.abc import Iterable, Sequence
+from math import gcd
 from operator import add, sub
+from typing import Any
 
-from .net_forward import gcd, normalize, project, subset
-from .parse import extended
+from .net_attention import key_positions, key_sets, restate, tied, weighs_equally, zero_bias
+from .net_forward import Col, Index, Map, State, normalize, project, subset
+from .parse import Layer, Matrix, extended
 
 # significand bits P, exponent emin of the smallest normal (2^emin; nothing smaller is
 # admitted: subnormals may be flushed to zero), exponent bound hi (2^hi overflows)
-FORMATS = {"bfloat16": (8, -126, 128), "float16": (11, -14, 16), "float32": (24, -126, 128),
-           "float64": (53, -1022, 1024)}
+FORMATS: dict[str, tuple[int, int, int]] = {
+    "bfloat16": (8, -126, 128), "float16": (11, -14, 16), "float32": (24, -126, 128),
+    "float64": (53, -1022, 1024)}
 #: the int32 accumulator: the grid is the integers (unit 2^0), every value below 2^31
-INT32 = (31, 0, 31, True)
+INT32: tuple[int, int, int, bool] = (31, 0, 31, True)
 #: claim -> (format of the weight matrices, format of everything else)
 CLAIMS = {**{f: (f, f) for f in FORMATS}, "bfloat16-weights/float32": ("bfloat16", "float32"),
           "int8": ("int8", "int32")}
+#: a format as the checks read it: ``(P, emin, hi)`` as in :data:`FORMATS`, then whether
+#: the grid is the integers, then the claim's weight format (a name, ``"int8"`` included)
+Fmt = tuple[int, int, int] | tuple[int, int, int, bool] | tuple[int, int, int, bool, str]
 SUBNORMAL = "below the smallest normal 2^{} (a subnormal, which hardware may flush to zero)"
 
 
@@ -56,13 +64,13 @@ class NotExact(Exception):
     """An operation whose float result may differ from the exact one."""
 
 
-def _log2(den, where):
+def _log2(den: int, where: str) -> int:
     if den & (den - 1):
         raise NotExact(f"{where}: a value that is not dyadic (denominator {den})")
     return den.bit_length() - 1
 
 
-def _limit(den, fmt, where):
+def _limit(den: int, fmt: Fmt, where: str) -> int:
     """``2^P``, the bound for sums on the grid ``1/den``, once the grid fits the format."""
     p, lo, hi = fmt[:3]
     k = _log2(den, where)
@@ -76,7 +84,7 @@ def _limit(den, fmt, where):
     return 1 << p
 
 
-def _ieee_value(num, den, fmt, where):
+def _ieee_value(num: int, den: int, fmt: Fmt, where: str) -> tuple[int, int]:
     """``num / den`` as ``(num, den)`` reduced, after checking that it is zero or a normal
     float: at most ``P`` significant bits, ``2^emin <= |value| < 2^hi``."""
     g = gcd(num, den)
@@ -95,11 +103,11 @@ def _ieee_value(num, den, fmt, where):
     return num, den
 
 
-def _integer(fmt):
-    return len(fmt) > 3 and fmt[3]
+def _integer(fmt: Fmt) -> bool:
+    return len(fmt) > 3 and bool(fmt[3])
 
 
-def _weight(x, den, fmt, where):
+def _weight(x: int, den: int, fmt: Fmt, where: str) -> None:
     """Check one weight-matrix entry against the claim's weight format ``fmt[4]``."""
     name = fmt[4] if len(fmt) > 4 else None
     if name != "int8":
@@ -110,22 +118,22 @@ def _weight(x, den, fmt, where):
         raise NotExact(f"{where}: a weight {x}/{den} is not an int8 integer in [-128, 127]")
 
 
-def _bounded(terms, lim, where):
+def _bounded(terms: Sequence[int], lim: int, where: str) -> int:
     """``sum(terms)``, after checking ``sum |terms| < lim``."""
     if sum(map(abs, terms)) >= lim:
         raise NotExact(f"{where}: a sum exceeds 2^P units of its grid")
     return sum(terms)
 
 
-def _sum(vectors, den, fmt, where):
+def _sum(vectors: Sequence[Sequence[int]], den: int, fmt: Fmt, where: str) -> Col:
     """The coordinate-wise sum of integer vectors over ``den``, within the bound."""
     lim = _limit(den, fmt, where)
     return tuple(_bounded([v[r] for v in vectors], lim, where) for r in range(len(vectors[0])))
 
 
-def _tops(groups):
+def _tops(groups: Iterable[Sequence[Sequence[int]]]) -> list[int]:
     """Per coordinate, the largest ``|x|`` over every vector of every group."""
-    tops: list = []
+    tops: list[int] = []
     for vectors in groups:
         if vectors:
             top = [max(max(coord), -min(coord)) for coord in zip(*vectors)]
@@ -133,7 +141,8 @@ def _tops(groups):
     return tops
 
 
-def _sums_within(groups, count, den, fmt, where):
+def _sums_within(groups: Sequence[Sequence[Sequence[int]]], count: int, den: int, fmt: Fmt,
+                 where: str) -> bool:
     """True when every sum of ``count`` terms, the i-th drawn from ``groups[i]`` (one group:
     from it each time), is within the bound: ``sum_i max|group_i| < 2^P`` per coordinate
     (a bound that holds for every such sum, so no sum need be checked on its own)."""
@@ -143,7 +152,7 @@ def _sums_within(groups, count, den, fmt, where):
     return all(sum(ts) < lim for ts in zip(*(_tops([g]) for g in groups)))
 
 
-def _axpy(acc, c, x, idx):
+def _axpy(acc: list[int], c: int, x: Sequence[int], idx: list[int] | None) -> list[int]:
     """``acc + c * x`` elementwise; ``idx``: the indices where ``x`` is non-zero, when few."""
     if idx is None:
         if c == 1:
@@ -156,7 +165,8 @@ def _axpy(acc, c, x, idx):
     return acc
 
 
-def _affine_rows(mat, bias, xs, den, fmt, where):
+def _affine_rows(mat: Matrix, bias: Matrix, xs: Sequence[Sequence[int]], den: int, fmt: Fmt,
+                 where: str) -> tuple[list[Col], int]:
     """``W x + b`` on row-major values ``xs`` (one list per coordinate, over all columns):
     floats as weights, each dot product within the bound.  A row passes at once when
     ``|b| + sum |w_j| max |x_j|`` is below it, else its ``sum |terms|`` is summed per column.
@@ -172,8 +182,10 @@ def _affine_rows(mat, bias, xs, den, fmt, where):
     lim = _limit(out_den, fmt, where)
     fw, fb = out_den // (wd * den), out_den // bd
     size = len(xs[0]) if xs else 0
-    top, nz, mags = {}, {}, {}
-    out = []
+    top: dict[int, int] = {}
+    nz: dict[int, list[int] | None] = {}
+    mags: dict[int, list[int]] = {}
+    out: list[Col] = []
     for row, (bb,) in zip(w, b):
         terms = [(j, x * fw) for j, x in enumerate(row) if x]
         for j, _ in terms:
@@ -191,79 +203,83 @@ def _affine_rows(mat, bias, xs, den, fmt, where):
         val = [bb * fb] * size
         for j, c in terms:
             val = _axpy(val, c, xs[j], nz[j])
-        out.append(val)
+        out.append(tuple(val))
     return normalize(out, out_den)
 
 
-def _affine(mat, bias, cols, den, fmt, where):
+def _affine(mat: Matrix, bias: Matrix, cols: Sequence[Col], den: int, fmt: Fmt, where: str
+            ) -> tuple[list[Col], int]:
     """:func:`_affine_rows` on a list of columns."""
     rows, out_den = _affine_rows(mat, bias, [list(r) for r in zip(*cols)], den, fmt, where)
     return list(zip(*rows)) if rows else [() for _ in cols], out_den
 
 
-def _zero_bias(mat):
-    return [[0] for _ in mat[0]], 1
-
-
-def _lift(cols, den, to):
+def _lift(cols: list[Col], den: int, to: int) -> list[Col]:
     if to == den:
         return cols
     f = (to // den).__mul__
     return [tuple(map(f, c)) for c in cols]
 
 
-def _attention(la, cols, den, index, queries, fmt, where):
-    """One attention layer in the float mirror's order; returns the new state.  A head's
-    output depends only on the columns of the keys it averages, so each distinct tuple of
-    them is checked once (``groups``)."""
+def _attention(la: Layer, cols: list[Col], den: int, index: Index, queries: list[int],
+               fmt: Fmt, where: str) -> State:
+    """One attention layer in the float mirror's order; returns the new state.  The keys,
+    the heads with zero scores and the tied maximal scores are :mod:`.net_attention`'s
+    rule; the values are ``W_V x``, divided by the count of the keys weighed, then ``W_O``.
+    A head's output depends only on the columns of the keys it averages, so each distinct
+    tuple of them is checked once (``groups``)."""
     n = len(index[0])
-    keys = la["keys"] if la["keys"] is not None else list(range(n))
-    kids, ksub = subset(cols, index, keys)  # only the columns read as keys / queries
-    qids, qsub = subset(cols, index, queries)
-    outs = []
-    for h, (head, zero) in enumerate(zip(la["heads"], la["zero_scores"])):
+    keysets = key_sets(la, n, queries)  # no causal mask here: extended() refuses one
+    kids, ksub = subset(cols, index, key_positions(keysets))  # only the columns read as keys
+    qids, qsub = subset(cols, index, queries)  # ... and as queries
+    most = max(len(ks) for ks in keysets.values())
+    single = most == 1  # every query weighs one key: its value, unchanged
+    outs: list[tuple[list[Col], list[int], int]] = []
+    for h, head in enumerate(la["heads"]):
         hw = f"{where}.heads[{h}]"
-        vsub, vden = _affine(head["value"], _zero_bias(head["value"]), ksub, den, fmt, hw)
+        zero = weighs_equally(la, h)
+        vsub, vden = _affine(head["value"], zero_bias(head["value"][0]), ksub, den, fmt, hw)
         vals = dict(zip(kids, vsub))
         if not zero:
             if la["kind"] == "softmax":
                 raise NotExact(f"{hw}: softmax scores are not float-exact")
-            qq, qden = _affine(head["query"], _zero_bias(head["query"]), qsub, den, fmt, hw)
-            kk, kden = _affine(head["key"], _zero_bias(head["key"]), ksub, den, fmt, hw)
-            qq, kk = dict(zip(qids, qq)), dict(zip(kids, kk))
+            qc, qden = _affine(head["query"], zero_bias(head["query"][0]), qsub, den, fmt, hw)
+            kc, kden = _affine(head["key"], zero_bias(head["key"][0]), ksub, den, fmt, hw)
+            qq, kk = dict(zip(qids, qc)), dict(zip(kids, kc))
             slim = _limit(qden * kden, fmt, hw + " scores")
-        # zero scores: every query sums the same keys; one bound over all value columns
-        # (sum |terms| <= #keys * max |v|) clears every sum of values at once
-        fast = zero and vsub and _sums_within([vsub], len(keys), vden, fmt,
-                                              hw + " sum of values")
-        groups: dict = {}
-        quotients: list = []
-        picks: list = []
+        # zero scores: every query sums the values of its keys; one bound over all value
+        # columns (sum |terms| <= #keys * max |v|) clears every such sum at once
+        fast = zero and bool(vsub) and _sums_within([vsub], most, vden, fmt,
+                                                    hw + " sum of values")
+        groups: dict[tuple[int, ...], int] = {}
+        quotients: list[list[tuple[int, int]]] = []
+        values: list[Col] = []  # fast and single: the values themselves
+        picks: list[int] = []
         for seq in index:
             for q in queries:
-                ties = keys
-                if not zero and la["kind"] == "hardmax":
-                    scores = [_bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
-                                       hw + " scores") for p in keys]
-                    ties = [p for p, s in zip(keys, scores) if s == max(scores)]
-                g = (seq[ties[0]],) if len(ties) == 1 else tuple(seq[p] for p in ties)
+                ties = keysets[q]
+                if not zero:  # hardmax
+                    ties = [ties[j] for j in tied([
+                        _bounded([a * b for a, b in zip(kk[seq[p]], qq[seq[q]])], slim,
+                                 hw + " scores") for p in ties])]
+                g = tuple(seq[p] for p in ties)
                 slot = groups.get(g)
                 if slot is None:
-                    slot = groups[g] = len(quotients)
-                    if fast and len(g) == 1:  # a value of the grid: a float, already bounded
-                        quotients.append(vals[g[0]])
+                    slot = groups[g] = len(groups)
+                    if fast and single:  # a value of the grid: a float, already bounded
+                        values.append(vals[g[0]])
                     else:
                         total = tuple(map(sum, zip(*(vals[c] for c in g)))) if fast else \
                             _sum([vals[c] for c in g], vden, fmt, hw + " sum of values")
                         quotients.append([_ieee_value(x, vden * len(g), fmt, hw + " division")
                                           for x in total])
                 picks.append(slot)
-        if fast and len(keys) == 1:
-            qden, qcols = vden, quotients
+        if fast and single:
+            qden, qcols = vden, values
         else:
             qden = max(d for qt in quotients for _, d in qt)
             qcols = [tuple(x * (qden // d) for x, d in qt) for qt in quotients]
-        o, od = _affine(head["output"], _zero_bias(head["output"]), qcols, qden, fmt, hw)
+        o, od = _affine(head["output"], zero_bias(head["output"][0]), qcols, qden, fmt, hw)
         outs.append((o, picks, od))
     total_den = max(d for _, _, d in outs)
     if len(outs) == 1:  # one head: its outputs are already bounded floats of the grid
@@ -285,35 +301,28 @@ def _attention(la, cols, den, index, queries, fmt, where):
             res = [_sum([a, b], m, fmt, where + " residual") for a, b in zip(res, base)]
         total_den = m
     res, total_den = normalize(res, total_den)
-    table: dict = {}
-    new_cols: list = []
-    new_index, it = [], iter(res)
-    for _seq in index:
-        row = [-1] * n
-        for q in queries:
-            c = next(it)
-            if c not in table:
-                table[c] = len(new_cols)
-                new_cols.append(c)
-            row[q] = table[c]
-        new_index.append(row)
+    new_cols, new_index = restate(res, index, queries, n)
     return new_cols, total_den, new_index
 
 
-def _feedforward(la, cols, den, fmt, where):
+def _feedforward(la: Layer, cols: list[Col], den: int, fmt: Fmt, where: str
+                 ) -> tuple[list[Col], int]:
     """A feed-forward block in the float mirror's order, once per distinct restriction of
     the input to the first map's non-zero weight columns (the weights of the others are
     zeros: exact zero products, no change to any ``sum |terms|``)."""
-    maps, sub, slots = la["maps"], cols, None
+    maps: Sequence[Map] = la["maps"]
+    sub: list[Col] = cols
+    slots: list[int] | None = None
     narrow = project(maps, cols)
     if narrow is not None:
         sub, slots, maps = narrow
-    rows, out_den = [list(r) for r in zip(*sub)], den
+    rows: Sequence[Sequence[int]] = [list(r) for r in zip(*sub)]
+    out_den = den
     for j, (w, b) in enumerate(maps):
         if j:
             rows = [[x if x > 0 else 0 for x in r] for r in rows]
         rows, out_den = _affine_rows(w, b, rows, out_den, fmt, f"{where}.maps[{j}]")
-    out = list(zip(*rows)) if rows else [() for _ in sub]
+    out: list[Col] = list(zip(*rows)) if rows else [() for _ in sub]
     if slots is not None:
         out = [out[k] for k in slots]
     if la["residual"]:
@@ -327,7 +336,9 @@ def _feedforward(la, cols, den, fmt, where):
     return out, out_den
 
 
-def check(net, layers, state, needs, formats, final=None):
+def check(net: dict[str, Any], layers: Sequence[Layer], state: State,
+          needs: Sequence[list[int]], formats: Iterable[str], final: list[State] | None = None
+          ) -> list[str]:
     """One failure line per claimed format the network is not float-exact in.  ``state``:
     the checker's initial ``(cols, den, index)``; ``needs[i]``: the positions layer ``i``
     must produce (as in the exact pass).  ``final`` (a list), if given, receives the last
@@ -341,7 +352,7 @@ def check(net, layers, state, needs, formats, final=None):
     failures = []
     for name in formats:
         wname, aname = CLAIMS[name]
-        fmt = (*(INT32 if aname == "int32" else FORMATS[aname] + (False,)), wname)
+        fmt: Fmt = (*(INT32 if aname == "int32" else FORMATS[aname] + (False,)), wname)
         cols, den, index = state
         try:
             start = 0

@@ -7,22 +7,48 @@ runs piece by piece (piecewise.py).
 """
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from itertools import accumulate
 from math import gcd
 from operator import add, itemgetter, mul, neg, sub
+from typing import Protocol
 
 from . import net_piecewise as piecewise
-from .parse import bounded, lcm
+from .net_attention import (
+    bias_or_zero,
+    head_shift,
+    key_positions,
+    key_sets,
+    keys_of,
+    restate,
+    tied,
+    value_output,
+    weighs_equally,
+    zero_bias,
+)
+from .parse import Layer, Matrix, bounded, lcm
 
 SWEEP_MIN_HIDDEN = 32
 
+Col = tuple[int, ...]  # one column: integer numerators over the state's denominator
+Index = list[list[int]]  # per sequence, the column id of each position (-1: not needed)
+State = tuple[list[Col], int, Index]  # (distinct columns, their denominator, index)
+Map = tuple[Matrix, Matrix]  # (weight, bias) of one affine map
+Terms = list[tuple[bool, int]]  # (positive, row) pairs of a sum
 
-def _lcm(a, b):
+
+class Tick(Protocol):
+    """Progress: ``tick(k)`` counts ``k`` units of work done."""
+
+    def __call__(self, k: int = 1) -> None: ...
+
+
+def _lcm(a: int, b: int) -> int:
     return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
-def normalize(cols, den):
+def normalize(cols: list[Col], den: int) -> tuple[list[Col], int]:
     """Divide every numerator and the denominator by their common gcd."""
     g = den
     for c in cols:
@@ -33,7 +59,7 @@ def normalize(cols, den):
     return [tuple(x // g for x in c) for c in cols], den // g
 
 
-def affine(mat, bias, cols, den):
+def affine(mat: Matrix, bias: Matrix, cols: Sequence[Col], den: int) -> tuple[list[Col], int]:
     """``W x + b`` on every column; ``mat``/``bias`` are (rows, den) pairs."""
     (w, wd), (b, bd) = mat, bias
     out_den = _lcm(wd * den, bd)
@@ -42,7 +68,7 @@ def affine(mat, bias, cols, den):
     bs = [r[0] * fb for r in b]
     live = [(i, row) for i, row in enumerate(sparse) if row]
     if 2 * len(live) < len(sparse):  # mostly zero rows: start from the bias
-        out = []
+        out: list[Col] = []
         for c in cols:
             v = list(bs)
             for i, row in live:
@@ -54,7 +80,7 @@ def affine(mat, bias, cols, den):
     return normalize(out, out_den)
 
 
-def _sweep(first, second, cols, den):
+def _sweep(first: Map, second: Map, cols: Sequence[Col], den: int) -> tuple[list[Col], int]:
     """``second(relu(first(x)))`` for scalar inputs by sorting the ReLU breakpoints."""
     (w1, d1), (b1, e1) = first
     (w2, d2), (b2, e2) = second
@@ -67,13 +93,13 @@ def _sweep(first, second, cols, den):
     k = len(w2)
     const = [sum(w2[r][j] * b[j] for j in units if a[j] == 0 and b[j] > 0) for r in range(k)]
 
-    def sums(order, coef):
+    def sums(order: Iterable[tuple[Fraction, int]], coef: list[int]) -> list[list[int]]:
         return [[0, *accumulate(w2[r][j] * coef[j] for _, j in order)] for r in range(k)]
 
     p1, p0 = sums(pos, a), sums(pos, b)
     n1, n0 = sums(reversed(neg), a), sums(reversed(neg), b)
     out_den = bounded(d2 * d1 * e1 * den * e2)
-    out = []
+    out: list[Col] = []
     for c in cols:
         x = c[0]
         ip = bisect_left(tp, Fraction(x, den))
@@ -84,7 +110,7 @@ def _sweep(first, second, cols, den):
     return normalize(out, out_den)
 
 
-def _combine(rows, terms, mag):
+def _combine(rows: list[list[int]], terms: Terms, mag: int) -> list[int]:
     """``mag * sum(+-rows[j])`` over ``terms = [(positive, j)]``, elementwise."""
     positive, j = terms[0]
     part = rows[j] if positive else list(map(neg, rows[j]))
@@ -93,18 +119,18 @@ def _combine(rows, terms, mag):
     return part if mag == 1 else list(map(mag.__mul__, part))
 
 
-def no_tick(k=1):
-    pass
+def no_tick(k: int = 1) -> None:
+    """No progress to report."""
 
 
-def needed_positions(layers, read, n):
+def needed_positions(layers: Sequence[Layer], read: Iterable[int], n: int) -> list[list[int]]:
     """For each layer, the positions whose outputs are needed: the read positions after the
     last layer; before an attention layer, the positions it needs after it and the keys of
     each of them (a query reads only its own column and its keys; token-wise layers keep
     positions apart).  Positions outside are never computed: no needed value depends on
     them."""
     need = sorted(set(read))
-    needs: list = [[] for _ in layers]
+    needs: list[list[int]] = [[] for _ in layers]
     for i in range(len(layers) - 1, -1, -1):
         needs[i] = need
         if layers[i]["type"] == "attention":
@@ -115,7 +141,8 @@ def needed_positions(layers, read, n):
     return needs
 
 
-def _dense(maps, cols, den, tick=no_tick):
+def _dense(maps: Sequence[Map], cols: Sequence[Col], den: int, tick: Tick = no_tick
+           ) -> tuple[list[Col], int]:
     """The ReLU network row-major (one list per coordinate over all columns): sparse
     weights, inputs with equal weight magnitude summed before one multiplication."""
     size = len(cols)
@@ -127,11 +154,12 @@ def _dense(maps, cols, den, tick=no_tick):
         keep = [i > 0 and bb >= 0 and all(x >= 0 for x in wrow) for wrow, (bb,) in zip(w, b)]
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
-        cache, new = {}, []
-        nz: dict = {}
+        cache: dict[tuple[int, tuple[tuple[bool, int], ...]], list[int]] = {}
+        new: list[list[int]] = []
+        nz: dict[int, list[int] | None] = {}
         for wrow, (bb,) in zip(w, b):
-            groups: dict = {}
-            few = []  # inputs that are mostly zero (one-hot units): visited at non-zeros
+            groups: dict[int, Terms] = {}
+            few: list[tuple[int, int]] = []  # mostly zero inputs (one-hot units): at non-zeros
             for j, x in enumerate(wrow):
                 if x:
                     if j not in nz:
@@ -141,7 +169,7 @@ def _dense(maps, cols, den, tick=no_tick):
                         groups.setdefault(abs(x) * fw, []).append((x > 0, j))
                     else:
                         few.append((x * fw, j))
-            acc = None
+            acc: list[int] | None = None
             for mag, terms in sorted(groups.items()):
                 key = (mag, tuple(terms))
                 if key not in cache:
@@ -151,8 +179,9 @@ def _dense(maps, cols, den, tick=no_tick):
             if few:
                 acc = list(acc)  # a cached sum may be shared
                 for c, j in few:
-                    r = rows[j]
-                    for k in nz[j]:
+                    r, where = rows[j], nz[j]
+                    assert where is not None  # few holds the inputs with few non-zeros
+                    for k in where:
                         acc[k] += c * r[k]
             new.append(list(map((bb * fb).__add__, acc)) if bb else acc)
             tick()
@@ -169,7 +198,8 @@ def _dense(maps, cols, den, tick=no_tick):
     return normalize(list(zip(*rows)) if rows else [() for _ in cols], den)
 
 
-def project(maps, cols):
+def project(maps: Sequence[Map], cols: Sequence[Col]
+            ) -> tuple[list[Col], list[int], list[Map]] | None:
     """A block reads its input only through the first map's non-zero weight columns: the
     distinct restrictions of ``cols`` to them, each column's slot among those, and the maps
     with the first one restricted (``None`` when every column is read)."""
@@ -177,18 +207,19 @@ def project(maps, cols):
     support = [j for j in range(len(rows[0])) if any(r[j] for r in rows)] if rows else []
     if not support or len(support) == len(rows[0]) or len(cols) < 2:
         return None
-    table: dict = {}
+    table: dict[Col, int] = {}
     if len(support) == 1:
         j = support[0]
         slots = [table.setdefault((c[j],), len(table)) for c in cols]
     else:
         pick = itemgetter(*support)
         slots = [table.setdefault(pick(c), len(table)) for c in cols]
-    first = ((tuple(tuple(r[j] for j in support) for r in rows), wd), bias)
-    return list(table), slots, (first, *maps[1:])
+    first: Map = (([[r[j] for j in support] for r in rows], wd), bias)
+    return list(table), slots, [first, *maps[1:]]
 
 
-def _block(maps, cols, den, tick):
+def _block(maps: Sequence[Map], cols: Sequence[Col], den: int, tick: Tick
+           ) -> tuple[list[Col], int]:
     if len(maps) == 2 and len(maps[0][0][0][0]) == 1 and len(maps[0][0][0]) >= SWEEP_MIN_HIDDEN:
         out, out_den = _sweep(maps[0], maps[1], cols, den)
         tick(len(maps[0][0][0][0]) + len(maps[1][0][0]))
@@ -205,7 +236,8 @@ def _block(maps, cols, den, tick):
     return out, out_den
 
 
-def feedforward(layer, cols, den, tick=no_tick):
+def feedforward(layer: Layer, cols: list[Col], den: int, tick: Tick = no_tick
+                ) -> tuple[list[Col], int]:
     """A feed-forward block on every column; ``tick(k)`` counts output rows done.  The block
     runs once per distinct restriction of the input to what its first map reads."""
     maps = layer["maps"]
@@ -222,93 +254,57 @@ def feedforward(layer, cols, den, tick=no_tick):
     return out, out_den
 
 
-def _no_bias(rows):
-    return [[0] for _ in rows], 1
-
-
-def bias_or_zero(h, name, mat):
-    """The head's bias ``name`` as a ``(rows, den)`` pair, zeros when absent."""
-    return h[name] if h[name] is not None else _no_bias(mat[0])
-
-
-def head_shift(heads):
-    """``sum_h (W_O b_V + b_O)`` over the heads (the weights of a query sum to 1), as an
-    integer vector over one denominator, or ``None`` when no head has those biases."""
-    total = None
-    for h in heads:
-        (o, od) = h["output"]
-        parts = []
-        if h["value_bias"] is not None:
-            b, bd = h["value_bias"]
-            parts.append([Fraction(sum(o[i][t] * b[t][0] for t in range(len(b))), od * bd)
-                           for i in range(len(o))])
-        if h["output_bias"] is not None:
-            b, bd = h["output_bias"]
-            parts.append([Fraction(r[0], bd) for r in b])
-        for part in parts:
-            total = part if total is None else [x + y for x, y in zip(total, part)]
-    if total is None:
-        return None
-    den = 1
-    for x in total:
-        den = _lcm(den, x.denominator)
-    return [x.numerator * (den // x.denominator) for x in total], den
-
-
-def keys_of(layer, n, q):
-    """The key positions of the query at ``q`` (``keys``, then the causal mask)."""
-    keys = layer["keys"] if layer["keys"] is not None else range(n)
-    return [p for p in keys if p <= q] if layer["causal"] else list(keys)
-
-
-def subset(cols, index, positions):
+def subset(cols: Sequence[Col], index: Index, positions: Iterable[int]
+           ) -> tuple[list[int], list[Col]]:
     """The distinct column ids at ``positions`` of every sequence, and those columns."""
     ids = sorted({seq[p] for seq in index for p in positions})
     return ids, [cols[j] for j in ids]
 
 
-def _apply_on(mat, bias, cols, den, ids, sub):
+def _apply_on(mat: Matrix, bias: Matrix, den: int, ids: list[int], sub: list[Col]
+              ) -> tuple[dict[int, Col], int]:
     """``affine`` on the columns ``ids`` only, as a ``{column id: column}`` map."""
     out, out_den = affine(mat, bias, sub, den)
     return dict(zip(ids, out)), out_den
 
 
-def scaled_sum(a, fa, b, fb):
+def scaled_sum(a: Sequence[Col], fa: int, b: Sequence[Col], fb: int) -> list[Col]:
     """``fa * a[i] + fb * b[i]`` elementwise over two lists of columns."""
     if fa == 1 and fb == 1:
         return [tuple(map(add, x, y)) for x, y in zip(a, b)]
     return [tuple(x * fa + y * fb for x, y in zip(u, v)) for u, v in zip(a, b)]
 
 
-def attention(layer, cols, den, index, queries, tick=no_tick):
+def attention(layer: Layer, cols: list[Col], den: int, index: Index, queries: list[int],
+              tick: Tick = no_tick) -> State:
     """Column-wise attention (eq. 2) at positions ``queries``; returns the new state.
 
-    Hardmax splits the weight uniformly over all tied maximal scores (a positive score scale
-    changes no comparison); a uniform head (zero key weights, or zero query weights and
-    bias) weighs its keys equally; a causal layer gives query ``q`` the keys ``<= q``; the
-    value and output biases add ``W_O b_V + b_O`` (the weights sum to 1).  Softmax with
-    non-zero scores: interval.py.  Values, keys and queries are computed only on the
-    columns that occur at key (query) positions.  ``tick()`` is called once per head and
-    sequence.
+    The rule is :mod:`.net_attention`'s: the keys of each query, every key weighed equally
+    by a head with zero scores, the tied maximal scores under hardmax (weight split
+    uniformly; a positive score scale changes no comparison), ``W_O W_V`` and the bias shift
+    ``W_O b_V + b_O``.  Softmax with non-zero scores: softmax_check.py.  Values, keys and
+    queries are computed only on the columns that occur at key (query) positions.
+    ``tick()`` is called once per head and sequence.
     """
     n = len(index[0])
-    keysets = {q: keys_of(layer, n, q) for q in queries}
-    kids, ksub = subset(cols, index, sorted({p for ks in keysets.values() for p in ks}))
-    per_head = []
-    for h, zero in zip(layer["heads"], layer["zero_scores"]):
-        (o, od), (v, vd) = h["output"], h["value"]
-        ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
-              for i in range(len(o))]
-        vals, vden = _apply_on((ov, od * vd), _no_bias(ov), cols, den, kids, ksub)
+    keysets = key_sets(layer, n, queries)
+    kids, ksub = subset(cols, index, key_positions(keysets))
+    per_head: list[tuple[list[Col], int]] = []
+    for h, head in enumerate(layer["heads"]):
+        zero = weighs_equally(layer, h)
+        ov = value_output(head)
+        vals, vden = _apply_on(ov, zero_bias(ov[0]), den, kids, ksub)
         if not zero:
-            kk, _ = _apply_on(h["key"], bias_or_zero(h, "key_bias", h["key"]), cols, den,
+            kk, _ = _apply_on(head["key"], bias_or_zero(head, "key_bias", head["key"]), den,
                               kids, ksub)
-            qq, _ = _apply_on(h["query"], bias_or_zero(h, "query_bias", h["query"]), cols,
+            qq, _ = _apply_on(head["query"], bias_or_zero(head, "query_bias", head["query"]),
                               den, *subset(cols, index, queries))
-        rows, counts, m = [], [], len(o)
+        rows: list[Col] = []
+        counts: list[int] = []
+        m = len(ov[0])
         for seq in index:
             tick()
-            sums: dict = {}
+            sums: dict[tuple[int, ...], Col] = {}
             for q in queries:
                 ks = keysets[q]
                 kv = [vals[seq[p]] for p in ks]
@@ -321,9 +317,7 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
                     counts.append(len(ks))
                     continue
                 qc = qq[seq[q]]
-                scores = [sum(map(mul, kk[seq[p]], qc)) for p in ks]
-                best = max(scores)
-                ties = [c for c, s in zip(kv, scores) if s == best]
+                ties = [kv[j] for j in tied([sum(map(mul, kk[seq[p]], qc)) for p in ks])]
                 rows.append(ties[0] if len(ties) == 1 else
                             tuple(sum(c[r] for c in ties) for r in range(m)))
                 counts.append(len(ties))
@@ -341,25 +335,12 @@ def attention(layer, cols, den, index, queries, tick=no_tick):
     if shift is not None:
         sv, sd = shift
         m = _lcm(out_den, sd)
-        out = scaled_sum(out, m // out_den, [sv] * len(out), m // sd)
+        out = scaled_sum(out, m // out_den, [tuple(sv)] * len(out), m // sd)
         out_den = m
     if layer["residual"]:
         base = [cols[seq[q]] for seq in index for q in queries]
         m = _lcm(out_den, den)
         out, out_den = scaled_sum(out, m // out_den, base, m // den), m
     out, out_den = normalize(out, out_den)
-    table: dict = {}
-    new_cols: list = []
-    new_index: list = []
-    it = iter(out)
-    for _seq in index:
-        row = [-1] * n
-        for q in queries:
-            c = next(it)
-            j = table.get(c)
-            if j is None:
-                j = table[c] = len(new_cols)
-                new_cols.append(c)
-            row[q] = j
-        new_index.append(row)
+    new_cols, new_index = restate(out, index, queries, n)
     return new_cols, out_den, new_index

@@ -1,49 +1,30 @@
-"""Reading a certificate into plain Python values (standard library only).
+"""Reading a certificate's fields from its JSON values (standard library only).
 
-The grammar is strict (docs/certificate-format.md): no duplicate keys, no unknown or missing
-fields, no JSON floats, NaN or Infinity, rationals written canonically as ASCII
-``-?(0|[1-9][0-9]*)(/[1-9][0-9]*)?`` in lowest terms, JSON integers where integers are
-meant.  Resource limits (:data:`MAX_FILE_BYTES`, :data:`MAX_DIGITS`, the JSON reader's
-nesting limit, :data:`MAX_NODES` JSON values, :data:`MAX_DEN_BITS` bits of a common
-denominator, :data:`MAX_MATRIX_BITS` bits of a scaled matrix) make every input get an
-answer quickly, in bounded memory.  Any deviation raises
+The grammar is strict (docs/certificate-format.md): no unknown or missing fields, rationals
+written canonically as ASCII ``-?(0|[1-9][0-9]*)(/[1-9][0-9]*)?`` in lowest terms, JSON
+integers where integers are meant; the JSON text itself is read by :mod:`.strict_json`.
+Resource limits (:data:`MAX_DEN_BITS` bits of a common denominator, :data:`MAX_MATRIX_BITS`
+bits of a scaled matrix, and the digits of a number, :data:`.strict_json.MAX_DIGITS`) make
+every input get an answer quickly, in bounded memory.  Any deviation raises
 :class:`Unusable`, naming the field.  A matrix becomes ``(rows of int numerators, den)``.
 """
 
-import gzip
-import json
-import os
 import re
-import stat
-import zlib
 from collections.abc import Sequence
 from fractions import Fraction
 from math import gcd
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from .strict_json import MAX_DIGITS, JsonFloat, decimal
 from .verdict import Unusable
 
 Matrix = tuple[list[list[int]], int]  # integer rows over one positive denominator
+Layer = dict[str, Any]  # a layer as :func:`network` returns it (its keys are listed there)
+Head = dict[str, Any]  # an attention head as :func:`_head` returns it
 
-MAX_FILE_BYTES = 1 << 30  # a certificate or bound dataset file (after decompression)
-MAX_DIGITS = 20000  # decimal digits of one integer, numerator or denominator
-MAX_NODES = 1 << 25  # JSON values (containers and scalars) in one file
 MAX_DEN_BITS = 1 << 17  # bits of any common denominator the checker forms
 MAX_MATRIX_BITS = 1 << 30  # entries x bits of the common denominator, per matrix
-CHUNK = 1 << 20  # bytes read (or decompressed) at a time
-MAX_INFLATION = 32  # a gzip file's text is at most this many times the file ...
-MIN_INFLATED = 1 << 20  # ... or at most this many bytes, whichever is larger
 _RAT = re.compile(r"(-?)(0|[1-9][0-9]*)(?:/([1-9][0-9]*))?")  # ASCII digits only
-
-
-class JsonFloat:
-    """A float literal met in the JSON text; never a valid value, kept to name its field."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
 
 
 def kind_of(value: Any) -> str:
@@ -71,38 +52,6 @@ def number(x: int) -> str:
     return f"<{'minus ' if x < 0 else ''}a number of {bits} bits>"
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise Unusable(f"duplicate key {key!r} in a JSON object")
-        out[key] = value
-    return out
-
-
-def _constant(name: str) -> NoReturn:
-    raise Unusable(f"{name} is not a number this format allows")
-
-
-def decimal(text: str) -> int:
-    """A string of ASCII digits (optionally ``-``) of at most MAX_DIGITS digits -> int,
-    by halves (no dependence on Python's integer-string limit)."""
-    negative = text.startswith("-")
-    digits = text[1:] if negative else text
-    if text == "-0":
-        raise Unusable("-0 is not a canonical number")
-    if len(digits) > MAX_DIGITS:
-        raise Unusable(f"a number of {len(digits)} digits exceeds the limit of {MAX_DIGITS}")
-
-    def conv(d: str) -> int:
-        if len(d) <= 4000:
-            return int(d)
-        h = len(d) // 2
-        return conv(d[:-h]) * int(10 ** h) + conv(d[-h:])
-
-    value = conv(digits)
-    return -value if negative else value
-
 
 def lcm(a: int, b: int, where: str = "a common denominator") -> int:
     """``lcm(a, b)``, refused beyond :data:`MAX_DEN_BITS` bits (before anything computes
@@ -118,99 +67,6 @@ def bounded(den: int, where: str = "a common denominator") -> int:
     """``den`` unchanged when within :data:`MAX_DEN_BITS` bits, else :class:`Unusable`."""
     return lcm(den, 1, where)
 
-
-def count_nodes(chunk: bytes | bytearray | str) -> int:
-    """An upper bound on the JSON values that start in ``chunk`` (bytes or text): one per
-    ``[`` not closed at once (a first element), ``,`` (a next one) and ``:`` (a member's
-    value); the root is one more."""
-    if isinstance(chunk, str):
-        return chunk.count("[") - chunk.count("[]") + chunk.count(",") + chunk.count(":")
-    return chunk.count(b"[") - chunk.count(b"[]") + chunk.count(b",") + chunk.count(b":")
-
-
-def loads(text: str, max_nodes: int | None = None) -> Any:
-    """Strict JSON text -> Python values (floats become :class:`JsonFloat` markers); at
-    most ``max_nodes`` (MAX_NODES) values, counted before parsing."""
-    most = MAX_NODES if max_nodes is None else max_nodes
-    if 1 + count_nodes(text) > most:
-        raise Unusable(f"more than {most} JSON values (the limit MAX_NODES)")
-    return _parse(text)
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_float=JsonFloat,
-                          parse_int=decimal, parse_constant=_constant)
-    except RecursionError:
-        raise Unusable("JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise Unusable(f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") \
-            from None
-
-
-def _chunks(fh: Any, path: Path | str, cap: int, max_nodes: int,
-            packed: int | None = None) -> bytearray:
-    """The bytes of ``fh`` read CHUNK at a time; stops as soon as more than ``cap`` bytes or
-    more than ``max_nodes`` JSON values (:func:`count_nodes`) have been seen, and, for a
-    gzip file of ``packed`` bytes, as soon as the text passes ``MAX_INFLATION * packed``
-    bytes and :data:`MIN_INFLATED`."""
-    data, nodes = bytearray(), 1
-    inflated = None if packed is None else max(MIN_INFLATED, MAX_INFLATION * packed)
-    while True:
-        chunk = fh.read(CHUNK)
-        if not chunk:
-            return data
-        data += chunk
-        nodes += count_nodes(chunk)
-        if len(data) > cap:
-            raise Unusable(f"{path}: more than {cap} bytes of JSON text (the limit "
-                           "MAX_FILE_BYTES, after decompression)")
-        if inflated is not None and len(data) > inflated:
-            raise Unusable(f"{path}: a gzip file of {packed} bytes inflating to more than "
-                           f"{inflated} bytes (the limit: {MAX_INFLATION} times the file "
-                           f"(MAX_INFLATION), at least {MIN_INFLATED} bytes (MIN_INFLATED))")
-        if nodes > max_nodes:
-            raise Unusable(f"{path}: more than {max_nodes} JSON values (the limit MAX_NODES)")
-
-
-def read_json(path: Path | str, max_bytes: int | None = None,
-              max_nodes: int | None = None) -> Any:
-    """Read a JSON file: a regular file of at most ``max_bytes`` (MAX_FILE_BYTES) bytes and
-    ``max_nodes`` (MAX_NODES) JSON values, UTF-8 without BOM, optionally gzip-compressed
-    (recognised by its magic bytes; decompressed a chunk at a time, and both limits hold
-    for the decompressed text, so a small file that inflates to much more stops early; a
-    gzip file may inflate to at most :data:`MAX_INFLATION` times its size, or
-    :data:`MIN_INFLATED` bytes, so the reading work is bounded by the file itself)."""
-    cap = MAX_FILE_BYTES if max_bytes is None else max_bytes
-    most = MAX_NODES if max_nodes is None else max_nodes
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise Unusable(f"{path}: not a regular file")
-        if info.st_size > cap:
-            raise Unusable(f"{path}: {info.st_size} bytes exceeds the limit of {cap} "
-                           "(MAX_FILE_BYTES)")
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                fh.seek(0)
-                try:
-                    with gzip.GzipFile(fileobj=fh) as gz:
-                        data = _chunks(gz, path, cap, most, info.st_size)
-                except (OSError, EOFError, zlib.error) as exc:
-                    raise Unusable(f"{path}: not a readable gzip file ({exc})") from None
-            else:
-                fh.seek(0)
-                data = _chunks(fh, path, cap, most)
-    except OSError as exc:
-        raise Unusable(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Unusable(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    del data
-    if text.startswith("\ufeff"):
-        raise Unusable(f"{path}: starts with a byte-order mark; JSON text has none")
-    return _parse(text)
 
 
 def obj(value: Any, where: str, required: Sequence[str],
@@ -323,7 +179,7 @@ def _affine(m: dict[str, Any], where: str, width: int) -> tuple[Matrix, Matrix, 
 BIASES = ("query_bias", "key_bias", "value_bias", "output_bias")
 
 
-def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
+def _head(h: Any, hw: str, width: int) -> Head:
     """A head: four matrices; optional biases (``None`` when absent) and a positive
     ``scale`` (a ratio, default 1)."""
     obj(h, hw, ("query", "key", "value", "output"), (*BIASES, "scale"))
@@ -331,7 +187,7 @@ def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
     q = matrix(h["query"], f"{hw}.query", cols=width)
     k = matrix(h["key"], f"{hw}.key", rows=len(q[0]), cols=width)
     o = matrix(h["output"], f"{hw}.output", rows=width, cols=len(v[0]))
-    head: dict[str, Any] = {"query": q, "key": k, "value": v, "output": o}
+    head: Head = {"query": q, "key": k, "value": v, "output": o}
     for name, rows in zip(BIASES, (len(q[0]), len(k[0]), len(v[0]), width)):
         if name in h and h[name] is None:
             raise Unusable(f"{hw}.{name}: a list of {rows} rationals (leave an absent bias out)")
@@ -343,7 +199,7 @@ def _head(h: Any, hw: str, width: int) -> dict[str, Any]:
     return head
 
 
-def _uniform(h: dict[str, Any]) -> bool:
+def _uniform(h: Head) -> bool:
     """The head's weights are uniform: ``W_K = 0``, or ``W_Q = 0`` without a query bias."""
     def zero(m: Matrix | None) -> bool:
         return m is None or all(x == 0 for r in m[0] for x in r)
@@ -351,7 +207,7 @@ def _uniform(h: dict[str, Any]) -> bool:
     return zero(h["key"]) or (zero(h["query"]) and zero(h["query_bias"]))
 
 
-def _attention(la: Any, w: str, width: int, n: int) -> dict[str, Any]:
+def _attention(la: Any, w: str, width: int, n: int) -> Layer:
     obj(la, w, ("type", "kind", "residual", "keys", "heads"), ("causal",))
     causal = typed(la.get("causal", False), bool, f"{w}.causal")
     akind = choice(la["kind"], ("uniform", "hardmax", "softmax"), f"{w}.kind")
@@ -376,7 +232,7 @@ def _attention(la: Any, w: str, width: int, n: int) -> dict[str, Any]:
             "heads": heads, "zero_scores": zero, "causal": causal}
 
 
-def extended(layers: list[dict[str, Any]]) -> str | None:
+def extended(layers: Sequence[Layer]) -> str | None:
     """The first feature beyond Kajitsuka & Sato's model (positions, biases, scales, causal
     masks) that the network uses, or ``None``."""
     for i, la in enumerate(layers):
@@ -391,7 +247,7 @@ def extended(layers: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def network(value: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+def network(value: Any) -> tuple[dict[str, Any], list[Layer], dict[str, Any]]:
     """Parse and shape-check ``network``; returns (input, layers, readout) as plain dicts."""
     obj(value, "network", ("input", "layers", "readout"))
     inp = obj(value["input"], "network.input", ("kind", "dim", "seq_len"))
@@ -400,7 +256,7 @@ def network(value: Any) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str,
     n = integer(inp["seq_len"], "network.input.seq_len", 1)
     if type(value["layers"]) is not list:
         raise Unusable("network.layers: expected a list")
-    layers = []
+    layers: list[Layer] = []
     width = dim
     for i, la in enumerate(value["layers"]):
         w = f"network.layers[{i}]"

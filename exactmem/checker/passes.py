@@ -6,14 +6,21 @@ exact rational of the same function in the float mirror's order; those values ar
 outputs, and the exact pass (net_forward.py) runs only when no claim holds.
 """
 
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 from . import floatexact
 from . import net_forward as forward
 from .cert_dataset import initial
+from .net_forward import Col, Index, State, Tick
+from .parse import Layer, lcm
+
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+Outputs = list[list[tuple[Fraction, ...]]]  # [sequence][read position] -> the output vector
 
 
-def work_units(layers, sequences, passes=1):
+def work_units(layers: Sequence[Layer], sequences: int, passes: int = 1) -> int:
     """Units of progress: one per output row of a feed-forward map and pass (slice of
     sequences), one per head and sequence of an attention layer."""
     total = 0
@@ -28,10 +35,10 @@ def work_units(layers, sequences, passes=1):
 class Ticker:
     """Counts units of work and forwards ``(stage, done, total)`` to a progress callback."""
 
-    def __init__(self, progress, stage, total):
+    def __init__(self, progress: Progress | None, stage: str, total: int) -> None:
         self.progress, self.stage, self.total, self.done = progress, stage, total, 0
 
-    def __call__(self, k=1):
+    def __call__(self, k: int = 1) -> None:
         self.done += k
         if self.progress is not None:
             self.progress(self.stage, self.done, self.total)
@@ -40,22 +47,22 @@ class Ticker:
 CHUNK = 8192  # sequences an attention layer (or a float-exact pass) holds at once
 
 
-def outputs(state, read):
+def outputs(state: State, read: Sequence[int]) -> Outputs:
     """``[sequence][read position] -> tuple of Fractions`` of a final state."""
     cols, den, index = state
     return [[tuple(Fraction(x, den) for x in cols[seq[p]]) for p in read] for seq in index]
 
 
-def join(parts):
+def join(parts: Sequence[State]) -> State:
     """One state from the states of consecutive slices of the sequences: the columns over the
     least common denominator (each part is in lowest terms, so the join is too), equal
     columns kept once, numbered by first appearance (as one pass over all sequences)."""
     den = 1
     for _, d, _ in parts:
-        den = forward.lcm(den, d)
-    table: dict = {}
-    cols: list = []
-    index: list = []
+        den = lcm(den, d)
+    table: dict[Col, int] = {}
+    cols: list[Col] = []
+    index: Index = []
     for part_cols, d, part_index in parts:
         f = den // d
         slot = []
@@ -71,7 +78,8 @@ def join(parts):
     return cols, den, index
 
 
-def _layers(layers, lo, hi, cols, den, index, needs, tick):
+def _layers(layers: Sequence[Layer], lo: int, hi: int, cols: list[Col], den: int, index: Index,
+            needs: Sequence[list[int]], tick: Tick) -> State:
     """Run ``layers[lo:hi]`` on a state."""
     for i in range(lo, hi):
         la = layers[i]
@@ -82,7 +90,7 @@ def _layers(layers, lo, hi, cols, den, index, needs, tick):
     return cols, den, index
 
 
-def piecewise_block(layer):
+def piecewise_block(layer: Layer) -> bool:
     """A block the pass evaluates piece by piece (it reads one scalar: one input with
     non-zero weights, or one output row of its first map): run once on all columns."""
     maps = layer["maps"]
@@ -91,7 +99,8 @@ def piecewise_block(layer):
     return len(maps) > 1 and (len(support) <= 1 or len(rows) == 1)
 
 
-def _tail(layers, lo, hi, cols, den, tick, width):
+def _tail(layers: Sequence[Layer], lo: int, hi: int, cols: list[Col], den: int, tick: Tick,
+          width: int) -> tuple[list[Col], int]:
     """The token-wise ``layers[lo:hi]``: piecewise blocks on all columns at once, the others
     ``width`` columns at a time (their row lists would grow with N), the blocks joined over
     their least common denominator (each block is in lowest terms, so the join is too)."""
@@ -104,13 +113,14 @@ def _tail(layers, lo, hi, cols, den, tick, width):
                  for c in range(0, len(cols), width)]
         den = 1
         for _, d in parts:
-            den = forward.lcm(den, d)
+            den = lcm(den, d)
         cols = [c if den == d else tuple(x * (den // d) for x in c)
                 for part, d in parts for c in part]
     return cols, den
 
 
-def run(net, layers, read, toks, tick=forward.no_tick, size=None):
+def run(net: dict[str, Any], layers: Sequence[Layer], read: Sequence[int], toks: Sequence[Any],
+        tick: Tick = forward.no_tick, size: int | None = None) -> Outputs:
     """Exact outputs ``[sequence][read position] -> tuple of Fractions``.  The layers up to
     the last attention layer run on :data:`CHUNK` (``size``) sequences at a time, their
     states joined; the token-wise layers after it run once on the joined state, so a deep
@@ -120,8 +130,8 @@ def run(net, layers, read, toks, tick=forward.no_tick, size=None):
     start = 1 if net["kind"] == "token-ids" else 0
     split = max([i + 1 for i, la in enumerate(layers) if la["type"] == "attention"] + [start])
     needs = forward.needed_positions(layers, read, net["n"])
-    slices = [toks[c:c + size] for c in range(0, len(toks), size)] if len(toks) > size \
-        else [toks]
+    slices: list[Sequence[Any]] = [toks[c:c + size] for c in range(0, len(toks), size)] \
+        if len(toks) > size else [toks]
     parts = []
     for part in slices:
         cols, den, index = initial(net, part, layers)
@@ -131,19 +141,22 @@ def run(net, layers, read, toks, tick=forward.no_tick, size=None):
     return outputs((cols, den, index), read)
 
 
-def exact_outputs(net, layers, read, toks, formats, tick, failures):
+def exact_outputs(net: dict[str, Any], layers: Sequence[Layer], read: Sequence[int],
+                  toks: Sequence[Any], formats: Sequence[str], tick: Tick, failures: list[str]
+                  ) -> Outputs:
     """Outputs ``[sequence][read position]`` of ``toks``; one failure line per claimed format
     that does not hold (added to ``failures``).  Float-exact claims are checked
     :data:`CHUNK` sequences at a time, and a claim that holds on a slice gives its outputs;
     the slices where none holds go through one exact pass (:func:`run`)."""
     if not formats:
         return run(net, layers, read, toks, tick)
-    parts: list = []
-    left, rest = list(formats), []
+    parts: list[Outputs | None] = []
+    left: list[str] = list(formats)
+    rest: list[Any] = []
     needs = forward.needed_positions(layers, read, net["n"])
     for c in range(0, len(toks), CHUNK):  # one slice at a time: bounded memory
         chunk = toks[c:c + CHUNK]
-        final: list = []
+        final: list[State] = []
         for f in list(left):  # a format that failed is reported once
             bad = floatexact.check(net, layers, initial(net, chunk, layers), needs, [f], final)
             if bad:
@@ -156,7 +169,7 @@ def exact_outputs(net, layers, read, toks, formats, tick, failures):
             parts.append(None)
             rest += chunk
     exact = iter(run(net, layers, read, rest, tick) if rest else [])
-    outs: list = []
+    outs: Outputs = []
     for c, part in zip(range(0, len(toks), CHUNK), parts):
         outs += part if part is not None else [next(exact) for _ in toks[c:c + CHUNK]]
     return outs

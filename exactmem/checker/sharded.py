@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .net_claims import network_report
-from .parse import read_json
 from .shard_plan import shard_plan
+from .strict_json import read_json
 from .verdict import CheckReport, Unusable
 from .verify import Progress, check_certificate, check_file
 

@@ -9,33 +9,46 @@ class's upper bound; scalar - the whole interval lies within ``hints.softmax.eps
 the label.  The claim must be the label.
 """
 
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from . import net_forward as forward
-from .parse import integer, lcm, matrix, obj, ratio, show
+from .net_attention import (
+    bias_or_zero,
+    head_shift,
+    key_sets,
+    restate,
+    separated,
+    value_output,
+    weighs_equally,
+    zero_bias,
+)
+from .net_forward import Col, Index, State, Tick
+from .parse import Layer, Matrix, integer, lcm, matrix, obj, ratio, show
 from .softmax_bounds import grid, softmax_row
 from .verdict import Unusable
 
 MAX_PRECISION = 1 << 12
+Intervals = tuple[list[Col], list[Col], int]  # (mids, radii >= 0, their denominator)
 
 
 class Undecided(Exception):
     """A hardmax comparison on intervals cannot be decided."""
 
 
-def needed(layers):
+def needed(layers: Sequence[Layer]) -> bool:
     """True when some softmax attention layer has a head with non-zero scores."""
     return any(la["type"] == "attention" and la["kind"] == "softmax" and not all(la["zero_scores"])
                for la in layers)
 
 
-def _lcm(a, b):
+def _lcm(a: int, b: int) -> int:
     return lcm(a, b)  # refused beyond parse.MAX_DEN_BITS
 
 
-
-
-def _affine(mat, bias, mids, rads, den):
+def _affine(mat: Matrix, bias: Matrix, mids: Sequence[Col], rads: Sequence[Col], den: int
+            ) -> Intervals:
     (w, wd), (b, bd) = mat, bias
     out_den = _lcm(wd * den, bd)
     fw, fb = out_den // (wd * den), out_den // bd
@@ -45,11 +58,7 @@ def _affine(mat, bias, mids, rads, den):
     return om, orr, out_den
 
 
-def _scale(cols, f):
-    return [tuple(x * f for x in c) for c in cols]
-
-
-def _add(a, b):
+def _add(a: Intervals, b: Intervals) -> Intervals:
     """Sum of two (mids, rads, den) lists column by column."""
     m = _lcm(a[2], b[2])
     fa, fb = m // a[2], m // b[2]
@@ -58,7 +67,7 @@ def _add(a, b):
     return mids, rads, m
 
 
-def _feedforward(la, mids, rads, den):
+def _feedforward(la: Layer, mids: list[Col], rads: list[Col], den: int) -> Intervals:
     om, orr, od = mids, rads, den
     for i, (w, b) in enumerate(la["maps"]):
         if i:
@@ -73,36 +82,41 @@ def _feedforward(la, mids, rads, den):
     return om, orr, od
 
 
-def _zero_bias(rows):
-    return [[0] for _ in rows], 1
-
-
-def _attention(la, mids, rads, den, index, queries, bits, tick):
+def _attention(la: Layer, mids: list[Col], rads: list[Col], den: int, index: Index,
+               queries: list[int], bits: int, tick: Tick
+               ) -> tuple[list[Col], list[Col], int, Index]:
+    """One attention layer on intervals at positions ``queries``: the keys, the uniform
+    weights of a head with zero scores, ``W_O W_V`` and the bias shift are
+    :mod:`.net_attention`'s; a softmax row is enclosed by :func:`.softmax_row` on the score
+    intervals, and a hardmax head must have a separated winner (:func:`.separated`;
+    :class:`Undecided` otherwise: intervals cannot show a tie)."""
     n = len(index[0])
-    keysets = {q: forward.keys_of(la, n, q) for q in queries}
+    keysets = key_sets(la, n, queries)
     counts = 1  # uniform weights: one denominator for every key count (causal prefixes)
     for ks in keysets.values():
         counts = _lcm(counts, len(ks))
     wbits = bits + 8
-    parts = []
-    for h, zero in zip(la["heads"], la["zero_scores"]):
-        (o, od), (v, vd) = h["output"], h["value"]
-        ov = [[sum(o[i][t] * v[t][j] for t in range(len(v))) for j in range(len(v[0]))]
-              for i in range(len(o))]
-        vm, vr, vden = _affine((ov, od * vd), _zero_bias(ov), mids, rads, den)
+    parts: list[Intervals] = []
+    for h, head in enumerate(la["heads"]):
+        zero = weighs_equally(la, h)
+        ov = value_output(head)
+        vm, vr, vden = _affine(ov, zero_bias(ov[0]), mids, rads, den)
         if not zero:
-            qm, qr, qden = _affine(h["query"], forward.bias_or_zero(h, "query_bias", h["query"]),
+            qm, qr, qden = _affine(head["query"], bias_or_zero(head, "query_bias", head["query"]),
                                    mids, rads, den)
-            km, kr, kden = _affine(h["key"], forward.bias_or_zero(h, "key_bias", h["key"]),
+            km, kr, kden = _affine(head["key"], bias_or_zero(head, "key_bias", head["key"]),
                                    mids, rads, den)
-            scale = Fraction(*h["scale"])
-        om, orr, wden = [], [], 2 << wbits
-        dim = len(ov)
+            scale = Fraction(*head["scale"])
+        om: list[Col] = []
+        orr: list[Col] = []
+        wden = 2 << wbits
+        dim = len(ov[0])
         for seq in index:
             tick()
             for q in queries:
                 keys = keysets[q]
-                if zero or la["kind"] == "uniform":
+                ws: list[tuple[int, int]]
+                if zero:
                     ws = [(2 << wbits, 0)] * len(keys)
                 else:
                     a, ar = qm[seq[q]], qr[seq[q]]
@@ -120,9 +134,9 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
                                           bits + 16)
                         ws = [grid(lo, hi, wbits) for lo, hi in row]
                     else:
-                        top = max(range(len(keys)), key=lambda j: sm[j] - sr[j])
-                        if any(sm[j] + sr[j] >= sm[top] - sr[top]
-                               for j in range(len(keys)) if j != top):
+                        top = separated([x - r for x, r in zip(sm, sr)],
+                                        [x + r for x, r in zip(sm, sr)])
+                        if top is None:
                             raise Undecided("hardmax on intervals: no separated winner")
                         ws = [(wden if j == top else 0, 0) for j in range(len(keys))]
                 mid, rad = [0] * dim, [0] * dim
@@ -131,18 +145,18 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
                     for r in range(dim):
                         mid[r] += wm * cm[r]
                         rad[r] += wm * cr[r] + wr * abs(cm[r]) + wr * cr[r]
-                if zero or la["kind"] == "uniform":
+                if zero:
                     f = counts // len(keys)
                     mid, rad = [x * f for x in mid], [x * f for x in rad]
                 om.append(tuple(mid))
                 orr.append(tuple(rad))
-        if zero or la["kind"] == "uniform":
+        if zero:
             wden = (2 << wbits) * counts
         parts.append((om, orr, vden * wden))
     total = parts[0]
     for part in parts[1:]:
         total = _add(total, part)
-    shift = forward.head_shift(la["heads"])
+    shift = head_shift(la["heads"])
     if shift is not None:
         count = len(total[0])
         total = _add(total, ([tuple(shift[0])] * count, [tuple(0 for _ in shift[0])] * count,
@@ -151,16 +165,12 @@ def _attention(la, mids, rads, den, index, queries, bits, tick):
         base = ([mids[seq[q]] for seq in index for q in queries],
                 [rads[seq[q]] for seq in index for q in queries], den)
         total = _add(total, base)
-    new_index, it = [], iter(range(len(total[0])))
-    for _seq in index:
-        slots = [-1] * n
-        for q in queries:
-            slots[q] = next(it)
-        new_index.append(slots)
-    return total[0], total[1], total[2], new_index
+    pairs, new_index = restate(zip(total[0], total[1]), index, queries, n)
+    return [m for m, _ in pairs], [r for _, r in pairs], total[2], new_index
 
 
-def _settings(hints, readout):
+def _settings(hints: dict[str, Any], readout: dict[str, Any]
+              ) -> tuple[int, Fraction, Any]:
     if "softmax" not in hints:
         raise Unusable("hints.softmax: a softmax network needs the precision hint")
     h = obj(hints["softmax"], "hints.softmax", ("precision",),
@@ -177,7 +187,8 @@ def _settings(hints, readout):
     return bits, eps, h.get("readout")
 
 
-def _readout_hint(hint, width, count, layers):
+def _readout_hint(hint: Any, width: int, count: int, layers: Sequence[Layer]
+                  ) -> tuple[list[int], Matrix]:
     """``hints.softmax.readout``: the ``columns`` of the features and the rational
     ``preconditioner`` of the exact-readout claim (docs/softmax.md)."""
     obj(hint, "hints.softmax.readout", ("columns", "preconditioner"))
@@ -185,7 +196,7 @@ def _readout_hint(hint, width, count, layers):
     if last is None or last["type"] != "feedforward" or len(last["maps"]) != 1 or \
             last["residual"] or len(last["maps"][0][0][0]) != 1:
         raise Unusable("hints.softmax.readout: the network must end in a linear scalar readout")
-    cols = hint["columns"]
+    cols: list[int] = hint["columns"]
     if type(cols) is not list or len(cols) != count:
         raise Unusable(f"hints.softmax.readout.columns: {count} feature columns expected, "
                        "one per read position")
@@ -197,7 +208,8 @@ def _readout_hint(hint, width, count, layers):
                         count, count)
 
 
-def _nonsingular(rows, den, cols, pre):
+def _nonsingular(rows: Sequence[tuple[Col, Col]], den: int, cols: Sequence[int], pre: Matrix
+                 ) -> str | None:
     """``||I - C A||_inf < 1`` for every ``A`` within the bounds (rows of ``(mid, rad)``
     over ``den``, restricted to ``cols``): then every such ``A`` is non-singular."""
     (c, cden), size = pre, len(cols)
@@ -213,14 +225,16 @@ def _nonsingular(rows, den, cols, pre):
     return None
 
 
-def label_gap(labels, task):
+def label_gap(labels: Sequence[Any], task: str) -> int:
     """The smallest gap between distinct labels (1 when there is only one label): a scalar
     output within less than half of it of a label identifies that label."""
-    values = sorted(set(labels if task == "next-token" else (y for ys in labels for y in ys)))
+    flat = labels if task == "next-token" else [y for ys in labels for y in ys]
+    values: list[int] = sorted(set(flat))
     return min((b - a for a, b in zip(values, values[1:])), default=1)
 
 
-def enclose(net, layers, readout, state, bits, tick):
+def enclose(net: dict[str, Any], layers: Sequence[Layer], readout: dict[str, Any],
+            state: State, bits: int, tick: Tick) -> tuple[list[Col], list[Col], int, Index]:
     """The interval forward pass: ``(mids, rads, den, index)`` after ``layers``."""
     cols, den, index = state
     mids, rads = list(cols), [tuple(0 for _ in c) for c in cols]
@@ -239,7 +253,10 @@ def enclose(net, layers, readout, state, bits, tick):
     return mids, rads, den, index
 
 
-def check(hints, net, layers, readout, task, labels, claims, state, tick, ids):
+def check(hints: dict[str, Any], net: dict[str, Any], layers: Sequence[Layer],
+          readout: dict[str, Any], task: str, labels: Sequence[Any], claims: Sequence[Any],
+          state: State, tick: Tick, ids: Sequence[int]
+          ) -> tuple[list[str], int, Fraction, bool]:
     """``(failures, precision, epsilon, readout claimed)`` of the rigorous check (no
     failures = every read position within ``epsilon`` or forced, or, with the readout hint,
     an exact real readout exists).  ``state`` = the checker's initial ``(cols, den, index)``
@@ -254,10 +271,10 @@ def check(hints, net, layers, readout, task, labels, claims, state, tick, ids):
             mids, rads, den, index = enclose(net, layers[:-1], readout, state, bits, tick)
         except Undecided as exc:
             return [f"network: {exc}"], bits, eps, True
-        failures = [f"sequence {i}, readout: claim {c!r} is not the label"
-                    for i, claim, lab in zip(ids, claims, labels)
-                    for c, y in zip(claim, [lab] if task == "next-token" else lab)
-                    if c != str(y)]
+        failures: list[str] = [
+            f"sequence {i}, readout: claim {c!r} is not the label"
+            for i, claim, lab in zip(ids, claims, labels)
+            for c, y in zip(claim, [lab] if task == "next-token" else lab) if c != str(y)]
         rows = [(mids[seq[p]], rads[seq[p]]) for seq in index for p in readout["positions"]]
         why = _nonsingular(rows, den, cols, pre)
         if why:

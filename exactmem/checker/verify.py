@@ -9,7 +9,7 @@ construction's name and parameters, theorem bounds.
 """
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from math import gcd
 from pathlib import Path
@@ -19,29 +19,22 @@ from . import floatexact
 from . import passes as exact
 from . import softmax_check as softmax_interval
 from .cert_dataset import canonical, dataset, initial
-from .net_claims import network_report
-from .parse import (
-    BIASES,
-    JsonFloat,
-    integer,
-    network,
-    obj,
-    ratio,
-    read_json,
-    show,
-)
-from .passes import Ticker, exact_outputs, run, work_units  # noqa: F401 (run: re-exported)
+from .net_claims import Basis, network_report
+from .parse import BIASES, Layer, Matrix, integer, network, obj, ratio, show
+from .passes import Outputs, Progress, Ticker, exact_outputs, run, work_units
+from .strict_json import JsonFloat, read_json
 from .verdict import CheckReport, Unusable
 
 FORMAT = "exactmem.certificate/1"
 TOP = ("format", "construction", "dataset", "network", "claims", "sizes", "hints", "digest")
 SIZES = ("params_dense", "params_nonzero", "depth", "width", "max_bits")
 LM_FORMAT = "exactmem.lm-certificate/1"
-Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+__all__ = ["CHECKERS", "Progress", "check_certificate", "check_file", "check_network", "run",
+           "sizes"]
 
 
-def _no_floats(value, where):
-    stack = [(value, where)]
+def _no_floats(value: Any, where: str) -> None:
+    stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
         v, w = stack.pop()
         if isinstance(v, JsonFloat):
@@ -52,9 +45,9 @@ def _no_floats(value, where):
             stack += [(x, f"{w}[{i}]") for i, x in enumerate(v)]
 
 
-def sizes(net, layers):
+def sizes(net: dict[str, Any], layers: Sequence[Layer]) -> dict[str, int]:
     """Recompute the size figures (definitions in docs/certificate-format.md)."""
-    mats = []
+    mats: list[Matrix] = []
     depth, width = 0, net["dim"] if net["kind"] == "vectors" else 1
     for la in layers:
         if la["type"] == "embedding":
@@ -89,10 +82,10 @@ def sizes(net, layers):
             "depth": depth, "width": width, "max_bits": bits}
 
 
-def _claimed(value, count):
+def _claimed(value: Any, count: int) -> list[int]:
     """``claims.sequences`` (optional): the indices of the sequences claimed, strictly
     increasing; all sequences when absent."""
-    ids = value.get("sequences", list(range(count))) if type(value) is dict else []
+    ids: list[int] = value.get("sequences", list(range(count))) if type(value) is dict else []
     if type(ids) is not list or not ids:
         raise Unusable("claims.sequences: a non-empty list of sequence indices")
     for j, i in enumerate(ids):
@@ -102,16 +95,17 @@ def _claimed(value, count):
     return ids
 
 
-def _claims(value, count, readout):
+def _claims(value: Any, count: int, readout: dict[str, Any]
+            ) -> tuple[list[list[Any]], list[str]]:
     """``claims.outputs``: per claimed sequence one CLAIM per read position (docs: grammar),
     and the float formats claimed exact (``claims.float_exact``, optional)."""
     obj(value, "claims", ("outputs",), ("float_exact", "sequences"))
-    formats = value.get("float_exact", [])
+    formats: list[str] = value.get("float_exact", [])
     if type(formats) is not list or not formats and "float_exact" in value or any(
             f not in floatexact.CLAIMS for f in formats) or len(set(formats)) < len(formats):
         raise Unusable(f"claims.float_exact: a non-empty list of distinct formats among "
                        f"{sorted(floatexact.CLAIMS)}")
-    claims = value["outputs"]
+    claims: list[list[Any]] = value["outputs"]
     if type(claims) is not list or len(claims) != count:
         raise Unusable(f"claims.outputs: expected a list of {count} lists")
     for i, row in enumerate(claims):
@@ -126,7 +120,9 @@ def _claims(value, count, readout):
     return claims, formats
 
 
-def _exact_readout(outs, claims, labels, task, readout, failures, ids):
+def _exact_readout(outs: Outputs, claims: Sequence[Sequence[Any]], labels: Sequence[Any],
+                   task: str, readout: dict[str, Any], failures: list[str], ids: Sequence[int]
+                   ) -> None:
     for i, row, claim, lab in zip(ids, outs, claims, labels):
         labs = [lab] if task == "next-token" else lab
         for p, vec, y, c in zip(readout["positions"], row, labs, claim):
@@ -141,13 +137,13 @@ def _exact_readout(outs, claims, labels, task, readout, failures, ids):
                 continue
             best = max(vec)
             wins = [k for k, v in enumerate(vec) if v == best]
-            got = str(wins[0]) if len(wins) == 1 else None
+            won = str(wins[0]) if len(wins) == 1 else None
             if len(wins) > 1:
                 failures.append(f"{where}: tie between classes {wins[:8]} (label {y})")
             elif wins[0] != y:
                 failures.append(f"{where}: argmax class {wins[0]} != label {y}")
-            if c != got:
-                failures.append(f"{where}: claimed output {c!r} but the network gives {got!r}")
+            if c != won:
+                failures.append(f"{where}: claimed output {c!r} but the network gives {won!r}")
 
 
 def _check_lm(cert: dict[str, Any], base: Path, progress: Progress | None,
@@ -188,7 +184,8 @@ def check_network(cert: dict[str, Any], base: Path = Path("."),
                   shard: tuple[int, int] = (0, 1), reference: bool = False) -> CheckReport:
     """Check a decoded ``exactmem.certificate/1`` (:func:`check_certificate`; one path,
     whatever ``reference`` says)."""
-    failures = []
+    failures: list[str] = []
+    basis: Basis
     try:
         if type(cert) is not dict or cert.get("format") != FORMAT:
             raise Unusable(f"format: expected {FORMAT!r}")
@@ -232,7 +229,7 @@ def check_network(cert: dict[str, Any], base: Path = Path("."),
         if soft_scores:  # irrational softmax: rigorous interval check
             bad, bits, eps, exists = softmax_interval.check(
                 hints, net, layers, readout, task, part[1], part[2],
-                initial(net, part[0], layers), tick, ids) if hi > lo else ([], 0, 0, None)
+                initial(net, part[0], layers), tick, ids) if hi > lo else ([], 0, Fraction(0), None)
             gap = softmax_interval.label_gap(labels, task)  # of the whole dataset
             if readout["kind"] == "scalar" and exists is False and not eps < Fraction(gap, 2):
                 failures.append(f"hints.softmax.epsilon: {show(eps)} is not below half the "

@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from exactmem.arith import format_rational
 from exactmem.checker.cert_dataset import dataset_object
-from exactmem.checker.parse import Unusable, read_json
+from exactmem.checker.strict_json import read_json
+from exactmem.checker.verdict import Unusable
 from exactmem.errors import DatasetError
 
 DATASET_FORMAT = "exactmem.dataset/1"

@@ -14,7 +14,7 @@ import pytest
 import exactmem.checker
 from exactmem import cli
 from exactmem.checker import __main__ as checker_main
-from exactmem.checker import verify
+from exactmem.checker import entry, verify
 from exactmem.checker.proofs import drup, lrat, search_check
 
 ROOT = Path(exactmem.checker.__file__).resolve().parent
@@ -47,8 +47,8 @@ def test_python_m_checker_fails_closed(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(checker_main, "check_file", _boom)
     assert checker_main.main(["any.json"]) == 2
     out, err = _verdict(capsys)
-    assert out[-1] == "s UNUSABLE"
-    assert "RuntimeError" in err and f"c checker: sha256 {expected_sha256()}" in err
+    assert out == [f"c checker: sha256 {expected_sha256()}", "s UNUSABLE"]
+    assert "RuntimeError" in err and "c checker:" not in err
 
 
 def test_a_crash_deep_in_the_table_of_formats_fails_closed(
@@ -56,7 +56,7 @@ def test_a_crash_deep_in_the_table_of_formats_fails_closed(
     cert = sorted(REFERENCE.glob("*.json"))[0]
     monkeypatch.setitem(verify.CHECKERS, verify.FORMAT, _boom)
     assert checker_main.main([str(cert)]) == 2
-    assert _verdict(capsys)[0] == ["s UNUSABLE"]
+    assert _verdict(capsys)[0] == [f"c checker: sha256 {expected_sha256()}", "s UNUSABLE"]
 
 
 @pytest.mark.parametrize("patch, argv", [
@@ -71,8 +71,8 @@ def test_the_cli_verbs_fail_closed(patch: tuple[object, str], argv: list[str],
     monkeypatch.setattr(*patch, _boom)
     assert cli.main(argv) == 2
     out, err = _verdict(capsys)
-    assert out[-1] == "s UNUSABLE" and "RuntimeError" in err, (out, err)
-    assert f"c checker: sha256 {expected_sha256()}" in err
+    assert out[-2:] == [f"c checker: sha256 {expected_sha256()}", "s UNUSABLE"], (out, err)
+    assert "RuntimeError" in err
 
 
 def test_every_verdict_names_the_checker(tmp_path: Path) -> None:
@@ -84,5 +84,14 @@ def test_every_verdict_names_the_checker(tmp_path: Path) -> None:
         proc = subprocess.run([sys.executable, "-m", "exactmem.checker", str(path)],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == code, proc.stderr[-400:]
-        assert proc.stdout.splitlines()[-1] == {0: "s VERIFIED", 2: "s UNUSABLE"}[code]
-        assert line in proc.stderr.splitlines(), proc.stderr[-400:]
+        assert proc.stdout.splitlines()[-2:] == [line, {0: "s VERIFIED", 2: "s UNUSABLE"}[code]]
+        assert proc.stdout.startswith("c claim: ") == (code == 0), proc.stdout
+
+
+def test_a_checker_that_cannot_hash_itself_gives_no_verdict(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    cert = sorted(REFERENCE.glob("*.json"))[0]
+    monkeypatch.setattr(entry, "checker_sha256", _boom)
+    assert checker_main.main([str(cert)]) == 2
+    out, err = _verdict(capsys)
+    assert out[-2:] == ["c checker: sha256 unknown", "s UNUSABLE"] and "RuntimeError" in err

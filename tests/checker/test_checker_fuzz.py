@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactmem.checker import check_certificate
-from exactmem.checker.parse import loads
+from exactmem.checker.strict_json import loads
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def certs() -> dict[str, Any]:
 
 
 def _check(content: Any) -> Any:
-    from exactmem.checker.parse import Unusable
+    from exactmem.checker.verdict import Unusable
     from exactmem.checker.verify import CheckReport
 
     if isinstance(content, str):

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from crafted_limits import REFERENCE, coprime_certificate, gzip_bomb
 
-from exactmem.checker import check_file, parse
-from exactmem.checker.parse import Unusable, read_json
+from exactmem.checker import check_file, parse, strict_json
+from exactmem.checker.strict_json import read_json
+from exactmem.checker.verdict import Unusable
 from exactmem.cli import main
 
 
@@ -37,13 +38,13 @@ def test_the_node_limit_counts_values_of_plain_text(tmp_path: Path) -> None:
     with pytest.raises(Unusable, match="more than 4999 JSON values"):
         read_json(path, max_nodes=4999)
     with pytest.raises(Unusable, match="MAX_NODES"):
-        parse.loads(path.read_text(), max_nodes=100)
+        strict_json.loads(path.read_text(), max_nodes=100)
 
 
 def test_check_answers_a_bomb_unusable_naming_the_limit(tmp_path: Path, monkeypatch,
                                                         capsys) -> None:
     bomb = gzip_bomb(tmp_path / "bomb.json.gz", 4 << 20)
-    monkeypatch.setattr(parse, "MAX_NODES", 200_000)
+    monkeypatch.setattr(strict_json, "MAX_NODES", 200_000)
     assert main(["check", str(bomb), "-q"]) == 2
     out, err = capsys.readouterr()
     assert out.splitlines()[-1] == "s UNUSABLE"

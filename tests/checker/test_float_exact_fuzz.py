@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from exactmem.certificate import dataset_from_certificate, spec_from_certificate
 from exactmem.checker import check_certificate, check_file
-from exactmem.checker.parse import Unusable, loads
+from exactmem.checker.strict_json import loads
+from exactmem.checker.verdict import Unusable
 from exactmem.floats.formats import FORMATS, round_to_format
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exactmem.checker.entry import checker_line
 from exactmem.cli import build_parser, main
 
 
@@ -45,7 +46,8 @@ def test_generate_certify_check_info(tmp_path: Path) -> None:
     cert["network"]["layers"][-1]["maps"][1]["weight"][0][0] = "2"
     c.write_text(json.dumps(cert))
     proc = run("check", str(c))
-    assert proc.returncode == 1 and proc.stdout == "s REJECTED\n" and "digest" in proc.stderr
+    assert proc.returncode == 1 and proc.stdout == f"{checker_line()}\ns REJECTED\n"
+    assert "digest" in proc.stderr
 
 
 def test_conflicting_duplicates_refused_without_a_file(tmp_path: Path) -> None:
@@ -72,7 +74,7 @@ def test_unreadable_certificate_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("not json")
     proc = run("check", str(bad))
-    assert proc.returncode == 2 and proc.stdout == "s UNUSABLE\n"
+    assert proc.returncode == 2 and proc.stdout == f"{checker_line()}\ns UNUSABLE\n"
 
 
 def test_option_of_another_construction_is_refused(tmp_path: Path) -> None:

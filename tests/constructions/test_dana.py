@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from exactmem.certificate import write_certificate
+from exactmem.checker.entry import checker_line
 from exactmem.constructions import get
 from exactmem.constructions.dana2024_aot import capacity, circle_points
 from exactmem.datasets.draw_attention import generate_for
@@ -52,7 +53,7 @@ def test_cli_check_accepts_the_certificate(tmp_path: Path) -> None:
     path.write_text(json.dumps(obj))
     run = subprocess.run([sys.executable, "-m", "exactmem", "check", str(path)],
                          capture_output=True, text=True, check=False)
-    assert run.returncode == 1 and run.stdout.strip() == "s REJECTED"
+    assert run.returncode == 1 and run.stdout.splitlines() == [checker_line(), "s REJECTED"]
 
 
 def test_beyond_capacity_is_refused() -> None:

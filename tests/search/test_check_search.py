@@ -16,6 +16,7 @@ import pytest
 from lrat_reference import accepts
 from search_answers import exactmem, genuine_answer, pigeonhole_files, rebind
 
+from exactmem.checker.entry import checker_line
 from exactmem.checker.proofs.search_check import check_search, nests_in, params_of
 
 
@@ -42,7 +43,7 @@ def test_a_real_answer_verifies_and_its_proofs_are_standard_lrat(
     assert len(refuted) == 17 and all(e["proof_kind"] == "lrat" for e in refuted)
     assert _verdict(folder, ans) == ("s VERIFIED", [])
     proc = exactmem(folder, "check-search", "answer.json")
-    assert proc.returncode == 0 and proc.stdout.splitlines() == ["s VERIFIED"]
+    assert proc.returncode == 0 and proc.stdout.splitlines() == [checker_line(), "s VERIFIED"]
     assert "1 found sizes certified, 17 LRAT refutations" in proc.stderr
     claim = next(x for x in proc.stderr.splitlines() if x.startswith("c claim: "))
     assert claim == ("c claim: status found: at most 28 parameters, among 1-bit integer "
@@ -151,8 +152,8 @@ def test_changed_claims_are_rejected(answer: tuple[Path, dict[str, Any]]) -> Non
 def _summary_verdict(ans: dict[str, Any]) -> str:
     """The summary and texts of ``ans`` against its sizes taken as checked (the sizes
     themselves are checked by the other tests): ``""`` when they follow, else why not."""
-    from exactmem.checker.parse import Unusable
     from exactmem.checker.proofs.search_claims import Failed, Family, summary
+    from exactmem.checker.verdict import Unusable
 
     done = [(e, e["status"]) for e in ans["sizes"]]
     try:
@@ -214,7 +215,7 @@ def test_missing_files_and_fields_are_unusable(answer: tuple[Path, dict[str, Any
     assert _verdict(folder, bad)[0] == "s UNUSABLE"
     (tmp_path / "a.json").write_text(json.dumps(ans))  # its files are not beside it
     proc = exactmem(tmp_path, "check-search", "a.json")
-    assert proc.returncode == 2 and proc.stdout.splitlines() == ["s UNUSABLE"]
+    assert proc.returncode == 2 and proc.stdout.splitlines() == [checker_line(), "s UNUSABLE"]
     assert "Traceback" not in proc.stderr
     proc = exactmem(tmp_path, "check-search", "a.json", "--base", str(folder))
     assert proc.returncode == 0, proc.stderr

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from search_answers import exactmem
 
+from exactmem.checker.entry import checker_line
 from exactmem.checker.proofs.search_check import check_search, check_search_file
 
 
@@ -60,7 +61,8 @@ def test_a_store_verifies_and_a_tampered_labelling_is_rejected(
     folder, ans = refuting
     assert ans["status"] == "infeasible" and ans["bits"] == 1
     proc = exactmem(folder, "check-search", "r.jsonl")
-    assert proc.returncode == 0 and proc.stdout.splitlines() == ["s VERIFIED"], proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [checker_line(), "s VERIFIED"]
     assert "L1 H1 m1 s1 q0 res argmax: does not shatter the 4 sequences" in proc.stderr
     records = _records(folder)
     found = next(k for k, r in enumerate(records) if r.get("status") == "found")
@@ -75,7 +77,7 @@ def test_a_store_verifies_and_a_tampered_labelling_is_rejected(
     bad[found]["labels"][0] ^= 1  # the key no longer names the labelling
     assert _store_verdict(folder, bad)[0] == "s REJECTED"
     proc = exactmem(folder, "check-search", "t.jsonl")
-    assert proc.returncode == 1 and proc.stdout.splitlines() == ["s REJECTED"]
+    assert proc.returncode == 1 and proc.stdout.splitlines() == [checker_line(), "s REJECTED"]
     bad = copy.deepcopy(records)
     del bad[0]["header"]["bits"]  # real weights: the solvers' word
     assert _store_verdict(folder, bad)[0] == "s UNUSABLE"

@@ -31,7 +31,8 @@ from operator import or_
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from ..parse import CHUNK, integer, kind_of, loads, obj, typed
+from ..parse import integer, kind_of, obj, typed
+from ..strict_json import CHUNK, loads
 from ..verdict import Unusable
 from .lm_model import MAX_SCALE, MAX_VALUE_BITS
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..cert_dataset import dataset as read_dataset
-from ..parse import integer, read_json
+from ..parse import integer
+from ..strict_json import read_json
 from ..verdict import CheckReport, Unusable
 from .search_claims import (  # noqa: F401 (nests_in, params_of: re-exported)
     Failed,

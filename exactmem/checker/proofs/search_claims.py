@@ -34,16 +34,21 @@ def shape(value: Any, where: str) -> dict[str, Any]:
     if type(value["residual"]) is not bool:
         raise Unusable(f"{where}.residual: expected true or false")
     choice(value["readout"], ("argmax", "scalar"), f"{where}.readout")
-    return value
+    shaped: dict[str, Any] = value
+    return shaped
 
 
 def params_of(sh: dict[str, Any], size: int, out_dim: int) -> int:
     """Dense parameter count: embedding ``m x size``; per block, per head ``W_Q, W_K, W_V``
     (``s x m``) and ``W_O`` (``m x s``), the feed-forward ``W1, b1, W2, b2``; the readout
     ``k x m`` and its bias."""
-    m, s, q = sh["d_model"], sh["head_dim"], sh["ff_width"]
-    block = sh["heads"] * 4 * s * m + (2 * q * m + q + m if q else 0)
-    return m * size + sh["layers"] * block + out_dim * (m + 1)
+    m: int = sh["d_model"]
+    s: int = sh["head_dim"]
+    q: int = sh["ff_width"]
+    heads: int = sh["heads"]
+    layers: int = sh["layers"]
+    block = heads * 4 * s * m + (2 * q * m + q + m if q else 0)
+    return m * size + layers * block + out_dim * (m + 1)
 
 
 def nests_in(small: dict[str, Any], big: dict[str, Any]) -> bool:
@@ -53,8 +58,9 @@ def nests_in(small: dict[str, Any], big: dict[str, Any]) -> bool:
         return False
     if any(small[k] > big[k] for k in KNOBS):
         return False
-    return small["residual"] or (small["layers"] == big["layers"]
-                                 and (small["ff_width"] == 0) == (big["ff_width"] == 0))
+    residual: bool = small["residual"]
+    return residual or (small["layers"] == big["layers"]
+                        and (small["ff_width"] == 0) == (big["ff_width"] == 0))
 
 
 def label(sh: dict[str, Any], residual: bool = False) -> str:

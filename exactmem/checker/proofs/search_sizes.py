@@ -10,8 +10,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..parse import choice, integer, network, obj, ratio, read_json
+from ..parse import choice, integer, network, obj, ratio
 from ..passes import run
+from ..strict_json import read_json
 from ..verdict import CheckReport, Unusable
 from ..verify import check_certificate
 from .lrat import check_lrat_files

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..cert_dataset import canonical
-from ..parse import integer, loads, network, obj
+from ..parse import integer, network, obj
+from ..strict_json import loads
 from ..verdict import CheckReport, Unusable
 from .search_claims import Failed, Family, label, shape, statement, summary
 from .search_sizes import MAX_BITS, MAX_SEQUENCES, Sizes, search_report
