@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
     finally:
         close()
+    print(result.line)
     if result.verification:
         print(result.verification)
-    print(result.line)
     return 0

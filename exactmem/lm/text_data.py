@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import DatasetError, MissingDependencyError
+from exactmem.errors import DatasetError
 
 MAX_META_BYTES = 1 << 24
 
@@ -127,22 +127,18 @@ def model_tokenizer(model: Path) -> Vocabulary | None:
     if not model.is_dir():
         return None
     if (folder / "tokenizer.json").is_file():
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise MissingDependencyError("reading tokenizer.json needs the tokenizers "
-                                         "package: pip install tokenizers") from exc
-        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        from exactmem.optional import require
+
+        tokenizers = require("tokenizers", "reading tokenizer.json", "trained")
+        tok = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
         return Vocabulary(lambda s: list(tok.encode(s).ids), lambda ids: tok.decode(ids),
                           f"{folder / 'tokenizer.json'}")
     if any((folder / f).is_file() for f in ("vocab.json", "tokenizer_config.json",
                                             "tokenizer.model")):
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as exc:
-            raise MissingDependencyError("reading the model's tokenizer needs transformers: "
-                                         "pip install 'exactmem[trained]'") from exc
-        auto = AutoTokenizer.from_pretrained(str(folder))
+        from exactmem.optional import require
+
+        transformers = require("transformers", "reading the model's tokenizer", "trained")
+        auto = transformers.AutoTokenizer.from_pretrained(str(folder))
         return Vocabulary(lambda s: list(auto.encode(s)), lambda ids: str(auto.decode(ids)),
                           f"transformers.AutoTokenizer({folder})")
     return None
@@ -179,15 +175,30 @@ def vocabulary(data: Path, model: Path, chars: bool, vocab: Path | None) -> Voca
             text = text.replace("\n", "")
         return _table(sorted(set(text)), f"the characters of {data}")
     if vocab is not None:
+        _regular(vocab)
         return read_meta(vocab) if vocab.suffix == ".pkl" else read_json_vocab(vocab)
     return model_tokenizer(model)
+
+
+MAX_DATA_BYTES = 1 << 30  # the largest data file read (its whole text is held at once)
+
+
+def _regular(path: Path) -> Path:
+    """``path`` when it is a regular file of at most :data:`MAX_DATA_BYTES` (never a device,
+    a pipe or a folder, which could be read without end)."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a regular file" if path.exists() else
+                           f"{path}: no such file")
+    if path.stat().st_size > MAX_DATA_BYTES:
+        raise DatasetError(f"{path}: larger than {MAX_DATA_BYTES} bytes (MAX_DATA_BYTES)")
+    return path
 
 
 def read_sequences(data: str | Path, length: int, model: str | Path, chars: bool = False,
                    vocab: str | Path | None = None) -> Sequences:
     """The first ``length`` tokens of every record of ``data`` (module docstring); a record
     with fewer tokens is skipped (counted in ``skipped``)."""
-    data, model = Path(data), Path(model)
+    data, model = _regular(Path(data)), Path(model)
     voc = vocabulary(data, model, chars, None if vocab is None else Path(vocab))
     counts: list[int] | None = None
     if data.suffix == ".npy":

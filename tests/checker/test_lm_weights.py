@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from lm_models import random_spec, redigest
 
+from exactmem.checker.entry import checker_line
 from exactmem.checker.lm import lm_weights
 from exactmem.checker.verify import check_certificate
 from exactmem.cli import main
@@ -28,6 +29,8 @@ from exactmem.model.dataset import Dataset, canonical_json
 
 Cert = dict[str, Any]
 WEIGHTS = "c.weights.safetensors"
+
+CHECKER = checker_line() + "\n"  # printed on stdout before the s line
 
 
 def _dataset(spec: LMSpec) -> Dataset:
@@ -108,7 +111,7 @@ def test_the_digest_covers_the_binding(made: tuple[LMSpec, Cert, Cert, bytes],
     cert = copy.deepcopy(bound)
     cert["model"]["weights"]["tensors"]["h0.mlp.fc.bias"] = "h1.mlp.fc.bias"  # not redigested
     code, out, err = _check(_place(tmp_path, cert, data, rebind=False), capsys)
-    assert (code, out) == (1, "s REJECTED\n") and "digest" in err
+    assert (code, out) == (1, CHECKER + "s REJECTED\n") and "digest" in err
 
 
 def test_one_changed_byte_is_rejected_naming_the_file(
@@ -118,7 +121,7 @@ def test_one_changed_byte_is_rejected_naming_the_file(
     changed = bytearray(data)
     changed[-3] ^= 0x10  # the last tensor's last value
     code, out, err = _check(_place(tmp_path, bound, bytes(changed), rebind=False), capsys)
-    assert (code, out) == (1, "s REJECTED\n")
+    assert (code, out) == (1, CHECKER + "s REJECTED\n")
     assert f"weights file {tmp_path / WEIGHTS} is not the file the certificate binds" in err
     code, out, err = _check(_place(tmp_path, bound, data + b" ", rebind=False), capsys)
     assert code == 1 and "bytes, the certificate binds" in err
@@ -133,7 +136,7 @@ def test_a_missing_file_is_unusable_naming_it_and_weights_finds_another(
     elsewhere.parent.mkdir()
     os.replace(tmp_path / WEIGHTS, elsewhere)
     code, out, err = _check(path, capsys)
-    assert (code, out) == (2, "s UNUSABLE\n")
+    assert (code, out) == (2, CHECKER + "s UNUSABLE\n")
     assert f"cannot read the weights file {tmp_path / WEIGHTS}" in err
     code, out, _ = _check(path, capsys, "--weights", str(elsewhere))
     assert code == 0 and out.endswith("s VERIFIED\n")
@@ -218,7 +221,7 @@ def test_a_lying_file_gets_one_line_and_exit_2(made: tuple[LMSpec, Cert, Cert, b
     _, _, bound, data = made
     what, lie, needle = _lies(data)[case]
     code, out, err = _check(_place(tmp_path, bound, lie), capsys)
-    assert (code, out) == (2, "s UNUSABLE\n"), what
+    assert (code, out) == (2, CHECKER + "s UNUSABLE\n"), what
     lines = [ln for ln in err.splitlines() if not ln.startswith("c checker:")]
     assert len(lines) == 1 and needle in lines[0], (what, err)
 
@@ -241,7 +244,7 @@ def test_a_path_leading_outside_the_folder_is_unusable(
     cert["model"]["weights"]["path"] = name
     path = _place(folder, redigest(cert), data, rebind=False)
     code, out, err = _check(path, capsys)
-    assert (code, out) == (2, "s UNUSABLE\n") and "model.weights.path" in err
+    assert (code, out) == (2, CHECKER + "s UNUSABLE\n") and "model.weights.path" in err
 
 
 def test_a_link_inside_the_folder_is_followed(made: tuple[LMSpec, Cert, Cert, bytes],
@@ -272,7 +275,7 @@ def test_a_malformed_binding_is_unusable(made: tuple[LMSpec, Cert, Cert, bytes],
     cert = copy.deepcopy(bound)
     edit(cert["model"]["weights"])
     code, out, err = _check(_place(tmp_path, redigest(cert), data, rebind=False), capsys)
-    assert (code, out) == (2, "s UNUSABLE\n") and needle in err, err
+    assert (code, out) == (2, CHECKER + "s UNUSABLE\n") and needle in err, err
 
 
 def test_both_or_neither_source_is_unusable(made: tuple[LMSpec, Cert, Cert, bytes],

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from exactmem.cli import build_parser, main
@@ -69,6 +70,22 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if main(["export", str(cert), "--format", "torch", "-o", str(model), "--no-check",
              "-q"]) == 0:
         out["model"] = model
+        try:  # a language-model checkpoint, for the verbs that read one (extract)
+            from exactmem.lm.checkpoints.random_models import random_gpt2
+
+            random_gpt2(root / "lm", seed=0, layers=1, d_model=8)
+            out["lm"] = root / "lm"
+            from exactmem.lm.tokens import next_token_dataset
+            from exactmem.model.dataset import save_dataset
+
+            rows = np.random.default_rng(0).integers(0, 64, size=(4, 4))
+            save_dataset(next_token_dataset(rows, 64), root / "lm.json")
+            out["lmdata"] = root / "lm.json"
+            # the good pair runs: the bad cases fail for the file they break
+            assert main(["extract", str(root / "lm"), str(root / "lm.json"), "-o",
+                         str(root / "x.json"), "--prefix", "2", "--suffix", "1", "-q"]) == 0
+        except ImportError:
+            pass
     return out
 
 
@@ -98,6 +115,9 @@ VERBS: dict[str, tuple[str, list[str]]] = {
     "precision": ("certificate", ["precision", "BAD", "--no-search"]),
     "certify-model/model": ("model", ["certify-model", "BAD", "DATA", "-o", "OUT"]),
     "certify-model/data": ("dataset", ["certify-model", "MODEL", "BAD", "-o", "OUT"]),
+    "extract/model": ("model", ["extract", "BAD", "DATA", "-o", "OUT"]),
+    "extract/data": ("lmdata", ["extract", "LM", "BAD", "-o", "OUT", "--prefix", "2",
+                                "--suffix", "1"]),
 }
 
 
@@ -132,6 +152,9 @@ def corpus_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
             if "model" not in files and (kind == "model" or "MODEL" in argv):
                 jobs[verb, case] = partial(str, "no torch export in this installation")
                 continue
+            if ("lm" not in files or kind not in files) and "LM" in argv:
+                jobs[verb, case] = partial(str, "no transformers in this installation")
+                continue
             work = tmp_path_factory.mktemp("case")
             folder = work / "bad"
             folder.mkdir()
@@ -140,7 +163,8 @@ def corpus_runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
                 else files[kind]
             bad = make(good, folder)
             subst = {"BAD": str(bad), "OUT": str(work / "out.bin"),
-                     "DATA": str(files["dataset"]), "MODEL": str(files.get("model", ""))}
+                     "DATA": str(files["dataset"]), "MODEL": str(files.get("model", "")),
+                     "LM": str(files.get("lm", ""))}
             args = [subst.get(a, a) for a in argv]
             jobs[verb, case] = partial(exactmem, *args, cwd=work)
     with ThreadPoolExecutor(max_workers=4) as pool:

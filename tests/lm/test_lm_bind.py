@@ -17,12 +17,15 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
+from exactmem.checker.entry import checker_line
 from exactmem.cli import main  # noqa: E402
 from exactmem.lm import weightsfile  # noqa: E402
 from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled  # noqa: E402
 from exactmem.model.dataset import save_dataset  # noqa: E402
 
 COUNT = re.compile(r"(\d+) of (\d+) positions")
+
+CHECKER = checker_line() + "\n"  # printed on stdout before the s line
 
 
 def run(*args: object) -> int:
@@ -96,11 +99,11 @@ def test_a_changed_byte_is_rejected_and_a_missing_file_unusable(
     weights.write_bytes(bytes(data))
     assert run("check", tmp_path / "c.json", "-q") == 1
     out, err = capsys.readouterr()
-    assert out == "s REJECTED\n" and str(weights) in err
+    assert out == CHECKER + "s REJECTED\n" and str(weights) in err
     weights.unlink()
     assert run("check", tmp_path / "c.json", "-q") == 2
     out, err = capsys.readouterr()
-    assert out == "s UNUSABLE\n" and f"cannot read the weights file {weights}" in err
+    assert out == CHECKER + "s UNUSABLE\n" and f"cannot read the weights file {weights}" in err
 
 
 @pytest.mark.parametrize("link", ["c.json", "c.weights.safetensors"])

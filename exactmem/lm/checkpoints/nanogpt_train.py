@@ -17,8 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.errors import MissingDependencyError
-
 EPS = 1e-5
 
 
@@ -51,11 +49,9 @@ def train_nanogpt(path: str | Path, tokens: np.ndarray, vocab: int, *, layers: i
     """Train on the rows of ``tokens`` (``[N, L]`` ids; a row repeated is seen that many
     times more often) for ``steps`` AdamW steps of ``batch`` rows drawn without
     replacement per pass; save to ``path``; returns the last loss (nats per token)."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError("training needs torch: pip install "
-                                     "'exactmem[trained]'") from exc
+    from exactmem.optional import require
+
+    torch = require("torch", "training", "trained")
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(seed)
     d, ctx = d_model, context or tokens.shape[1] - 1
