@@ -111,7 +111,7 @@ def read(cert: Any) -> dict[str, Any]:
     v, t, d, h, n_layers, ff = (_int(m[k]) for k in ("vocab_size", "context", "d_model",
                                                       "heads", "layers", "d_ff"))
     if d % h or m["architecture"] not in ("pre-ln-decoder", "post-ln-decoder") or \
-            m["activation"] not in ("gelu_tanh", "gelu_erf", "relu") or \
+            m["activation"] not in ("gelu_tanh", "gelu_erf", "relu", "silu") or \
             m.get("norm", "layernorm") not in ("layernorm", "rmsnorm") or \
             type(m["tied_head"]) is not bool or m.get("final_norm", False) is not False:
         raise Malformed("model header")
@@ -220,6 +220,8 @@ def logits(model: dict[str, Any], toks: list[int]) -> list[list[Any]]:
             return max(x, mpmath.mpf(0))
         if model["act"] == "gelu_erf":
             return x / 2 * (1 + mpmath.erf(x / mpmath.sqrt(2)))
+        if model["act"] == "silu":
+            return x / (1 + mpmath.exp(-x))
         inner = mpmath.sqrt(2 / mpmath.pi) * (x + mpmath.mpf(44715) / 10 ** 6 * x ** 3)
         return x / 2 * (1 + mpmath.tanh(inner))
 

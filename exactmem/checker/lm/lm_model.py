@@ -174,10 +174,11 @@ def model(m: Any, f: int = lm_forward.F) -> Json:
 def score_scale(parsed: Json, i: int, f: int) -> tuple[int, int]:
     """The ball of block ``i``'s score factor ``1 / (sqrt(a) b)`` at ``2**-f``: ``a =
     d_head`` (1 without ``score_scale``), ``b = i + 1`` with ``inverse_layer_scale``
-    (else 1); ``1 / (sqrt(a) b) = sqrt(1 / (a b**2))``."""
+    (else 1); ``1 / (sqrt(a) b) = sqrt(1 / (a b**2))`` by :func:`lm_bounds.sqrt_const` (as
+    before these options, so a GPT-2 certificate's balls are unchanged)."""
     a = parsed["d"] // parsed["heads"] if parsed["score_scale"] else 1
     b = i + 1 if parsed["inverse_layer_scale"] else 1
-    if a * b * b == 1:
+    if a * b * b == 1 and not parsed["score_scale"]:  # exactly 1 (no scale written)
         return 1 << f, 0
     lo, hi = lm_bounds.sqrt_const(1, a * b * b, f)
     return (lo + hi) >> 1, hi - ((lo + hi) >> 1)
