@@ -20,6 +20,8 @@ The reference entropy of ``n`` tokens drawn uniformly from ``V`` is ``n log2 V``
 below by the same logarithm.
 """
 
+from fractions import Fraction
+
 from . import lm_bounds
 from .lm_bounds import cdiv
 
@@ -27,7 +29,7 @@ P = 64  # fractional bits of code lengths
 GUARD = 16
 
 
-def _atanh_sum(zl, zh, p):
+def _atanh_sum(zl: int, zh: int, p: int) -> tuple[int, int]:
     """Bounds of ``2**p * sum_k z**(2k+1)/(2k+1)`` for ``zl <= z * 2**p <= zh``,
     ``z <= 1/3``."""
     one = 1 << p
@@ -45,7 +47,7 @@ def _atanh_sum(zl, zh, p):
     return lo, hi + cdiv(9 * ph, 8 * (2 * k + 1)) + 1
 
 
-def _ln_mantissa(mn, md, p):
+def _ln_mantissa(mn: int, md: int, p: int) -> tuple[int, int]:
     """Bounds of ``2**p * ln(mn / md)`` for ``1 <= mn / md <= 2``."""
     zl = ((mn - md) << p) // (mn + md)
     zh = cdiv((mn - md) << p, mn + md)
@@ -53,11 +55,11 @@ def _ln_mantissa(mn, md, p):
     return 2 * lo, 2 * hi
 
 
-def _ln2(p):
+def _ln2(p: int) -> tuple[int, int]:
     return _ln_mantissa(2, 1, p)
 
 
-def log2_bounds(num, den):
+def log2_bounds(num: int, den: int) -> tuple[int, int]:
     """Bounds ``(lo, hi)`` of ``2**P * log2(num / den)`` for integers ``num >= den > 0``."""
     e = num.bit_length() - den.bit_length()
     if num < den << e:
@@ -74,7 +76,7 @@ def log2_bounds(num, den):
 EXP_LIMIT = 1024  # natural-log units: a larger exponent is bounded in the log domain
 
 
-def position_upper(mids, rad, y, f):
+def position_upper(mids: list[int], rad: int, y: int, f: int) -> int:
     """Upper bound (units ``2**-P``) of ``-log2 p_y`` for every logit vector in the ball
     ``(mids, rad)`` at ``2**-f``, ``f >= P``.
 
@@ -103,31 +105,28 @@ def position_upper(mids, rad, y, f):
     return cdiv(big << q, ln2_lo) + log2_bounds(total, 1 << P)[1]
 
 
-def reference_lower(n, vocab):
+def reference_lower(n: int, vocab: int) -> int:
     """Lower bound (units ``2**-P``) of ``n log2 V``, the entropy of ``n`` uniform tokens."""
     return n * log2_bounds(vocab, 1)[0]
 
 
-def below_uniform(claimed, h_lo):
+def below_uniform(claimed: list[tuple[int, int]], h_lo: int) -> tuple[
+        Fraction, Fraction, Fraction, int, Fraction]:
     """From the claimed code lengths ``(p, q)`` of the distinct sequences (already proved
     upper bounds) and the uniform code's lower bound ``h_lo`` per sequence (units
     ``2**-P``): exact rationals ``(clipped, unclipped, code, count, uniform)``: the sums of
     ``max(0, H - C_i)`` and of ``H - C_i`` (lower bounds), of ``C_i`` (an upper bound), the
     number of sequences and ``count * H`` (a lower bound)."""
-    from fractions import Fraction
-
     clipped, unclipped = memorized(claimed, h_lo)
     code = sum((Fraction(p, q) for p, q in claimed), Fraction(0))
     return clipped, unclipped, code, len(claimed), Fraction(h_lo * len(claimed), 1 << P)
 
 
-def memorized(claimed, h_lo):
+def memorized(claimed: list[tuple[int, int]], h_lo: int) -> tuple[Fraction, Fraction]:
     """From the claimed per-sequence code lengths ``(p, q)`` (already proved upper bounds)
     and the entropy lower bound ``h_lo`` (units ``2**-P``): the exact rational lower bounds
     ``(clipped, unclipped)`` of the memorized bits as ``(numerator, denominator)`` pairs,
     clipped = ``sum_i max(0, H - C_i)``."""
-    from fractions import Fraction
-
     h = Fraction(h_lo, 1 << P)
     per = [h - Fraction(p, q) for p, q in claimed]
     clipped = sum((max(Fraction(0), x) for x in per), Fraction(0))
