@@ -139,13 +139,15 @@ def work(m: Json, lengths: list[int], n: int) -> int:
     """An upper estimate, from the header ``m`` alone, of the multiply-adds of the forward
     passes of sequences of ``n`` tokens with the logits of ``lengths[i]`` positions wanted
     in sequence ``i`` (0: the sequence is not evaluated): per evaluated sequence and layer
-    ``n (d (w + d) + 3 d d_ff + 2 d) + n^2 d`` (``w`` the width of ``q | k | v``; linear
-    maps, a gate, rotations, scores and values), plus ``V d`` per
+    ``n (d (w + d) + 2 d d_ff) + n^2 d`` (``w`` the width of ``q | k | v``: ``3 d`` without
+    ``kv_heads``; linear maps, scores and values; ``3 d d_ff`` with a gate, ``+ n d`` for the
+    rotations), plus ``V d`` per
     wanted logit vector."""
     d, ff, v = m["d_model"], m["d_ff"], m["vocab_size"]
     kv: int = m["kv_heads"] if "kv_heads" in m else m["heads"]
     qkv = d + 2 * kv * (d // m["heads"])
-    block = n * (d * (qkv + d) + 3 * d * ff + 2 * d) + n * n * d
+    mlp = (3 if "gated_mlp" in m else 2) * d * ff
+    block = n * (d * (qkv + d) + mlp + (d if "rotary_dims" in m else 0)) + n * n * d
     seqs = sum(1 for k in lengths if k)
     return int(seqs * m["layers"] * block + sum(lengths) * v * d)
 
