@@ -106,20 +106,34 @@ def read(cert: Any) -> dict[str, Any]:
     m = cert["model"]
     keys = {"architecture", "vocab_size", "context", "d_model", "heads", "layers", "d_ff",
             "activation", "layer_norm_eps", "tied_head", "tensors"}
-    if type(m) is not dict or not keys <= set(m) or not set(m) <= keys | {"norm", "final_norm"}:
+    flags = {"parallel_residual": True, "gated_mlp": True, "score_scale": False,
+             "inverse_layer_scale": True}
+    if type(m) is not dict or not keys <= set(m) or \
+            not set(m) <= keys | {"norm", "final_norm", "kv_heads", "rotary_dims", *flags}:
         raise Malformed("model fields")
+    if any(k in m and m[k] is not value for k, value in flags.items()):
+        raise Malformed("model flags")
     v, t, d, h, n_layers, ff = (_int(m[k]) for k in ("vocab_size", "context", "d_model",
                                                       "heads", "layers", "d_ff"))
     if d % h or m["architecture"] not in ("pre-ln-decoder", "post-ln-decoder") or \
-            m["activation"] not in ("gelu_tanh", "gelu_erf", "relu") or \
+            m["activation"] not in ("gelu_tanh", "gelu_erf", "relu", "silu") or \
             m.get("norm", "layernorm") not in ("layernorm", "rmsnorm") or \
             type(m["tied_head"]) is not bool or m.get("final_norm", False) is not False:
         raise Malformed("model header")
+    kv = _int(m["kv_heads"], 1, h - 1) if "kv_heads" in m else h
+    rot = _int(m["rotary_dims"], 2, d // h) if "rotary_dims" in m else 0
+    if h % kv or rot % 2 or ("parallel_residual" in m and m["architecture"] != "pre-ln-decoder"):
+        raise Malformed("model options")
     eps = _rational(m["layer_norm_eps"])
     if eps < 0:
         raise Malformed("eps")
     final = "final_norm" not in m
-    shapes = {"wte": [v, d], "wpe": [t, d]}
+    shapes = {"wte": [v, d]}
+    if rot:
+        shapes["rope.inv_freq"] = [rot // 2]
+    else:
+        shapes["wpe"] = [t, d]
+    width = d + 2 * kv * (d // h)
     optional = set()
     if final:
         shapes.update({"lnf.weight": [d], "lnf.bias": [d]})
@@ -128,8 +142,9 @@ def read(cert: Any) -> dict[str, Any]:
         shapes["head"] = [v, d]
     for i in range(n_layers):
         p = f"h{i}."
-        for name, shape in (("ln1", [d]), ("attn", [d, 3 * d]), ("attn.proj", [d, d]),
-                            ("ln2", [d]), ("mlp.fc", [d, ff]), ("mlp.proj", [ff, d])):
+        for name, shape in (("ln1", [d]), ("attn", [d, width]), ("attn.proj", [d, d]),
+                            ("ln2", [d]), ("mlp.fc", [d, ff]), ("mlp.proj", [ff, d]),
+                            *((("mlp.gate", [d, ff]),) if "gated_mlp" in m else ())):
             shapes[p + name + ".weight"] = shape
             shapes[p + name + ".bias"] = [shape[-1]]
             optional.add(p + name + ".bias")
@@ -179,7 +194,9 @@ def read(cert: Any) -> dict[str, Any]:
             "post": m["architecture"] == "post-ln-decoder", "act": m["activation"],
             "norm": m.get("norm", "layernorm"), "final": final, "tied": m["tied_head"],
             "seqs": seqs, "labels": labels, "positions": pos, "coded": coded, "size": size,
-            "n": n}
+            "n": n, "kv": kv, "rot": rot, "parallel": "parallel_residual" in m,
+            "gated": "gated_mlp" in m, "scaled": "score_scale" not in m,
+            "inverse": "inverse_layer_scale" in m}
 
 
 class Undefined(Exception):
@@ -220,38 +237,67 @@ def logits(model: dict[str, Any], toks: list[int]) -> list[list[Any]]:
             return max(x, mpmath.mpf(0))
         if model["act"] == "gelu_erf":
             return x / 2 * (1 + mpmath.erf(x / mpmath.sqrt(2)))
+        if model["act"] == "silu":
+            return x / (1 + mpmath.exp(-x))
         inner = mpmath.sqrt(2 / mpmath.pi) * (x + mpmath.mpf(44715) / 10 ** 6 * x ** 3)
         return x / 2 * (1 + mpmath.tanh(inner))
 
+    kv, rot = model["kv"], model["rot"]
+
+    def rotate(x: list[Any], p: int) -> list[Any]:  # rotate_half on the first rot dims
+        x, half = list(x), rot // 2
+        for j in range(half):
+            ang = p * ts["rope.inv_freq"][0][j]
+            c, s = mpmath.cos(ang), mpmath.sin(ang)
+            x[j], x[j + half] = x[j] * c - x[j + half] * s, x[j + half] * c + x[j] * s
+        return x
+
     def attention(hs: list[list[Any]], name: str) -> list[list[Any]]:
         qkv = [lin(x, name) for x in hs]
+        layer = int(name.split(".")[0][1:])
+        div = (mpmath.sqrt(dh) if model["scaled"] else 1) * \
+            (layer + 1 if model["inverse"] else 1)
         out = []
         for p in range(len(hs)):
             row = []
             for h in range(heads):
-                q = qkv[p][h * dh:(h + 1) * dh]
-                keys = [qkv[j][d + h * dh:d + (h + 1) * dh] for j in range(p + 1)]
+                g = h // (heads // kv)
+                q = rotate(qkv[p][h * dh:(h + 1) * dh], p)
+                keys = [rotate(qkv[j][d + g * dh:d + (g + 1) * dh], j) for j in range(p + 1)]
                 scores = [mpmath.fsum(a * b for a, b in zip(q, key, strict=True))
-                          / mpmath.sqrt(dh) for key in keys]
+                          / div for key in keys]
                 top = max(scores)
                 w = [mpmath.exp(s - top) for s in scores]
                 total = mpmath.fsum(w)
-                row += [mpmath.fsum(w[j] * qkv[j][2 * d + h * dh + k] for j in range(p + 1))
+                row += [mpmath.fsum(w[j] * qkv[j][d + (kv + g) * dh + k] for j in range(p + 1))
                         / total for k in range(dh)]
             out.append(row)
         return [lin(a, name + ".proj") for a in out]
 
-    xs = [[a + b for a, b in zip(ts["wte"][t], ts["wpe"][p], strict=True)]
+    def mlp(x: list[Any], pre: str) -> list[Any]:
+        u = [act(a) for a in lin(x, pre + ("mlp.gate" if model["gated"] else "mlp.fc"))]
+        if model["gated"]:
+            u = [a * b for a, b in zip(u, lin(x, pre + "mlp.fc"), strict=True)]
+        return lin(u, pre + "mlp.proj")
+
+    xs = [list(ts["wte"][t]) if rot else
+          [a + b for a, b in zip(ts["wte"][t], ts["wpe"][p], strict=True)]
           for p, t in enumerate(toks)]
     for i in range(model["layers"]):
         pre = f"h{i}."
+        if model["parallel"]:
+            att = attention([norm(x, pre + "ln1") for x in xs], pre + "attn")
+            ys = [mlp(norm(x, pre + "ln2"), pre) for x in xs]
+            xs = [[a + b + c for a, b, c in zip(x, y, z, strict=True)]
+                  for x, y, z in zip(xs, att, ys, strict=True)]
+            continue
         hs = xs if model["post"] else [norm(x, pre + "ln1") for x in xs]
         att = attention(hs, pre + "attn")
         xs = [[a + b for a, b in zip(x, y, strict=True)] for x, y in zip(xs, att, strict=True)]
         if model["post"]:
             xs = [norm(x, pre + "ln1") for x in xs]
         hs = xs if model["post"] else [norm(x, pre + "ln2") for x in xs]
-        ys = [lin([act(a) for a in lin(x, pre + "mlp.fc")], pre + "mlp.proj") for x in hs]
+        ys = [mlp(x, pre) for x in hs]
         xs = [[a + b for a, b in zip(x, y, strict=False)] for x, y in zip(xs, ys, strict=False)]
         if model["post"]:
             xs = [norm(x, pre + "ln2") for x in xs]

@@ -1,6 +1,8 @@
 """Emitting language-model certificates ``exactmem.lm-certificate/1``
 (docs/trained-models.md, "Certificate"): the model's shape and norm kind (``"norm"``:
-``"layernorm"`` or ``"rmsnorm"``, always written), every tensor exactly (integer
+``"layernorm"`` or ``"rmsnorm"``, always written), the options of GPT-NeoX / LLaMA-style
+blocks and GPT-2's score options where they differ from GPT-2's function
+(:func:`options_json`), every tensor exactly (integer
 numerators over one power of two per tensor), the dataset, the claimed positions, optionally
 per-sequence code-length upper bounds (docs/memorized-bits.md), a digest.
 Canonical JSON, so the same inputs give byte-identical files.
@@ -43,6 +45,22 @@ def model_json(spec: LMSpec, weights: dict[str, Any] | None = None) -> dict[str,
         "norm": spec.norm, "tied_head": spec.tied_head, **source}
     if not spec.final_norm:
         out["final_norm"] = False
+    out.update(options_json(spec))
+    return out
+
+
+def options_json(spec: LMSpec) -> dict[str, Any]:
+    """The header fields of the GPT-NeoX / LLaMA parts and GPT-2's score options, each only
+    when it differs from GPT-2's function (so a GPT-2 certificate is unchanged)."""
+    out: dict[str, Any] = {}
+    if spec.n_kv != spec.heads:
+        out["kv_heads"] = spec.n_kv
+    if spec.rotary_dims:
+        out["rotary_dims"] = spec.rotary_dims
+    for key, default in (("parallel_residual", False), ("gated_mlp", False),
+                         ("score_scale", True), ("inverse_layer_scale", False)):
+        if getattr(spec, key) is not default:
+            out[key] = not default
     return out
 
 
@@ -125,6 +143,8 @@ def lm_info(cert: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
             "sequences_in_full": sum(len(p) == ds.n for p in claimed),
             "partial": cert["claims"]["partial"],
             "params": params, "norm": m.get("norm", "layernorm"),
+            **{k: m[k] for k in ("kv_heads", "rotary_dims", "parallel_residual", "gated_mlp",
+                                 "score_scale", "inverse_layer_scale") if k in m},
             **{k: m[k] for k in ("vocab_size", "context", "d_model", "heads", "layers", "d_ff",
                                  "activation", "tied_head")}}
 
@@ -165,7 +185,11 @@ def spec_from_lm_certificate(cert: dict[str, Any], base: Path | None = None) -> 
                   tied_head=m["tied_head"], tensors=tensors,
                   norm_first=m["architecture"] == "pre-ln-decoder",
                   final_norm=m.get("final_norm", True),
-                  norm=m.get("norm", "layernorm"))
+                  norm=m.get("norm", "layernorm"), kv_heads=m.get("kv_heads", 0),
+                  rotary_dims=m.get("rotary_dims", 0),
+                  parallel_residual=m.get("parallel_residual", False),
+                  gated_mlp=m.get("gated_mlp", False), score_scale=m.get("score_scale", True),
+                  inverse_layer_scale=m.get("inverse_layer_scale", False))
 
 
 def _bound_tensors(binding: Any, base: Path) -> dict[str, Any]:

@@ -11,11 +11,12 @@ sqrt(var + eps) * g + b`` with the population variance and ``eps`` the stored nu
 unless stored); ``Attn``
 is causal multi-head softmax attention, scores ``q.k / sqrt(d_head)``, with biases; ``MLP(x) =
 GELU(x W_fc + b_fc) W_proj + b_proj``, GELU in the tanh form (GPT-2's ``gelu_new``) or the erf
-form (``nn.GELU()``), or ReLU (or SiLU ``x / (1 + e^-x)``, not yet certified).  Linear maps
-are ``x W + b`` with ``W`` stored ``[in, out]``.
+form (``nn.GELU()``), or ReLU, or SiLU ``x / (1 + e^-x)``.  Linear maps are ``x W + b``
+with ``W`` stored ``[in, out]``.
 
-The architectures of GPT-NeoX and LLaMA (fields defaulting to GPT-2's function; not yet in
-the certificate format, :meth:`LMSpec.uncertified`): ``rotary_dims`` > 0 replaces ``wpe`` by
+The architectures of GPT-NeoX and LLaMA (fields defaulting to GPT-2's function; the
+certificate header carries each one that differs, :func:`exactmem.lm.certfile.options_json`):
+``rotary_dims`` > 0 replaces ``wpe`` by
 rotary positions on the first ``rotary_dims`` of each head's query and key dimensions, with
 the frequencies ``omega_j`` = ``rope.inv_freq[j]`` (exact stored floats): at position ``p``,
 ``q'_j = q_j cos(p omega_j) - q_{j+r/2} sin(p omega_j)``, ``q'_{j+r/2} = q_{j+r/2} cos(p
@@ -43,10 +44,9 @@ from exactmem.errors import SpecError
 
 Activation = Literal["gelu_tanh", "gelu_erf", "relu", "silu"]
 ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu", "silu")
-#: the activations an ``exactmem.lm-certificate/1`` carries (the checker's); ``silu``
-#: (``x / (1 + e^-x)``, LLaMA's SwiGLU gate) runs in every producer domain but no importer
-#: reads it and no certificate is written with it until the checker proves it
-CERTIFIED_ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
+#: the activations an ``exactmem.lm-certificate/1`` carries (the checker proves them); an
+#: activation outside it runs in the producer domains but no certificate is written with it
+CERTIFIED_ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu", "silu")
 Norm = Literal["layernorm", "rmsnorm"]
 NORMS = ("layernorm", "rmsnorm")
 #: The tensors of a block: each name's weight shape in the dimensions ``d`` (``d_model``),
@@ -157,14 +157,6 @@ class LMSpec:
         out = []
         if self.activation not in CERTIFIED_ACTIVATIONS:
             out.append(f"activation {self.activation!r}")
-        for flag, text in ((self.rotary_dims > 0, "rotary positions"),
-                           (self.n_kv != self.heads, "grouped-query attention (kv_heads)"),
-                           (self.parallel_residual, "parallel residual"),
-                           (self.gated_mlp, "gated MLP (SwiGLU)"),
-                           (not self.score_scale, "attention scores without 1/sqrt(d_head)"),
-                           (self.inverse_layer_scale, "scale_attn_by_inverse_layer_idx")):
-            if flag:
-                out.append(text)
         return out
 
     def names(self) -> tuple[list[str], list[str]]:

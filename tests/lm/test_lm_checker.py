@@ -49,7 +49,7 @@ def _set(path: tuple[Any, ...], value: Any) -> Callable[[Cert], None]:
 T = ("model", "tensors")
 MUTATIONS = [
     (_set(("model", "heads"), 3), "does not divide"),
-    (_set(("model", "activation"), "silu"), "model.activation"),
+    (_set(("model", "activation"), "swish"), "model.activation"),
     (_set(("model", "layer_norm_eps"), "-1/2"), "layer_norm_eps"),
     (_set(("model", "layer_norm_eps"), 1e-5), "layer_norm_eps"),
     (_set(("model", "tied_head"), 1), "tied_head"),

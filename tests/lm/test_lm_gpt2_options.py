@@ -1,7 +1,7 @@
 """GPT-2's ``scale_attn_by_inverse_layer_idx`` and ``scale_attn_weights = false``: read,
-equal to ``transformers``' float64 forward pass, enclosed by every domain, and refused in
-certificates (the checker does not prove them yet); a ``pytorch_model.bin`` checkpoint reads
-as its safetensors twin."""
+equal to ``transformers``' float64 forward pass, enclosed by every domain, and carried by
+certificates that the checker verifies; a ``pytorch_model.bin`` checkpoint reads as its
+safetensors twin."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from lm_hf import VOCAB, check_domains, check_onnx, save, tokens
 
-from exactmem.errors import SpecError
+from exactmem.checker.lm.lm_verify import check
 from exactmem.lm.certfile import build_lm_certificate
 from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
@@ -23,11 +23,12 @@ torch = pytest.importorskip("torch")
 from exactmem.lm.checkpoints.gpt2 import load_gpt2, torch_logits  # noqa: E402
 
 
-@pytest.mark.parametrize(("inverse", "scaled", "refused"), [
-    (True, True, "scale_attn_by_inverse_layer_idx"),
-    (False, False, "attention scores without 1/sqrt"),
+@pytest.mark.parametrize(("inverse", "scaled", "field"), [
+    (True, True, {"inverse_layer_scale": True}),
+    (False, False, {"score_scale": False}),
 ])
-def test_score_options(tmp_path: Path, inverse: bool, scaled: bool, refused: str) -> None:
+def test_score_options(tmp_path: Path, inverse: bool, scaled: bool,
+                       field: dict[str, bool]) -> None:
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2,
                                   n_head=2, scale_attn_by_inverse_layer_idx=inverse,
@@ -45,11 +46,15 @@ def test_score_options(tmp_path: Path, inverse: bool, scaled: bool, refused: str
     proved, positions = check_domains(spec, tokens(1, 4))
     assert proved >= 0.98 * positions
     check_onnx(spec, tokens(1, 2))
+    toks = tokens(2, 2)
+    ys = logits64(spec, toks).argmax(-1)
     ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
-                 sequences=((0, 1, 2),), labels=((1, 2, 3),))
-    with pytest.raises(SpecError, match=f"^{refused}"):
-        build_lm_certificate(spec, ds, [[0]], True)
-    build_lm_certificate(plain, ds, [[0]], True)
+                 sequences=tuple(map(tuple, toks.tolist())), labels=tuple(map(tuple, ys.tolist())))
+    cert = build_lm_certificate(spec, ds, [list(range(ds.n))] * ds.N, True)
+    assert {k: cert["model"][k] for k in field} == field
+    assert "score_scale" not in build_lm_certificate(plain, ds, [[0], []], True)["model"]
+    bad, _, claim = check(cert, tmp_path)
+    assert not bad and claim is not None and claim.startswith(f"{2 * ds.n} of {2 * ds.n}")
     single = tmp_path / "bin"
     single.mkdir()
     shutil.copy(path / "config.json", single / "config.json")

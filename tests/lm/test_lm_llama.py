@@ -1,11 +1,12 @@
 """LLaMA-style checkpoints (``LlamaForCausalLM``, Qwen2 with its q/k/v biases, Mistral): the
 import equals ``transformers``' float64 forward pass (grouped-query attention, SwiGLU,
 RMSNorm, rotary positions on every head dimension), every domain encloses the imported
-function, options that are not read are refused by name, no certificate is written yet."""
+function, options that are not read are refused by name, and its certificates check."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,6 @@ import pytest
 from lm_hf import VOCAB, tokens
 
 from exactmem.errors import SpecError
-from exactmem.lm.certfile import build_lm_certificate
 from exactmem.lm.decoder import INV_FREQ
 from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
@@ -97,15 +97,26 @@ def test_a_sliding_window_caps_the_context(saved: Path, tmp_path: Path) -> None:
     assert load_llama(path).context == 8
 
 
-def test_no_certificate_yet(saved: Path) -> None:
-    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
-                 sequences=((0, 1, 2),), labels=((1, 2, 3),))
+def test_a_certificate_is_written_and_checked(saved: Path, tmp_path: Path) -> None:
+    """``certify_lm`` writes the certificate (grouped-query attention, rotary positions, the
+    gated MLP with SiLU in its header) and the checker verifies the same count."""
+    from exactmem.api.lm import certify_lm
+    from exactmem.checker.lm.lm_verify import check
+
     spec = load_llama(saved)
-    with pytest.raises(SpecError, match="^activation: 'silu' is not in the certificate"):
-        build_lm_certificate(spec, ds, [[0]], True)
-    with pytest.raises(SpecError, match="^rotary positions, grouped-query attention "
-                                        r"\(kv_heads\), gated MLP \(SwiGLU\): not in the"):
-        build_lm_certificate(dataclasses.replace(spec, activation="relu"), ds, [[0]], True)
+    toks = tokens(5, 2)
+    ys = logits64(spec, toks).argmax(-1)
+    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
+                 sequences=tuple(map(tuple, toks.tolist())), labels=tuple(map(tuple, ys.tolist())))
+    out = tmp_path / "c.json"
+    res = certify_lm(saved, ds, out, partial=True, kind="llama")
+    assert res.written and res.checked and res.proved >= 0.9 * res.positions
+    cert = json.loads(out.read_text())
+    m = cert["model"]
+    assert (m["kv_heads"], m["rotary_dims"], m["gated_mlp"], m["activation"], m["norm"]) == \
+        (2, 16, True, "silu", "rmsnorm")
+    bad, unusable, claim = check(cert, tmp_path)
+    assert not bad and claim is not None and claim.startswith(f"{res.proved} of 32 positions")
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

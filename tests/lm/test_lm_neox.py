@@ -1,7 +1,7 @@
 """GPT-NeoX (Pythia) checkpoints: the import equals ``transformers``' float64 forward pass
 in every layout ``save_pretrained`` writes, every domain encloses the imported function
 (rotary positions on a quarter of each head, parallel and sequential residuals), options
-that are not read are refused by name, and no certificate is written for it yet."""
+that are not read are refused by name, and its certificates check."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 from lm_hf import VOCAB, tokens
 
 from exactmem.errors import SpecError
-from exactmem.lm.certfile import build_lm_certificate
 from exactmem.lm.decoder import INV_FREQ
 from exactmem.lm.float64 import logits64
 from exactmem.model.dataset import Dataset
@@ -90,23 +89,31 @@ def test_options_not_read_are_refused(saved: Path, tmp_path: Path, edit: dict[st
             lm_kind(bad)
 
 
-def test_no_certificate_yet(saved: Path) -> None:
+def test_a_certificate_is_written_and_checked(saved: Path, tmp_path: Path) -> None:
+    """``certify_lm`` writes the certificate (rotary positions, the residual form in its
+    header) and the checker, run on its own, verifies the same count."""
     from exactmem.api.lm import certify_lm
+    from exactmem.checker.lm.lm_verify import check
 
     spec = load_gpt_neox(saved)
+    toks = tokens(5, 2)
+    ys = logits64(spec, toks).argmax(-1)
     ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=VOCAB,
-                 sequences=((0, 1, 2),), labels=((1, 2, 3),))
-    with pytest.raises(SpecError, match=r"^rotary positions(, parallel residual)?: not in "
-                                        "the certificate format yet"):
-        build_lm_certificate(spec, ds, [[0]], True)
-    with pytest.raises(SpecError, match="rotary positions"):
-        certify_lm(saved, ds, saved / "never.json", partial=True, kind="gpt-neox")
-    assert not (saved / "never.json").exists()
+                 sequences=tuple(map(tuple, toks.tolist())), labels=tuple(map(tuple, ys.tolist())))
+    out = tmp_path / "c.json"
+    res = certify_lm(saved, ds, out, partial=True, kind="gpt-neox")
+    assert res.written and res.checked and res.proved >= 0.9 * res.positions
+    cert = json.loads(out.read_text())
+    m = cert["model"]
+    assert m["rotary_dims"] == 4 and m.get("parallel_residual", False) is spec.parallel_residual
+    assert "kv_heads" not in m and "wpe" not in m["tensors"]
+    bad, unusable, claim = check(cert, tmp_path)
+    assert not bad and claim is not None and claim.startswith(f"{res.proved} of 32 positions")
 
 
 def test_the_pipeline_proves_positions_without_a_certificate(saved: Path) -> None:
     """``certify_lm`` without an output: import, cross-check against transformers, the
-    default producer; the positions come back unchecked (no certificate format yet)."""
+    default producer, the checker in-process; nothing written."""
     from exactmem.api.lm import certify_lm
 
     spec = load_gpt_neox(saved)
@@ -116,9 +123,9 @@ def test_the_pipeline_proves_positions_without_a_certificate(saved: Path) -> Non
                  sequences=tuple(map(tuple, toks.tolist())), labels=tuple(map(tuple, ys.tolist())))
     lines: list[str] = []
     res = certify_lm(saved, ds, None, partial=True, kind="gpt-neox", log=lines.append)
-    assert res.proved >= 0.98 * res.positions and not res.checked and not res.written
+    assert res.proved >= 0.98 * res.positions and res.checked and not res.written
     assert "GPTNeoXForCausalLM" in res.compared
-    assert any(line.startswith("not checked: rotary positions") for line in lines)
+    assert not any(line.startswith("not checked") for line in lines)
 
 
 def test_older_config_keys(saved: Path, tmp_path: Path) -> None:

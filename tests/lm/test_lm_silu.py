@@ -1,18 +1,17 @@
 """SiLU ``x / (1 + e^-x)`` (LLaMA's SwiGLU gate) as one operation per domain: every domain
 computes it, the ball enclosures contain python-flint arb's value, the norm-ball logits
-contain the float64 logits, and no certificate is written with it (the checker does not
-prove it yet)."""
+contain the float64 logits, and a certificate carries it."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import flint
 import numpy as np
 import pytest
 from lm_models import random_spec
 
-from exactmem.errors import SpecError
 from exactmem.lm import ball_steps as F
 from exactmem.lm import balls as I
 from exactmem.lm.certfile import build_lm_certificate
@@ -94,10 +93,13 @@ def test_every_domain_computes_silu(silu_spec: object) -> None:
     assert float(np.abs(sess.run(["logits"], {"tokens": toks})[0] - z).max()) < 1e-12
 
 
-def test_no_certificate_carries_silu(silu_spec: object) -> None:
+def test_a_certificate_carries_silu(silu_spec: object) -> None:
+    from exactmem.checker.lm.lm_verify import check
+
     spec = silu_spec
     ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=spec.vocab_size,
                  sequences=((0, 1, 2),), labels=((1, 2, 3),))
-    with pytest.raises(SpecError, match="activation: 'silu' is not in the certificate format"):
-        build_lm_certificate(spec, ds, [[0]], True)
-    build_lm_certificate(dataclasses.replace(spec, activation="relu"), ds, [[0]], True)
+    cert = build_lm_certificate(spec, ds, [[]], True)
+    assert cert["model"]["activation"] == "silu"
+    bad, unusable, claim = check(cert, Path("."))
+    assert not bad and claim is not None and claim.startswith("0 of 3 positions")

@@ -26,14 +26,15 @@ from math import isqrt
 PI_DIGITS = 314159265358979323846264338327950288419716939937510  # pi * 10**50, truncated
 PI_SCALE = 10 ** 50  # so PI_DIGITS / PI_SCALE < pi < (PI_DIGITS + 1) / PI_SCALE
 GUARD = 40  # extra bits carried inside exp
+Bounds = tuple[int, int]  # (lo, hi)
 
 
-def cdiv(a, b):
+def cdiv(a: int, b: int) -> int:
     """``ceil(a / b)`` for ``b > 0``."""
     return -((-a) // b)
 
 
-def _exp_nonneg(u, f):
+def _exp_nonneg(u: int, f: int) -> Bounds:
     """Bounds of ``e**(u / 2**f) * 2**f`` for an integer ``u >= 0``.
 
     One floor chain ``lo_i = floor(lo_{i-1} t / i)`` (units ``2**-p``) gives
@@ -61,14 +62,14 @@ TABLE_P = 272  # bits of the tables of e**-(j/64) and e**-(j/4096)
 _TABLES: list[list[tuple[int, int]]] = []
 
 
-def _tables():
+def _tables() -> list[list[Bounds]]:
     """``(T1, T2)``: bounds at ``2**-TABLE_P`` of ``e**-(j/64)`` for ``j/64 < 0.7 TABLE_P``
     and of ``e**-(j/4096)`` for ``j < 64``, each as ``1 / e**(...)`` with directed
     division (computed on first use, about 0.1 s)."""
     if not _TABLES:
         one2 = 1 << (2 * TABLE_P)
 
-        def neg(u):
+        def neg(u: int) -> Bounds:
             lo, hi = _exp_nonneg(u, TABLE_P)
             return one2 // hi, cdiv(one2, lo)
 
@@ -77,7 +78,7 @@ def _tables():
     return _TABLES
 
 
-def _exp_neg_table(u, f):
+def _exp_neg_table(u: int, f: int) -> Bounds:
     """Bounds of ``e**-(u / 2**f) * 2**f`` for ``0 < u / 2**f < 0.7 f``, ``f <= TABLE_P - 16``.
 
     At ``p = f + 16`` bits, ``v = u * 2**16`` is exact; ``j = floor(v / 2**(p-12))`` and
@@ -106,7 +107,7 @@ def _exp_neg_table(u, f):
     return lo >> 16, -((-hi) >> 16)
 
 
-def exp(x, f):
+def exp(x: int, f: int) -> Bounds:
     """Bounds of ``e**(x / 2**f) * 2**f``; ``f <= 700`` (below ``e**-512`` the lower bound
     is 0)."""
     if x >= 0:
@@ -121,7 +122,7 @@ def exp(x, f):
     return one2 // hi, cdiv(one2, lo)
 
 
-def tanh(z, f):
+def tanh(z: int, f: int) -> Bounds:
     """Bounds of ``tanh(z / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
     neg = z < 0  # tanh is odd
     u = -2 * z if neg else 2 * z
@@ -136,33 +137,33 @@ def tanh(z, f):
     return (-hi, -lo) if neg else (lo, hi)
 
 
-def sqrt_const(num, den, f):
+def sqrt_const(num: int, den: int, f: int) -> Bounds:
     """Bounds of ``sqrt(num / den) * 2**f`` for integers ``num >= 0``, ``den > 0``."""
     v = num << (2 * f)
     r = isqrt(v // den)
     return r, isqrt(cdiv(v, den)) + 1
 
 
-def sqrt_two_over_pi(f):
+def sqrt_two_over_pi(f: int) -> Bounds:
     """Bounds of ``sqrt(2 / pi) * 2**f``."""
     lo = sqrt_const(2 * PI_SCALE, PI_DIGITS + 1, f)[0]
     hi = sqrt_const(2 * PI_SCALE, PI_DIGITS, f)[1]
     return lo, hi
 
 
-def two_over_sqrt_pi(f):
+def two_over_sqrt_pi(f: int) -> Bounds:
     """Bounds of ``2 / sqrt(pi) * 2**f`` (``sqrt(4 / pi)``)."""
     return sqrt_const(4 * PI_SCALE, PI_DIGITS + 1, f)[0], sqrt_const(4 * PI_SCALE, PI_DIGITS, f)[1]
 
 
-def rsqrt(vlo, vhi, f):
+def rsqrt(vlo: int, vhi: int, f: int) -> Bounds:
     """Bounds of ``2**f / sqrt(v / 2**(2f))`` for all ``v`` in ``[vlo, vhi]``, ``vlo > 0``
     (``v`` carries 2f fractional bits, so the root carries f)."""
     one2 = 1 << (2 * f)
     return one2 // (isqrt(vhi) + 1), cdiv(one2, isqrt(vlo))
 
 
-def _erf_series(y, f):
+def _erf_series(y: int, f: int) -> tuple[int, int, int]:
     """Bounds ``(lo, hi, p)`` of ``sum_n 2^n y^(2n+1) / (1*3*...*(2n+1)) * 2**p`` for
     ``y / 2**f >= 0``, ``p = f + GUARD``.
 
@@ -188,7 +189,7 @@ def _erf_series(y, f):
     return total, total + errors + term + err, p
 
 
-def erf(y, f):
+def erf(y: int, f: int) -> Bounds:
     """Bounds of ``erf(y / 2**f) * 2**f`` (within ``[-2**f, 2**f]``)."""
     if y < 0:
         lo, hi = erf(-y, f)

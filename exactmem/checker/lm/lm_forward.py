@@ -12,14 +12,17 @@ point of the input ball into the output ball:
   centred balls, ``1 / sqrt(var + eps)`` by :func:`lm_bounds.rsqrt`;
 - RMSNorm (``model["norm"]`` "rmsnorm"): the same without centring, mean-square bounds from
   the balls themselves (:func:`rmsnorm`);
-- causal softmax attention with the ``1 / sqrt(d_head)`` scale: score balls, ``e**(s - M)``
-  bounds at each midpoint widened by ``e**+-r`` (``e**r <= 1 + 2r``, ``e**-r >= 1 - r`` for
-  ``r <= 1``), each weight bounded by ``lo_j / (lo_j + sum_{k != j} hi_k)`` and its mirror;
+- causal softmax attention (grouped-query when ``kv_heads < heads``; rotary positions on
+  ``q`` and ``k`` first, :mod:`lm_ops`), scores ``q.k`` times a per-block scale ball
+  (:func:`lm_model.score_scale`): score balls, ``e**(s - M)`` bounds at each midpoint
+  widened by ``e**+-r`` (``e**r <= 1 + 2r``, ``e**-r >= 1 - r`` for ``r <= 1``), each
+  weight bounded by ``lo_j / (lo_j + sum_{k != j} hi_k)`` and its mirror;
 - GELU, tanh form ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` or erf form
   ``x/2 (1 + erf(x / sqrt 2))``: the inner argument is monotone, so its interval comes from
   the end points; tanh / erf at its midpoint, widened by their Lipschitz constants (1 and
   ``2/sqrt(pi) < 2``); the product by interval multiplication;
-- ReLU: 1-Lipschitz, so ``max(m, 0)`` with the same radius.
+- ReLU: 1-Lipschitz, so ``max(m, 0)`` with the same radius; SiLU and a gated MLP's product:
+  :mod:`lm_ops`.
 
 Midpoint-radius form keeps each matrix-vector product to one integer dot product per output;
 :func:`apply_all` and :func:`attention` compute those of all positions together by
@@ -28,10 +31,21 @@ radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every fu
 ``f`` (the certificate's, chosen by :func:`lm_model.precision`).
 """
 
+from collections.abc import Callable, Iterable, Sequence
+from math import isqrt
 from operator import mul
+from typing import Any
 
-from . import lm_bounds, lm_fastgelu, lm_limbs
+from . import lm_bounds, lm_fastgelu, lm_limbs, lm_ops
 from .lm_bounds import cdiv
+
+Rows = list[list[int]]
+Tensor = tuple[Rows, int]  # rows of numerators and the scale E: each entry num / 2**E
+Ball = tuple[list[int], int]  # midpoints and one radius, units 2**-F
+Balls = tuple[Rows, list[int]]  # the balls of every position
+Lin = tuple[Rows, list[int], int, int, int]  # columns, bias, E, largest column 1-norm, bias
+LnParams = tuple[list[int], list[int], int, int]  # gain, bias, E, largest |gain|
+Model = dict[str, Any]  # the prepared model of lm_model, or one of its blocks
 
 F = 128  # fractional bits of every value
 ONE = 1 << F
@@ -43,7 +57,7 @@ class Degenerate(Exception):
     or a score radius beyond 1: no finite bound exists."""
 
 
-def linear(w, b, f=F):
+def linear(w: Tensor, b: Tensor | None, f: int = F) -> Lin:
     """Prepare ``x W + b`` (``w = (rows [in][out] of numerators, E)``, ``b`` likewise or
     None): columns, bias times ``2**F`` on one scale ``2**-E``, the largest column 1-norm
     and the largest bias."""
@@ -60,39 +74,39 @@ def linear(w, b, f=F):
     return cols, bias, e, max(sum(map(abs, c)) for c in cols), max(map(abs, bias))
 
 
-def apply(lin, m, r):
+def apply(lin: Lin, m: list[int], r: int) -> Ball:
     """``x W + b`` on one ball: one exact integer dot product per output, floored."""
     cols, bias, e, l1, _ = lin
     return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
 
 
-def _slots(bound):
+def _slots(bound: int) -> tuple[int, int]:
     """``(bytes a slot, half)`` for slots holding integers of absolute value ``<= bound``
     with ``half = 2**(8 bytes - 1) > bound``."""
     sb = -(-(bound.bit_length() + 1) // 8)
     return sb, 1 << (8 * sb - 1)
 
 
-def _ones(n, sb):
+def _ones(n: int, sb: int) -> int:
     """``sum_{p < n} 2**(8 sb p)``."""
     return int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
 
 
-def _pack(values, sb, half):
+def _pack(values: Sequence[int], sb: int, half: int) -> int:
     """``sum_p values[p] 2**(8 sb p)`` for ``|values[p]| < half``."""
     lifted = int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in values),
                             "little")
     return lifted - half * _ones(len(values), sb)
 
 
-def _unpack(total, n, sb, half):
+def _unpack(total: int, n: int, sb: int, half: int) -> list[int]:
     """The ``n`` slots of ``total = sum_p (y_p + half) 2**(8 sb p)`` with ``|y_p| < half``
     (every slot then lies in ``[0, 2**(8 sb))``: the base-``2**(8 sb)`` digits)."""
     raw = total.to_bytes(n * sb, "little")
     return [int.from_bytes(raw[q:q + sb], "little") - half for q in range(0, n * sb, sb)]
 
 
-def apply_all(lin, ms, rs):
+def apply_all(lin: Lin, ms: Rows, rs: list[int]) -> Balls:
     """``x W + b`` on the balls ``(ms[p], rs[p])`` of every position at once, by Kronecker
     substitution.
 
@@ -127,7 +141,8 @@ def apply_all(lin, ms, rs):
     return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
 
-def layernorm(params, m, r, eps, f=F):
+def layernorm(params: LnParams, m: list[int], r: int, eps: tuple[int, int],
+              f: int = F) -> Ball:
     """``(x - mean) / sqrt(var + eps) * g + b`` on the ball ``(m, r)``."""
     d = len(m)
     mu = sum(m) // d  # true mean within [mu, mu + 1) + r
@@ -135,12 +150,14 @@ def layernorm(params, m, r, eps, f=F):
                        "variance plus eps may be 0")
 
 
-def rmsnorm(params, m, r, eps, f=F):
+def rmsnorm(params: LnParams, m: list[int], r: int, eps: tuple[int, int],
+            f: int = F) -> Ball:
     """``x / sqrt(mean(x**2) + eps) * g + b`` on the ball ``(m, r)`` (RMSNorm: no centring)."""
     return _normalised(params, m, r, eps, f, "RMSNorm: the mean square plus eps may be 0")
 
 
-def _normalised(params, c, rc, eps, f, degenerate):
+def _normalised(params: LnParams, c: list[int], rc: int, eps: tuple[int, int], f: int,
+                degenerate: str) -> Ball:
     """``c / sqrt(mean(c**2) + eps) * g + b`` for the ball ``(c, rc)`` (``c`` centred for
     LayerNorm, the input itself for RMSNorm).
 
@@ -153,7 +170,7 @@ def _normalised(params, c, rc, eps, f, degenerate):
     d = len(c)
     vlo = sum(max(abs(x) - rc, 0) ** 2 for x in c) // d + eps[0]
     vhi = cdiv(sum((abs(x) + rc) ** 2 for x in c), d) + eps[1]
-    if vlo <= 0 or lm_bounds.isqrt(vlo) == 0:
+    if vlo <= 0 or isqrt(vlo) == 0:
         raise Degenerate(degenerate)
     slo, shi = lm_bounds.rsqrt(vlo, vhi, f)
     sm = (slo + shi) >> 1
@@ -167,7 +184,7 @@ def _normalised(params, c, rc, eps, f, degenerate):
 NORMS = {"layernorm": layernorm, "rmsnorm": rmsnorm}
 
 
-def ln_params(g, b, f=F):
+def ln_params(g: Tensor, b: Tensor, f: int = F) -> LnParams:
     """LayerNorm gain and bias on one scale; the bias times ``2**2F``."""
     (gn, eg), (bn, eb) = g, b
     e = max(eg, eb)
@@ -175,7 +192,7 @@ def ln_params(g, b, f=F):
     return gv, [x << (e - eb + 2 * f) for x in bn[0]], e, max(map(abs, gv))
 
 
-def _ball(lo, hi):
+def _ball(lo: int, hi: int) -> tuple[int, int]:
     m = (lo + hi) >> 1
     return m, hi - m
 
@@ -183,7 +200,8 @@ def _ball(lo, hi):
 SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
 
 
-def _at_radius(fn, z, zr, lip, f=F):
+def _at_radius(fn: Callable[[int, int], tuple[int, int]], z: int, zr: int, lip: int,
+               f: int = F) -> tuple[int, int]:
     """Bounds ``(lo, hi)`` at ``2**-F`` of the increasing ``fn`` (``tanh`` or ``erf``, with
     Lipschitz constant at most ``lip``) at ``z``, computed at the working precision the
     radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``F``.  With
@@ -198,7 +216,8 @@ def _at_radius(fn, z, zr, lip, f=F):
     return lo << g, (hi + lip) << g
 
 
-def gelu(kind, m, r, consts, f=F):
+def gelu(kind: str, m: list[int], r: int, consts: dict[str, Any],
+         f: int = F) -> Ball:
     """GELU (``kind`` "gelu_tanh", "gelu_erf" or "relu") of every coordinate of the ball.
 
     Per coordinate: the inner argument's interval from the end points (it is increasing in
@@ -249,7 +268,7 @@ def gelu(kind, m, r, consts, f=F):
     return out, rad
 
 
-def softmax_weights(scores, r, f=F):
+def softmax_weights(scores: list[int], r: int, f: int = F) -> list[tuple[int, int]] | None:
     """Bounds ``(lo, hi)`` (``2**-F``) of the softmax weights of score balls
     ``(scores[j], r)``; None when the radius exceeds 1."""
     one = 1 << f
@@ -266,20 +285,25 @@ def softmax_weights(scores, r, f=F):
             for lo, hi in zip(los, his)]
 
 
-def attention(qkv, rads, heads, scale, f=F):
-    """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position;
-    returns the concatenated head outputs and their radii per position."""
-    d = len(qkv[0]) // 3
-    dh = d // heads
+def attention(qkv: Rows, rads: list[int], heads: int, scale: tuple[int, int], f: int = F,
+              kv_heads: int | None = None) -> Balls:
+    """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position
+    (``q`` of ``heads`` heads, ``k`` and ``v`` of ``kv_heads``, default ``heads``; query head
+    ``h`` reads key/value head ``h // (heads / kv_heads)``); scores ``q.k`` times the ball
+    ``scale``; returns the concatenated head outputs and their radii per position."""
+    kv = kv_heads or heads
+    dh = len(qkv[0]) // (heads + 2 * kv)
+    d = heads * dh
     n = len(qkv)
     one = 1 << f
     cm, cr = scale
     outs = [[0] * d for _ in qkv]
     orads = [0] * len(qkv)
     for h in range(heads):
+        g = h // (heads // kv)
         q = [row[h * dh:(h + 1) * dh] for row in qkv]
-        k = [row[d + h * dh:d + (h + 1) * dh] for row in qkv]
-        v = [row[2 * d + h * dh:2 * d + (h + 1) * dh] for row in qkv]
+        k = [row[d + g * dh:d + (g + 1) * dh] for row in qkv]
+        v = [row[d + (kv + g) * dh:d + (kv + g + 1) * dh] for row in qkv]
         kn = [sum(map(abs, x)) for x in k]
         vmax = [max(map(abs, x)) for x in v]
         # packed as in apply_all: the keys of all positions per coordinate, so one product
@@ -311,21 +335,24 @@ def attention(qkv, rads, heads, scale, f=F):
     return outs, orads
 
 
-def constants(d_head, f=F):
+def constants(d_head: int, f: int = F) -> dict[str, Any]:
     """The irrational constants as balls / bounds at ``2**-F``."""
     lo, hi = lm_bounds.sqrt_const(1, d_head, f)
     return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(f),
             "s": lm_bounds.sqrt_const(1, 2, f)}
 
 
-def embed(wte, wpe, toks, f=F):
-    """``wte[t] + wpe[p]`` as balls (radius 0 when exact at ``2**-F``, else 1)."""
-    (tr, et), (pr, ep) = wte, wpe
+def embed(wte: Tensor, wpe: Tensor | None, toks: Sequence[int], f: int = F) -> Balls:
+    """``wte[t] + wpe[p]`` as balls (radius 0 when exact at ``2**-F``, else 1); ``wpe`` None
+    (rotary positions): ``wte[t]``."""
+    (tr, et) = wte
+    pr, ep = wpe if wpe is not None else (None, et)
     e = max(et, ep)
     out, rads = [], []
     for p, t in enumerate(toks):
         num = [a << (e - et) for a in tr[t]]
-        num = [a + (b << (e - ep)) for a, b in zip(num, pr[p])]
+        if pr is not None:
+            num = [a + (b << (e - ep)) for a, b in zip(num, pr[p])]
         if e <= f:
             out.append([a << (f - e) for a in num])
             rads.append(0)
@@ -335,44 +362,74 @@ def embed(wte, wpe, toks, f=F):
     return out, rads
 
 
-def logits(model, toks, wanted):
-    """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence.
+def _unzip(balls: Iterable[Ball]) -> Balls:
+    ms, rs = [], []
+    for m, r in balls:
+        ms.append(m)
+        rs.append(r)
+    return ms, rs
 
-    ``model`` is the prepared model of :mod:`lm_model` (linear maps and LayerNorm
-    parameters made by :func:`linear` and :func:`ln_params`; ``model["norm"]`` names the
-    norm kind, a key of :data:`NORMS`).  ``model["post_ln"]``: each
-    layer is ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``model["lnf"]`` None: no final
-    norm."""
+
+def _add(xs: Rows, rs: list[int], ys: Rows, yrs: list[int]) -> Balls:
+    return [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)], list(map(sum, zip(rs, yrs)))
+
+
+def _attention(model: Model, blk: Model, hs: Rows, hrs: list[int]) -> Balls:
+    """The attention branch up to its output projection: ``q | k | v``, rotary positions
+    (:func:`lm_ops.rotary`), attention with the block's score scale, the projection."""
+    f = model["f"]
+    qkv, qr = apply_all(blk["attn"], hs, hrs)
+    if model["rope"] is not None:
+        cache = model["rope_cache"]
+        for p in range(len(cache), len(qkv)):
+            cache.append(lm_ops.rope_table(model["rope"], p, f))
+        qr = lm_ops.rotary(qkv, qr, model["heads"], model["kv_heads"], cache, f)
+    att, ar = attention(qkv, qr, model["heads"], blk["scale"], f, model["kv_heads"])
+    return apply_all(blk["proj"], att, ar)
+
+
+def _mlp(model: Model, blk: Model, hs: Rows, hrs: list[int]) -> Balls:
+    """The MLP branch up to its output projection; gated: ``act(gate) * fc``."""
+    f, act, consts = model["f"], model["activation"], model["consts"]
+
+    def activation(ms: Rows, rs: list[int]) -> Balls:
+        if act == "silu":
+            return _unzip(lm_ops.silu(m, r, f) for m, r in zip(ms, rs))
+        return _unzip(gelu(act, m, r, consts, f) for m, r in zip(ms, rs))
+
+    us, urs = apply_all(blk["fc"], hs, hrs)
+    if blk["gate"] is None:
+        us, urs = activation(us, urs)
+    else:
+        gs, grs = activation(*apply_all(blk["gate"], hs, hrs))
+        us, urs = _unzip(lm_ops.product(a, b, f) for a, b in zip(zip(gs, grs), zip(us, urs)))
+    return apply_all(blk["mlp_proj"], us, urs)
+
+
+def logits(model: Model, toks: Sequence[int], wanted: Iterable[int]) -> dict[int, Ball]:
+    """Logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence, for the
+    prepared model of :mod:`lm_model` (``model["norm"]`` a key of :data:`NORMS`).  Pre-LN:
+    ``x += Attn(LN1(x))``, ``x += MLP(LN2(x))``; ``parallel``: ``x += Attn(LN1(x)) +
+    MLP(LN2(x))``; ``post_ln``: ``x = LN1(x + Attn(x)); x = LN2(x + MLP(x))``; ``lnf`` None:
+    no final norm."""
     f = model["f"]
     xs, rs = embed(model["wte"], model["wpe"], toks, f)
-    eps, heads, act, consts = model["eps"], model["heads"], model["activation"], model["consts"]
-    post, kind = model["post_ln"], NORMS[model["norm"]]
+    eps, post, kind = model["eps"], model["post_ln"], NORMS[model["norm"]]
 
-    def norm(ln, xs, rs):
-        return map(list, zip(*(kind(ln, x, r, eps, f) for x, r in zip(xs, rs))))
+    def norm(ln: LnParams, xs: Rows, rs: list[int]) -> Balls:
+        return _unzip(kind(ln, x, r, eps, f) for x, r in zip(xs, rs))
 
     for blk in model["blocks"]:
         if post:
-            hs, hrs = xs, rs
+            xs, rs = norm(blk["ln1"], *_add(xs, rs, *_attention(model, blk, xs, rs)))
+            xs, rs = norm(blk["ln2"], *_add(xs, rs, *_mlp(model, blk, xs, rs)))
+        elif model["parallel"]:
+            ys, yrs = _attention(model, blk, *norm(blk["ln1"], xs, rs))
+            ms, mrs = _mlp(model, blk, *norm(blk["ln2"], xs, rs))
+            xs, rs = _add(*_add(xs, rs, ys, yrs), ms, mrs)
         else:
-            hs, hrs = norm(blk["ln1"], xs, rs)
-        qkv, qr = apply_all(blk["attn"], hs, hrs)
-        att, ar = attention(qkv, qr, heads, consts["scale"], f)
-        ys, yrs = apply_all(blk["proj"], att, ar)
-        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
-        rs = [r + yr for r, yr in zip(rs, yrs)]
-        if post:
-            xs, rs = norm(blk["ln1"], xs, rs)
-            hs, hrs = xs, rs
-        else:
-            hs, hrs = norm(blk["ln2"], xs, rs)
-        hs, hrs = apply_all(blk["fc"], hs, hrs)
-        hs, hrs = map(list, zip(*(gelu(act, h, hr, consts, f) for h, hr in zip(hs, hrs))))
-        ys, yrs = apply_all(blk["mlp_proj"], hs, hrs)
-        xs = [[u + w for u, w in zip(x, y)] for x, y in zip(xs, ys)]
-        rs = [r + yr for r, yr in zip(rs, yrs)]
-        if post:
-            xs, rs = norm(blk["ln2"], xs, rs)
+            xs, rs = _add(xs, rs, *_attention(model, blk, *norm(blk["ln1"], xs, rs)))
+            xs, rs = _add(xs, rs, *_mlp(model, blk, *norm(blk["ln2"], xs, rs)))
     wanted = list(wanted)
     if not wanted:
         return {}
