@@ -57,17 +57,12 @@ def _cross_check(model: Any, kind: str, spec: Any, own: Any, own_name: str,
                  toks: np.ndarray, labels: Any, log: Any) -> np.ndarray:
     """The spec's float64 logits, after checking them against the checkpoint's own forward
     pass and the config's reading (as certify-model does)."""
-    from exactmem.api.lm import CROSS_CHECK_TOL
+    from exactmem.api.lm import cross_checked
     from exactmem.lm.checkpoints.readings import judge
     from exactmem.lm.float64 import logits64
 
-    theirs = own(toks)
     ours = logits64(spec, toks)
-    gap = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else float("inf")
-    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
-        raise SpecError(f"cross-check: the imported function's float64 logits differ from "
-                        f"{own_name} by {gap:.3g}: not certifying")
-    log(f"cross-check: float64 logits agree with {own_name} to {gap:.2g}")
+    log(cross_checked(own(toks), ours, own_name))
     log("cross-check: " + judge(spec, kind, toks, labels, ours, False,
                                 source=str(model)).line())
     return ours

@@ -124,6 +124,17 @@ class LMResult:
                 f"sequences in full); cross-checked against {self.compared}")
 
 
+def cross_checked(theirs: np.ndarray, ours: np.ndarray, compared: str) -> str:
+    """The line saying the imported function's float64 logits ``ours`` agree with
+    ``theirs`` (those of ``compared``) to :data:`CROSS_CHECK_TOL` relative to the largest;
+    a :class:`SpecError` when they do not."""
+    gap = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else float("inf")
+    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
+        raise SpecError(f"cross-check: the imported function's float64 logits differ from "
+                        f"{compared} by {gap:.3g}: not certifying")
+    return f"cross-check: float64 logits agree with {compared} to {gap:.2g}"
+
+
 def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, partial: bool,
                kind: str = "gpt2", bind_dataset: bool = False, log: Any = None,
                progress: Any = None, producer: str = "auto",
@@ -207,11 +218,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
         compared = f"the reference module built from the saved config ({own_name})"
     t["torch_float64"] = time.perf_counter() - clock
     ours = logits64(spec, toks)
-    gap = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else float("inf")
-    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
-        raise SpecError(f"cross-check: the imported function's float64 logits differ from "
-                        f"{compared} by {gap:.3g}: not certifying")
-    say(f"cross-check: float64 logits agree with {compared} to {gap:.2g}")
+    say(cross_checked(theirs, ours, compared))
     readings = ""
     if module is None:
         from exactmem.lm.checkpoints.readings import judge
