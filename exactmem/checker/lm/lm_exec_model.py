@@ -38,13 +38,13 @@ class NotProved(Exception):
     """An execution value may overflow, or an error factor reaches 1/2: no bound."""
 
 
-def up(x):
+def up(x: Fraction) -> Fraction:
     """The least multiple of ``2**-DYADIC`` at or above ``x >= 0`` (keeps denominators small)."""
     return Fraction(-((-x.numerator << DYADIC) // x.denominator), 1 << DYADIC)
 
 
 @lru_cache(maxsize=4096)
-def gamma(k):
+def gamma(k: int) -> Fraction:
     """Higham's ``gamma_k = k U / (1 - k U)`` for ``k U < 1/2``."""
     if 2 * k * U >= 1:
         raise NotProved(f"a sum of {k} terms: k u reaches 1/2")
@@ -52,7 +52,7 @@ def gamma(k):
 
 
 @lru_cache(maxsize=4096)
-def grow(a, times):
+def grow(a: Fraction, times: int) -> Fraction:
     """An upper bound of ``(1 + a)**times - 1`` (``<= t a / (1 - t a)`` for ``t a < 1``)."""
     ta = times * a
     if 2 * ta >= 1:
@@ -63,31 +63,31 @@ def grow(a, times):
 class Model:
     """One execution model: format and ulps, and the factors every step uses."""
 
-    def __init__(self, fmt, ulps):
+    def __init__(self, fmt: str, ulps: int) -> None:
         self.fmt, self.ulps = fmt, ulps
         self.s, self.sw, self.tiny_s, self.max = FORMATS[fmt]
         self.rel1 = up((1 + U) * (1 + self.s) - 1)  # one operation, its result stored
         self.abs1 = TINY + self.tiny_s
         self.fn = up(ulps * U)  # exp / tanh / erf / rsqrt
-        self.dots = {}
+        self.dots: dict[int, Fraction] = {}
 
-    def text(self):
+    def text(self) -> str:
         return (f"{self.fmt}" + (" storage, float32 accumulation" if self.s else "")
                 + f"; any summation order; exp/tanh/erf/rsqrt within {self.ulps} ulps")
 
-    def dot(self, k):
+    def dot(self, k: int) -> Fraction:
         """Relative factor of a ``k``-term dot product plus a bias: both operands rounded
         to the format, float32 accumulation, the result stored."""
         if k not in self.dots:
             self.dots[k] = up((1 + self.sw) ** 2 * (1 + gamma(k + 1)) * (1 + self.s) - 1)
         return self.dots[k]
 
-    def dot_abs(self, k, w1, xinf):
+    def dot_abs(self, k: int, w1: Fraction | int, xinf: Fraction | int) -> Fraction:
         """Absolute term of that dot product: a flushed operand (``w1 = sum |w|``,
         ``xinf = max |x|``), each product and partial sum flushed, the result stored."""
         return self.tiny_s * (w1 + k * xinf + k) + (2 * k + 3) * TINY + self.tiny_s
 
-    def check(self, bound, what):
+    def check(self, bound: Fraction | int, what: str) -> None:
         """``bound`` (a real) below the largest finite value, else :class:`NotProved`."""
         if bound >= self.max:
             raise NotProved(f"{what}: a value up to {bound.numerator // bound.denominator} "

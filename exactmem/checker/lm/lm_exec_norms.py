@@ -13,13 +13,13 @@ from math import isqrt
 from operator import mul
 
 
-def sqrt_up(n):
+def sqrt_up(n: int) -> int:
     """``ceil(sqrt(n))`` for an integer ``n >= 0``."""
     r = isqrt(n)
     return r if r * r == n else r + 1
 
 
-def spectral_up(cols):
+def spectral_up(cols: list[list[int]]) -> int:
     """An integer ``>= ||W||_2`` for the integer matrix given by its columns ``cols``
     (``W[i][j] = cols[j][i]``; the scale is the caller's)."""
     rows = [list(r) for r in zip(*cols)]
@@ -41,6 +41,6 @@ def spectral_up(cols):
     return sqrt_up(lam)
 
 
-def row_norms_up(cols):
+def row_norms_up(cols: list[list[int]]) -> int:
     """``max_j ||column j||_2`` rounded up (integers)."""
     return max(sqrt_up(sum(x * x for x in c)) for c in cols)

@@ -2,15 +2,19 @@
 execution model (``format``, ``ulps``) and the positions claimed for every float execution
 of it, re-proved with :mod:`lm_execution` (docs/trained-models.md, "Execution claims")."""
 
+from collections.abc import Callable
+from typing import Any
+
 from ..parse import choice, integer, obj, typed
 from ..verdict import Unusable
 from . import lm_execution, lm_forward
 from .lm_exec_model import FORMATS, MAX_ULPS, Model, NotProved
+from .lm_model import Json
 
 KEYS = ("format", "ulps", "positions")
 
 
-def parse(value, toks):
+def parse(value: Any, toks: list[list[int]]) -> tuple[Model, list[list[int]]]:
     """``claims.execution`` -> ``(Model, positions per sequence)`` (strictly increasing)."""
     obj(value, "claims.execution", KEYS)
     fmt = choice(value["format"], tuple(FORMATS), "claims.execution.format")
@@ -30,7 +34,7 @@ def parse(value, toks):
     return Model(fmt, ulps), rows
 
 
-def refuse(net):
+def refuse(net: Json) -> None:
     """Unusable when the model has a part the execution claim does not cover yet."""
     missing = lm_execution.refused(net)
     if missing:
@@ -39,7 +43,9 @@ def refuse(net):
                        "function)")
 
 
-def check_sequence(net, i, toks, labels, rows, mod, margin_failure, unproved=None):
+def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], rows: list[int],
+                   mod: Model, margin_failure: Callable[..., str | None],
+                   unproved: list[tuple[int, int]] | None = None) -> list[str]:
     """The failures of sequence ``i``'s execution-claimed positions ``rows``."""
     if not rows:
         return []
@@ -50,7 +56,7 @@ def check_sequence(net, i, toks, labels, rows, mod, margin_failure, unproved=Non
         if unproved is not None:
             unproved.extend((i, p) for p in rows)
         return [f"execution {mod.fmt}: sequence {i}: not proved ({exc})"]
-    bad = []
+    bad: list[str] = []
     for p in rows:
         mids, rad = outs[p]
         text = margin_failure(i, p, labels[p], mids, rad, net["f"])
@@ -61,7 +67,7 @@ def check_sequence(net, i, toks, labels, rows, mod, margin_failure, unproved=Non
     return bad
 
 
-def text(t):
+def text(t: Json) -> str:
     """The claim line of the totals ``t["execution"]``."""
     e = t["execution"]
     return (f"{e['proved']} of {t['positions']} positions have the label as unique argmax "

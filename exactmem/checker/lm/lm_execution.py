@@ -30,12 +30,14 @@ execution's result.  The bounds (``|x| <= max|m| + r`` over a position's vector)
 
 from fractions import Fraction
 from math import isqrt
+from typing import Any
 
 from . import lm_forward
 from .lm_bounds import cdiv, rsqrt
-from .lm_exec_model import TINY, NotProved, U, gamma, grow, up
+from .lm_exec_model import TINY, Model, NotProved, U, gamma, grow, up
 from .lm_exec_norms import row_norms_up, spectral_up, sqrt_up
 from .lm_forward import apply_all
+from .lm_model import Json
 
 GELU_LIP = Fraction(114, 100)  # |GELU'| <= 1.13 on the whole line, either form
 
@@ -63,9 +65,9 @@ class Norms:
     """Per linear map (by identity): column 1-norm, column 2-norm and largest bias
     (:meth:`get`) and the operator 2-norm bound (:meth:`op`), computed on first use."""
 
-    def __init__(self):
-        self.cache = {}
-        self.ops = {}
+    def __init__(self) -> None:
+        self.cache: dict[int, tuple[Fraction, Fraction, Fraction, Any]] = {}
+        self.ops: dict[int, tuple[Fraction, Any]] = {}
 
     def get(self, lin, f):
         key = id(lin)
@@ -272,7 +274,7 @@ def embed(net, toks, mod, f):
     return xs, rs, ps
 
 
-def refused(net):
+def refused(net: Json) -> list[str]:
     """What of the model the execution claim does not cover yet (empty: GPT-2's function)."""
     out = []
     if net["post_ln"]:
@@ -282,7 +284,8 @@ def refused(net):
     return out
 
 
-def logits(net, toks, wanted, mod, norms=None):
+def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
+           norms: Norms | None = None) -> dict[int, tuple[list[int], int]]:
     """Execution logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence
     (the prepared model of :mod:`lm_model`, pre-LN with LayerNorm; :func:`refused`): the
     real ball's radius plus ``max_c |H_c|_2 rho`` plus the rounding of the logits.

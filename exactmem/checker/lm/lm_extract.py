@@ -32,7 +32,7 @@ from ..verdict import Unusable
 OPTIONAL = ("wrong_positions", "extraction")  # the optional keys of ``claims`` read here
 
 
-def wrong_positions(value: Any, toks: list, size: int) -> list[list[tuple[int, int]]]:
+def wrong_positions(value: Any, toks: list[list[int]], size: int) -> list[list[tuple[int, int]]]:
     """``claims.wrong_positions``: per sequence ``[[position, token], ...]``, positions
     strictly increasing, tokens in ``[0, size)`` (``size``: the model's vocabulary)."""
     rows = typed(value, list, "claims.wrong_positions")
@@ -57,7 +57,7 @@ def wrong_positions(value: Any, toks: list, size: int) -> list[list[tuple[int, i
     return out
 
 
-def extraction(value: Any, toks: list, labels: list) -> tuple[int, int]:
+def extraction(value: Any, toks: list[list[int]], labels: list[list[int]]) -> tuple[int, int]:
     """``claims.extraction``: ``(k, m)`` with ``k, m >= 1`` and ``k + m - 1 <= n``; the
     suffix positions must be labelled with the tokens that follow them."""
     obj(value, "claims.extraction", ("prefix", "suffix"))
@@ -74,7 +74,8 @@ def extraction(value: Any, toks: list, labels: list) -> tuple[int, int]:
     return k, m
 
 
-def read(claims: dict, toks: list, labels: list, vocab: int):
+def read(claims: dict[str, Any], toks: list[list[int]], labels: list[list[int]],
+         vocab: int) -> tuple[list[list[tuple[int, int]]], tuple[int, int] | None]:
     """The optional claims of this module: ``(wrong, (k, m) or None)``, ``wrong`` a list of
     empty lists when ``claims.wrong_positions`` is absent."""
     wrong: list[list[tuple[int, int]]] = [[] for _ in toks]
@@ -86,13 +87,13 @@ def read(claims: dict, toks: list, labels: list, vocab: int):
     return wrong, params
 
 
-def wanted(pos: list, wrong: list) -> list[list[int]]:
+def wanted(pos: list[list[int]], wrong: list[list[tuple[int, int]]]) -> list[list[int]]:
     """Per sequence, the positions whose logits the checker needs: the claimed positions and
     the wrong positions."""
     return [sorted(set(p) | {q for q, _ in w}) for p, w in zip(pos, wrong)]
 
 
-def wrong_failure(i: int, p: int, t: int, y: int, mids: list, rad: int, f: int) -> str | None:
+def wrong_failure(i: int, p: int, t: int, y: int, mids: list[int], rad: int, f: int) -> str | None:
     """None when ``token t``'s logit provably exceeds label ``y``'s at position ``p`` (the
     lower bound of one above the upper bound of the other); else the failure text."""
     if t == y:
@@ -104,7 +105,8 @@ def wrong_failure(i: int, p: int, t: int, y: int, mids: list, rad: int, f: int) 
             f"{y}'s (margin lower bound {number(margin)}/2^{f})")
 
 
-def verdicts(pos: list, wrong: list, k: int, m: int, lo: int, hi: int) -> dict[str, int]:
+def verdicts(pos: list[list[int]], wrong: list[list[tuple[int, int]]], k: int, m: int,
+             lo: int, hi: int) -> dict[str, int]:
     """Counts over sequences ``lo .. hi-1`` from verified claims: ``extractable``,
     ``not_extractable`` and ``sequences`` (the rule of the module docstring)."""
     window = range(k - 1, k + m - 1)
@@ -118,7 +120,8 @@ def verdicts(pos: list, wrong: list, k: int, m: int, lo: int, hi: int) -> dict[s
     return {"extractable": ext, "not_extractable": wrong_n, "sequences": hi - lo}
 
 
-def totals(wrong: list, params, pos: list, lo: int, hi: int) -> dict[str, Any]:
+def totals(wrong: list[list[tuple[int, int]]], params: tuple[int, int] | None,
+           pos: list[list[int]], lo: int, hi: int) -> dict[str, Any]:
     """The slice's totals for :func:`claim_lines` (summed over shards by :func:`merge`)."""
     part: dict[str, Any] = {"wrong": sum(len(wrong[i]) for i in range(lo, hi)),
                             "extraction": None}
