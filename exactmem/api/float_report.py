@@ -29,10 +29,13 @@ def _vars_of(row: object) -> dict[str, object]:
 def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int | None = None,
                     search: bool = True, scan: bool = False, plot: str | Path | None = None,
                     json_out: str | Path | None = None,
-                    log: Callable[[str], None] | None = None) -> FidelityReport:
+                    log: Callable[[str], None] | None = None,
+                    ulps: int | None = None) -> FidelityReport:
     """The report of ``exactmem precision`` for the certificate file ``certificate``;
     ``bits`` None takes the certificate's ``max_bits`` when it has one; ``plot`` writes
-    the memorized fraction against the significand bits; ``json_out`` the data as JSON."""
+    the memorized fraction against the significand bits; ``json_out`` the data as JSON.
+    A language-model certificate gets the table of :mod:`~exactmem.api.lm_precision`
+    (``ulps``: its execution model's accuracy of exp/tanh/erf/rsqrt)."""
     import json
 
     from exactmem.files.atomic import check_writable, write_text_atomic
@@ -51,8 +54,24 @@ def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int |
         spec_from_certificate,
     )
     from exactmem.floats import fidelity as pr
+    from exactmem.lm.certfile import LM_FORMAT
 
-    cert = read_certificate(certificate)
+    cert = read_certificate(certificate, (LM_FORMAT,))
+    if cert.get("format") == LM_FORMAT:
+        from exactmem.api.lm_precision import lm_precision
+        from exactmem.errors import SpecError
+
+        if bits is not None or scan:
+            raise SpecError("--bits and --scan: network certificates only (a language model's "
+                            "table is per format, from its execution model)")
+        table, data = lm_precision(certificate, cert, ulps, plot, log)
+        if json_out:
+            write_text_atomic(json_out, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        return FidelityReport(tuple(table), data, True)
+    if ulps is not None:
+        from exactmem.errors import SpecError
+
+        raise SpecError("--ulps: language-model certificates only")
     spec = spec_from_certificate(cert)
     ds = dataset_from_certificate(cert, Path(certificate).parent)
     if device.startswith("cuda"):

@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "for which the whole forward pass in p-bit floating point (every operation "
                     "correctly rounded, gmpy2 MPFR) memorizes, each with the failing sequence "
                     "at p - 1. With --bits P (default: the certificate's max_bits) the MPFR "
-                    "pass at P bits must memorize every sequence: exit 0 certified, 1 not.",
+                    "pass at P bits must memorize every sequence: exit 0 certified, 1 not. "
+                    "A language-model certificate: per format (float64, float32, bfloat16, "
+                    "float16), the certified positions proved for every execution of that "
+                    "format and those held in one torch run.",
         epilog="example: exactmem precision c.json --plot bits.png",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("certificate", help="certificate file")
@@ -34,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-search", action="store_true",
                    help="skip the minimal-bits search (only the dtype table and --bits)")
     p.add_argument("--json", default=None, metavar="OUT", help="also write the report as JSON")
+    p.add_argument("--ulps", type=int, default=None, metavar="K",
+                   help="language-model certificates: the execution model's accuracy of "
+                        "exp/tanh/erf/rsqrt in ulps (default: certify-model --execution's)")
     p.set_defaults(func=run)
 
 
@@ -45,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = fidelity_report(args.certificate, device=args.device, bits=args.bits,
                              search=not args.no_search, scan=args.scan, plot=args.plot,
-                             json_out=args.json, log=log)
+                             json_out=args.json, log=log, ulps=args.ulps)
     for line in report.lines:
         print(line)
     return 0 if report.certified else 1

@@ -119,3 +119,23 @@ def torch_chunks(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray,
 def torch_logits(spec: LMSpec, state: dict[str, Any], tokens: np.ndarray) -> np.ndarray:
     """Logits ``[N, n, vocab]`` (as float64) of torch's forward pass in the tensors' dtype."""
     return np.concatenate(list(torch_chunks(spec, state, tokens)))
+
+
+def torch_right(spec: LMSpec, tokens: np.ndarray, labels: np.ndarray,
+                dtype: str) -> np.ndarray:
+    """``[N, n]`` booleans: torch's forward pass on the weights rounded once to ``dtype``
+    (float64, float32, bfloat16 or float16; its operations in that dtype) has the label as
+    the unique argmax (NaN never does)."""
+    import torch
+
+    from exactmem.lm.float64 import label_margin
+
+    dt = getattr(torch, dtype)
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dt)
+             for k, v in spec.tensors.items()}
+    out, start = [], 0
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, not right
+        for chunk in torch_chunks(spec, state, tokens):
+            out.append(label_margin(chunk, labels[start:start + len(chunk)]) > 0)
+            start += len(chunk)
+    return np.concatenate(out)

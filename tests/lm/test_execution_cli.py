@@ -76,3 +76,28 @@ def test_export_states_the_execution_claim_as_proof(gpt2: Path,
     assert run("export", cert, "--format", "safetensors", "--dtype", "float64", "-o",
                gpt2 / "e64.safetensors") == 0
     assert "proved for every" not in capsys.readouterr().out  # the claim is about float32
+
+
+def test_precision_of_a_language_model_certificate(gpt2: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    cert = gpt2 / "p.json"
+    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", cert, "--partial",
+               "--execution", "float32", "-q") == 0
+    k = sum(map(len, json.loads(cert.read_text())["claims"]["execution"]["positions"]))
+    capsys.readouterr()
+    assert run("precision", cert, "--json", tmp_path / "p.json") == 0
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "p.json").read_text())
+    rows = {r["format"]: r for r in data["rows"]}
+    assert list(rows) == ["float64", "float32", "bfloat16", "float16"]
+    total = data["certified"]
+    assert total == 64 and rows["float64"]["proved"] is None
+    # the producer's float32 proof contains what the checker re-proved for the claim
+    assert k <= rows["float32"]["proved"] <= total
+    for fmt in ("float32", "bfloat16", "float16"):  # a proof holds in the run too
+        assert rows[fmt]["proved"] <= rows[fmt]["torch_held"] <= total
+    assert f"the certificate claims {k} positions for every float32 execution" in out
+    assert run("precision", cert, "--ulps", "0") == 2
+    assert "--ulps" in capsys.readouterr().err
+    assert run("precision", cert, "--bits", "24") == 2
+    assert "network certificates only" in capsys.readouterr().err
