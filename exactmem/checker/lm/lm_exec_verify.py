@@ -44,7 +44,8 @@ def refuse(net: Json) -> None:
 
 
 def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], rows: list[int],
-                   mod: Model, margin_failure: Callable[..., str | None],
+                   mod: Model,
+                   margin_failure: Callable[[int, int, int, list[int], int, int], str | None],
                    unproved: list[tuple[int, int]] | None = None) -> list[str]:
     """The failures of sequence ``i``'s execution-claimed positions ``rows``."""
     if not rows:
