@@ -23,8 +23,8 @@ execution's result.  The bounds (``|x| <= max|m| + r`` over a position's vector)
   |z|``, ``theta <= 1/2`` (``|xi| f'(xi) <= 0.49`` at every ``xi``); ``x/2 (1 + t)`` three
   more operations;
 - attention: scores within ``srel c sum_i |q_i| |k_i|``; the softmax weights of the widened
-  score ball, each then within a relative ``omega`` (:func:`attention`); the weighted sum of
-  the values ``gamma_{2n+1}`` and the storage;
+  score ball (:func:`lm_attention.softmax_weights`), each then within a relative ``omega``
+  (:func:`attention`); the weighted sum of the values ``gamma_{2n+1}`` and the storage;
 - the residual sum and the embedding sum: one operation each.
 """
 
@@ -33,11 +33,12 @@ from fractions import Fraction
 from math import isqrt
 from typing import Any
 
-from . import lm_forward
+from . import lm_attention, lm_forward
+from .lm_attention import Rows
 from .lm_bounds import cdiv, rsqrt
 from .lm_exec_model import TINY, Model, NotProved, U, gamma, grow, up
 from .lm_exec_norms import row_norms_up, spectral_up, sqrt_up
-from .lm_forward import Lin, LnParams, Rows, apply_all
+from .lm_forward import Lin, LnParams, apply_all
 from .lm_model import Json
 
 GELU_LIP = Fraction(114, 100)  # |GELU'| <= 1.13 on the whole line, either form
@@ -195,7 +196,7 @@ def _norm2(x: Sequence[int], r: int) -> int:
 
 def attention(qkv: Rows, rads: list[int], ps: list[int], heads: int, scale: tuple[int, int],
               mod: Model, f: int) -> ExecBalls:
-    """Causal attention: the real balls (:func:`lm_forward.attention`) and the execution
+    """Causal attention: the real balls (:func:`lm_attention.attention`) and the execution
     radii (2-norm) of the output, per head and query:
 
     - moving the input by ``rho`` moves each score by at most ``Delta = c (|q| rho_j +
@@ -216,7 +217,7 @@ def attention(qkv: Rows, rads: list[int], ps: list[int], heads: int, scale: tupl
 
     The heads' execution radii add up (a sum of 2-norms bounds the 2-norm of the
     concatenation), the value radius once per head."""
-    outs, orads = lm_forward.attention(qkv, rads, heads, scale, f)
+    outs, orads = lm_attention.attention(qkv, rads, heads, scale, f)
     d = len(qkv[0]) // 3
     dh = d // heads
     n = len(qkv)

@@ -41,6 +41,7 @@ from . import (
     lm_uniform,
     lm_weights,
 )
+from .lm_bounds import Degenerate
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
@@ -225,7 +226,7 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
             continue
         try:
             outs = lm_forward.logits(net, toks[i], range(n) if coded else want[i])
-        except lm_forward.Degenerate as exc:
+        except Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
         if coded is not None:
