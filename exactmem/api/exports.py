@@ -156,6 +156,9 @@ def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: s
                  {"exactmem.certificate_digest": str(cert.get("digest", ""))})
         ok = lm.file_proved(format, tmp, spec, tokens, labels)
         complete, line = lm.summary(ok, claimed, RUNS_IN[format], dtype)
+        proof = lm.execution_line(claims, dtype, check, ok)
+        if proof is not None:
+            line += "; " + proof
         if not complete and not allow_lossy:
             raise NotExported(f"not exported: {line} (--allow-lossy writes it anyway)")
     lossy = "" if complete else " (lossy: written because of --allow-lossy)"

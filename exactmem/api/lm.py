@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from exactmem.api.lm_selfcheck import mask, self_checked, set_exec
+from exactmem.api.result_types import LMResult
 from exactmem.errors import SpecError
 
 FORMATS = ("auto", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder", "export")
@@ -87,43 +88,6 @@ def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
     raise SpecError(f"--format: unknown language-model kind {kind!r}")
 
 
-@dataclass
-class LMResult:
-    """What certify-model did: positions proved, the failures, timings (seconds).
-
-    Per position, as arrays ``[N, n]``: ``certified`` (bool: proved, and in the certificate
-    when one is written) and ``float_margins`` (the label's float64 logit minus the best
-    other's; > 0 where the float argmax is right).  ``code_lengths``: per sequence, the
-    rigorous upper bound of ``-sum log2 p(label)`` in bits (next-token data, self-checked)."""
-
-    proved: int
-    positions: int
-    sequences_full: int
-    failed: list[tuple[int, int, float]] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    written: bool = False
-    checked: bool = True  # False: written without the in-process checker (--no-self-check)
-    code_lengths: list[Any] = field(default_factory=list)  # rigorous upper bounds (Fraction)
-    float_code_lengths: list[float] = field(default_factory=list)  # float64 estimates
-    compared: str = ""  # what the float64 cross-check compared the imported function with
-    readings: str = ""  # the config's reading against the others (no module given)
-    mem_u: Any = None  # with a reference: (certified lower bound, float64 estimate) of mem_U
-    certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
-    float_margins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    execution: str | None = None  # the execution model's format, when claimed
-    ulps: int = 0
-    exec_proved: int = 0  # positions claimed for every execution of that model
-    exec_certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
-    weights: Path | None = None  # the weights file the written certificate binds
-
-    def __bool__(self) -> bool:
-        return self.written or (self.proved == self.positions and not self.failed)
-
-    def __str__(self) -> str:
-        return (f"{self.proved} of {self.positions} positions proved ({self.sequences_full} "
-                f"sequences in full); cross-checked against {self.compared}")
-
-
 def cross_checked(theirs: np.ndarray, ours: np.ndarray, compared: str) -> str:
     """The line saying the imported function's float64 logits ``ours`` agree with
     ``theirs`` (those of ``compared``) to :data:`CROSS_CHECK_TOL` relative to the largest;
@@ -141,7 +105,8 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                self_check: bool = True, module: Any = None,
                strict_config: bool = False, reference: str | Path | None = None,
                execution: str | None = None, ulps: int | None = None,
-               bind_weights: bool | None = None) -> LMResult:
+               bind_weights: bool | None = None, shards: int = 1,
+               scheduler: str | None = None) -> LMResult:
     """Certify the positions of ``data`` (a dataset file or ``Dataset``) where the
     checkpoint ``model`` (``kind`` "gpt2", "nanogpt" or "torch-encoder") has the label as
     unique argmax; writes ``output`` (when given) when all (or, ``partial``, at least one)
@@ -160,7 +125,29 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     claims").  ``bind_weights``: the certificate binds a weights file written beside it
     instead of embedding the tensors (True), embeds them (False), or binds above
     :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters (None; docs/trained-models.md,
-    "Bound weights")."""
+    "Bound weights").  ``shards`` / ``scheduler``: the producer's proof and the self-check
+    run on that many slices of the sequences in local processes, or on the Dask cluster at
+    ``scheduler`` (:mod:`~exactmem.api.lm_shards`; the same verdict and counts)."""
+    if type(shards) is not int or shards < 1:
+        raise SpecError(f"shards: expected a positive number, found {shards!r}")
+    kw = dict(partial=partial, kind=kind, bind_dataset=bind_dataset, log=log,
+              progress=progress, producer=producer, self_check=self_check, module=module,
+              strict_config=strict_config, reference=reference, execution=execution,
+              ulps=ulps, bind_weights=bind_weights)
+    if shards == 1 and not scheduler:
+        return _certify(model, data, output, None, 1, **kw)
+    from exactmem.api.lm_shards import executor
+
+    with executor(shards, scheduler) as submit:
+        return _certify(model, data, output, submit, shards, **kw)
+
+
+def _certify(model: str | Path, data: Any, output: str | Path | None, submit: Any,
+             shards: int, *, partial: bool, kind: str, bind_dataset: bool, log: Any,
+             progress: Any, producer: str, self_check: bool, module: Any,
+             strict_config: bool, reference: str | Path | None, execution: str | None,
+             ulps: int | None, bind_weights: bool | None) -> LMResult:
+    """:func:`certify_lm`'s stages; ``submit``: the executor of a sharded run (else None)."""
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
     from exactmem.lm.codelength import code_length_float, code_length_upper
     from exactmem.lm.float64 import label_margin, logits64
@@ -241,9 +228,15 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
         code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
 
-    bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
-                             on_logits=on_logits if coded else None, producer=producer,
-                             float_logits=ours)
+    if submit is not None:
+        from exactmem.api.lm_shards import prove_sharded
+
+        bounds, code_lengths = prove_sharded(spec, ds.sequences, ds.labels, producer, ours,
+                                             coded, shards, submit, progress)
+    else:
+        bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
+                                 on_logits=on_logits if coded else None, producer=producer,
+                                 float_logits=ours)
     if ref is not None:
         ref.bound(ds.sequences, ds.labels, progress, producer)
     t["bounds"] = time.perf_counter() - clock
@@ -265,11 +258,11 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t, compared=compared, readings=readings,
-                      certified=_mask(bounds.proved, ds.N, ds.n),
+                      certified=mask(bounds.proved, ds.N, ds.n),
                       float_margins=label_margin(ours, np.asarray(ds.labels)))
     if exec_pos is not None:
         result.execution, result.ulps = execution, ulps
-        _set_exec(result, exec_pos, ds.N, ds.n)
+        set_exec(result, exec_pos, ds.N, ds.n)
     if coded:
         result.code_lengths = code_lengths
         result.float_code_lengths = [code_length_float(x, y)
@@ -294,9 +287,9 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
                                         weights=binding)
             result.checked, result.code_lengths = False, []
         else:
-            cert, claim = _self_checked(spec, ds, positions, partial, rel, cls, binding, tmp,
+            cert, claim = self_checked(spec, ds, positions, partial, rel, cls, binding, tmp,
                                         where, progress, t, say, result, ref, code_lengths,
-                                        coded, ex)
+                                        coded, ex, (submit, shards))
     if out is not None:  # the weights file is in place (renamed as the block ended)
         write_lm_certificate(cert, out)
         result.written = True
@@ -306,72 +299,6 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
 
             verified.record(out, claim)
     return result
-
-
-def _self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
-                  rel: str | None, cls: Any, binding: dict[str, Any] | None, tmp: Path | None,
-                  where: Path, progress: Any, t: dict[str, float], say: Any,
-                  result: LMResult, ref: Any, code_lengths: list[Any],
-                  coded: bool, ex: dict[str, Any] | None) -> tuple[dict[str, Any], str | None]:
-    """The certificate after the in-process checker (its weights file, if bound, at
-    ``tmp``): code-length claims set to the checker's own bounds, positions it does not
-    re-prove left out (``result`` updated); a rejection raises :class:`SpecError`.  Also
-    the checker's claim when the certificate returned is the one it checked (else None)."""
-    from exactmem.checker.lm.lm_verify import check as check_lm
-    from exactmem.lm.certfile import build_lm_certificate
-
-    def build() -> dict[str, Any]:
-        c = build_lm_certificate(spec, ds, positions, partial, rel, cls, ex, binding)
-        return ref.attach(c) if ref is not None else c
-
-    cert = build()
-    clock = time.perf_counter()
-    unproved: list[tuple[int, int]] = []
-    exec_unproved: list[tuple[int, int]] = []
-    derived: dict[int, int] = {}
-    ref_derived: dict[int, tuple[int, int]] = {}
-    checked = cert
-    bad, unusable, claim = check_lm(cert, where, progress, unproved=unproved,
-                                    derived=derived, ref_derived=ref_derived,
-                                    exec_unproved=exec_unproved, weights=tmp)
-    t["check"] = time.perf_counter() - clock
-    longer = [b for b in bad if "claimed code length" in b]
-    bad = [b for b in bad if not b.startswith("execution ")]
-    if ex is not None and exec_unproved:  # the checker's bounds decide: drop the rest
-        say(f"self-check: {len(exec_unproved)} positions proved for every {ex['format']} "
-            "execution by the producer are not re-proved by the checker; they are left out")
-        for i, p in exec_unproved:
-            ex["positions"][i].remove(p)
-        _set_exec(result, ex["positions"], ds.N, ds.n)
-        cert = build()
-    if unusable or len(bad) - len(longer) != len(unproved) or (unproved and not partial):
-        raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
-    tight = [checker_bound(derived[i]) for i in range(len(code_lengths))] \
-        if coded and len(derived) == len(code_lengths) else code_lengths
-    if tight != code_lengths:
-        # the claim is the checker's own bound (it re-derives exactly that, so it verifies):
-        # raised where the producer's balls were narrower, lowered where they were wider
-        say(f"self-check: code-length bounds set to the checker's own ({len(longer)} raised)")
-        code_lengths[:] = tight
-        result.code_lengths = code_lengths
-        cert = build()
-    if ref is not None:
-        from exactmem.checker.lm.lm_codelength import P
-
-        if ref.adopt(ref_derived, P):
-            say("self-check: the reference's code-length bounds set to the checker's own")
-            cert = build()
-        result.mem_u = _mem_u(ref, ds, code_lengths, result.float_code_lengths)
-    if unproved:  # re-proved separately, each position on its own: drop what it could not
-        say(f"self-check: {len(unproved)} positions proved by the producer are not re-proved "
-            "by the checker's bounds; they are left out")
-        for i, p in unproved:
-            positions[i].remove(p)
-        cert = build()
-        result.proved -= len(unproved)
-        result.sequences_full = sum(len(r) == ds.n for r in positions)
-        result.certified = _mask(positions, ds.N, ds.n)
-    return cert, (claim if cert is checked and not bad and not unusable else None)
 
 
 def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:
@@ -388,15 +315,6 @@ def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:
                                   own_name)
     say(f"reference: {path} ({kind}) cross-checked against {own_name}")
     return ref
-
-
-def _mem_u(ref: Any, ds: Any, code_lengths: list[Any], floats: list[float]) -> tuple[Any, float]:
-    """The certified lower bound and the float64 estimate of Morris et al.'s clipped sum."""
-    from exactmem.lm.reference import distinct, mem_u
-
-    once = distinct(ds.sequences, ds.labels)
-    est = sum(max(0.0, ref.floats[i] - min(ref.floats[i], floats[i])) for i in once)
-    return mem_u(ref.lower, ref.upper, code_lengths, once), est
 
 
 def execution_model(execution: str | None, ulps: int | None) -> int:
@@ -416,30 +334,6 @@ def execution_model(execution: str | None, ulps: int | None) -> int:
     if type(ulps) is not int or not 1 <= ulps <= MAX_ULPS:
         raise SpecError(f"--ulps: expected an integer from 1 to {MAX_ULPS}, found {ulps!r}")
     return ulps
-
-
-def _set_exec(result: LMResult, rows: list[list[int]], count: int, n: int) -> None:
-    result.exec_proved = sum(map(len, rows))
-    result.exec_certified = _mask(rows, count, n)
-
-
-def _mask(positions: Any, count: int, n: int) -> np.ndarray:
-    """``[count, n]`` booleans, True at the listed positions of each sequence."""
-    out = np.zeros((count, n), dtype=bool)
-    for i, row in enumerate(positions):
-        out[i, list(row)] = True
-    return out
-
-
-def checker_bound(upper: int) -> Any:
-    """The checker's code-length bound (units ``2**-P``) as a claim: rounded up to the
-    producer's grid of ``2**-DENOM_BITS`` bits, plus one unit."""
-    from fractions import Fraction
-
-    from exactmem.checker.lm.lm_codelength import P
-    from exactmem.lm.codelength import DENOM_BITS
-
-    return Fraction(-(-upper >> (P - DENOM_BITS)) + 1, 1 << DENOM_BITS)
 
 
 def next_token_labelled(ds: Any) -> bool:

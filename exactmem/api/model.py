@@ -16,8 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.lm import LMResult
-from exactmem.api.result_types import CertifyResult, CheckResult
+from exactmem.api.result_types import CertifyResult, CheckResult, LMResult
 from exactmem.api.verbs import PathLike, check_result, dataset_of, failing_sequences, sizes_of
 from exactmem.errors import SpecError
 from exactmem.model.dataset import Dataset
@@ -105,7 +104,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                   producer: str = "auto", kind: str = "auto",
                   self_check: bool = True, reference: PathLike | None = None,
                   execution: str | None = None, ulps: int | None = None,
-                  bind_weights: bool | None = None) -> CertifyResult | LMResult:
+                  bind_weights: bool | None = None, shards: int = 1,
+                  scheduler: str | None = None) -> CertifyResult | LMResult:
     """Certify that ``model`` memorizes ``dataset`` (``exactmem certify-model``).
 
     A trained language model -- a GPT-2 checkpoint directory, a nanoGPT checkpoint, a
@@ -126,7 +126,9 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     weights file beside it (True), embeds its tensors (False), or binds above 1M parameters
     (None; docs/trained-models.md, "Bound weights").
     ``execution`` / ``ulps``: a language model's positions also claimed for every float
-    execution of that model (:func:`~exactmem.api.lm.certify_lm`).
+    execution of that model (:func:`~exactmem.api.lm.certify_lm`).  ``shards`` /
+    ``scheduler``: a language model's proof and self-check on that many slices of the
+    sequences, in local processes or on a Dask cluster (the same verdict and counts).
 
     ``model``: a ``.pt`` state dict file, a safetensors file, a state dict, or a module with
     ``state_dict()``, in the layout of docs/model-layout.md; ``skeleton`` (dict or JSON text)
@@ -151,11 +153,11 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
                            strict_config=strict_config, bind_dataset=bind_dataset, log=log,
                            progress=progress, producer=producer, self_check=self_check,
                            reference=reference, execution=execution, ulps=ulps,
-                           bind_weights=bind_weights)
+                           bind_weights=bind_weights, shards=shards, scheduler=scheduler)
     if (partial or module is not None or strict_config or reference is not None or execution
-            or ulps is not None or bind_weights is not None):
-        raise SpecError("partial, module, strict_config, reference, execution, ulps and "
-                        "bind_weights apply to language models only")
+            or ulps is not None or bind_weights is not None or shards != 1 or scheduler):
+        raise SpecError("partial, module, strict_config, reference, execution, ulps, "
+                        "bind_weights, shards and scheduler apply to language models only")
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult

@@ -91,6 +91,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "vocabulary; certify Morris et al.'s mem_U of MODEL against it "
                         "(rigorous bounds of both models' code lengths; needs a dataset "
                         "labelled with its next tokens; docs/memorized-bits.md)")
+    p.add_argument("--shards", type=int, default=1, metavar="K",
+                   help="language models: prove and self-check the sequences in K slices in "
+                        "parallel (local processes, at most one per CPU; or on --scheduler); "
+                        "the same verdict and counts as one process (default 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="language models: run the slices on this Dask scheduler (needs the "
+                        "'dask' extra; a bound weights file must be at the same path on "
+                        "the workers)")
     p.set_defaults(func=run)
 
 
@@ -114,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                                producer=args.producer, kind=args.format,
                                self_check=not args.no_self_check,
                                reference=args.reference, execution=args.execution,
-                               ulps=args.ulps, bind_weights=args.bind_weights)
+                               ulps=args.ulps, bind_weights=args.bind_weights,
+                               shards=args.shards, scheduler=args.scheduler)
     if isinstance(result, CertifyResult):
         return _report(args, result, log)
     return _report_lm(args, result, log)

@@ -171,3 +171,28 @@ def summary(ok: np.ndarray, claimed: list[list[int]], runtime: str, dtype: str,
         f"{dtype} in {runtime}: the label is the unique argmax at {held} of {total} certified "
         f"positions ({int(ok.sum())} of {ok.size} positions in the file's dataset: "
         f"{ok.shape[0]} sequences of {ok.shape[1]})")
+
+
+def execution_line(claims: Any, dtype: str, checked: bool, ok: np.ndarray) -> str | None:
+    """What the certificate's execution claim (docs/trained-models.md, "Execution claims")
+    proves about the written file in ``dtype``, beside the run's ``ok`` ``[N, n]``; None
+    when it claims no execution in that format."""
+    ex = claims.get("execution") if isinstance(claims, dict) else None
+    if not isinstance(ex, dict) or ex.get("format") != dtype:
+        return None
+    rows = ex.get("positions")
+    if not isinstance(rows, list) or len(rows) != ok.shape[0]:
+        return None
+    pairs = [(i, p) for i, row in enumerate(rows) if isinstance(row, list) for p in row
+             if type(p) is int and 0 <= p < ok.shape[1]]
+    lost = sum(not ok[i, p] for i, p in pairs)
+    how = ("re-proved by the checker" if checked
+           else "NOT re-proved here: --no-check; run exactmem check")
+    line = (f"proved for every {dtype} execution: the label is the unique argmax at "
+            f"{len(pairs)} certified positions (the certificate's execution claim, "
+            f"exp/tanh/erf/rsqrt within {ex.get('ulps')} ulps, {how}; no run is needed for "
+            "these)")
+    if lost:
+        line += (f"; the run above loses {lost} of them, so that runtime is outside the "
+                 "execution model (e.g. TF32 or approximate kernels)")
+    return line

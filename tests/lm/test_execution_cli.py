@@ -57,3 +57,22 @@ def test_refusals(gpt2: Path, capsys: pytest.CaptureFixture[str]) -> None:
                "--partial", "--execution", "float32", "--ulps", "0", "-q") == 2
     assert "--ulps" in capsys.readouterr().err
     assert not (gpt2 / "x.json").exists()
+
+
+def test_export_states_the_execution_claim_as_proof(gpt2: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    cert = gpt2 / "e.json"
+    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", cert, "--partial",
+               "--execution", "float32", "-q") == 0
+    k = sum(map(len, json.loads(cert.read_text())["claims"]["execution"]["positions"]))
+    capsys.readouterr()
+    assert run("export", cert, "--format", "safetensors", "--dtype", "float32", "-o",
+               gpt2 / "e32.safetensors") == 0
+    out = capsys.readouterr().out
+    assert (f"proved for every float32 execution: the label is the unique argmax at {k} "
+            "certified positions (the certificate's execution claim, exp/tanh/erf/rsqrt "
+            "within 2 ulps, re-proved by the checker; no run is needed for these)") in out
+    assert "outside the execution model" not in out
+    assert run("export", cert, "--format", "safetensors", "--dtype", "float64", "-o",
+               gpt2 / "e64.safetensors") == 0
+    assert "proved for every" not in capsys.readouterr().out  # the claim is about float32
