@@ -102,7 +102,10 @@ def _check(cert: dict[str, Any], base: Path, name: str,
     from exactmem.api import verified
     from exactmem.checker import check_certificate
 
-    rec = None if source is None or recheck else verified.lookup(source)
+    now = rec = None
+    if source is not None:  # read and hashed once, for the lookup and for the record
+        now = verified.state(source)
+        rec = None if now is None or recheck else verified.lookup(source, now)
     if rec is not None:
         return (f"checker: not run again; this checker verified these bytes at "
                 f"{rec.get('when', '?')} (a verification record, docs/checker.md; "
@@ -113,7 +116,7 @@ def _check(cert: dict[str, Any], base: Path, name: str,
         raise NotExported(f"not exported: the checker {why} {name}",
                           tuple(report.failures), int(report.exit_code))
     if source is not None:
-        verified.record(source, getattr(report, "claim", None))
+        verified.record(source, getattr(report, "claim", None), now)
     return "checker: VERIFIED"
 
 

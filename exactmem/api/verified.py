@@ -69,44 +69,49 @@ def _bindings(value: Any) -> list[str]:
     return sorted(set(out))
 
 
-def _state(path: Path) -> dict[str, Any] | None:
+def state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The hashes a record stores, as they are now; None when a bound file is missing or
-    the certificate is not JSON (nothing to reuse then)."""
+    the certificate is not JSON (nothing to reuse then).  A caller that looks a record up
+    and then records its own verdict computes it once and passes it to both."""
     from exactmem.checker.entry import checker_sha256
 
+    p = Path(path)
     try:
-        data = path.read_bytes()
+        data = p.read_bytes()
         cert = json.loads(data)
-        bound = {rel: file_sha256(path.parent / rel) for rel in _bindings(cert)}
+        bound = {rel: file_sha256(p.parent / rel) for rel in _bindings(cert)}
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return {"format": FORMAT, "certificate_sha256": hashlib.sha256(data).hexdigest(),
             "checker_sha256": checker_sha256(), "bound": bound}
 
 
-def record(path: str | os.PathLike[str], claim: str | None) -> None:
-    """Store the record of a ``VERIFIED`` verdict on the certificate file ``path``; a
-    cache that cannot be written is skipped silently (the verdict stands without it)."""
+def record(path: str | os.PathLike[str], claim: str | None,
+           now: dict[str, Any] | None = None) -> None:
+    """Store the record of a ``VERIFIED`` verdict on the certificate file ``path`` (``now``:
+    its :func:`state`, if the caller has it); a cache that cannot be written is skipped
+    silently (the verdict stands without it)."""
     from exactmem.files.atomic import write_text_atomic
 
-    state = _state(Path(path))
-    if state is None:
+    now = now if now is not None else state(path)
+    if now is None:
         return
-    state["claim"] = claim or ""
-    state["when"] = datetime.now(UTC).isoformat(timespec="seconds")
+    rec = {**now, "claim": claim or "",
+           "when": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
         where = folder()
         where.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(where / f"{state['certificate_sha256']}.json",
-                          json.dumps(state, sort_keys=True) + "\n")
+        write_text_atomic(where / f"{rec['certificate_sha256']}.json",
+                          json.dumps(rec, sort_keys=True) + "\n")
     except OSError:
         return
 
 
-def lookup(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def lookup(path: str | os.PathLike[str],
+           now: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The record of an earlier ``VERIFIED`` verdict on exactly this certificate, its bound
-    files and this checker, or None."""
-    now = _state(Path(path))
+    files and this checker (``now``: its :func:`state`, if the caller has it), or None."""
+    now = now if now is not None else state(path)
     if now is None:
         return None
     try:

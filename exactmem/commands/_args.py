@@ -1,8 +1,14 @@
-"""Argument types shared by the verbs (below :mod:`exactmem.cli`, which dispatches them)."""
+"""What the verbs share below :mod:`exactmem.cli` (which dispatches them): argument types,
+the notes on stderr, the progress of one API call, the times line."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
 
 
 def positive_int(text: str) -> int:
@@ -14,3 +20,32 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, found {value}")
     return value
+
+
+def stderr_log(quiet: bool) -> Callable[[str], None]:
+    """The verb's notes: a line each on stderr, none with ``--quiet`` (whose progress
+    :func:`exactmem.cli.main` turns off)."""
+
+    def log(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    return log
+
+
+@contextmanager
+def progress_of(prefix: str) -> Iterator[Progress]:
+    """A ``progress(stage, done, total)`` callback for one API call, with a heartbeat,
+    closed when the call ends however it ends (:func:`exactmem.progress.hook`)."""
+    from exactmem import progress
+
+    tick, close = progress.hook(prefix, heartbeat=True)
+    try:
+        yield tick
+    finally:
+        close()
+
+
+def times_line(seconds: Mapping[str, float]) -> str:
+    """``times: read 0.12 s, bounds 3.40 s, ...``: the seconds of each stage."""
+    return "times: " + ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items())

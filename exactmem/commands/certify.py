@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from exactmem.api.support import constructions
+from exactmem.commands._args import stderr_log
 from exactmem.errors import ExactmemError
 
 
@@ -67,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                     f"{con.name}; its options: {sorted(known) or 'none'}")
             options[name] = value
 
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
+    log = stderr_log(args.quiet)
     if args.shards < 1:
         raise ExactmemError(f"--shards: expected a positive number, found {args.shards}")
     out = Path(args.output)

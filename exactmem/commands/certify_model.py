@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from exactmem.commands._args import progress_of, stderr_log, times_line
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from exactmem.api.lm import FORMATS
@@ -101,26 +103,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import progress
     from exactmem.api.model import certify_model
     from exactmem.api.result_types import CertifyResult
     from exactmem.errors import SpecError
 
-    if args.quiet:
-        progress.configure(quiet=True)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
+    log = stderr_log(args.quiet)
     structure = None
     if args.structure:
         try:
             structure = Path(args.structure).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
-    tick, close = progress.hook("certify-model", heartbeat=True)
-    try:
+    with progress_of("certify-model") as tick:
         result = certify_model(args.model, args.data, output=Path(args.output),
                                skeleton=structure, epsilon=args.epsilon,
                                bind_dataset=args.bind_dataset, log=log, progress=tick,
@@ -130,8 +124,6 @@ def run(args: argparse.Namespace) -> int:
                                reference=args.reference, execution=args.execution,
                                ulps=args.ulps, bind_weights=args.bind_weights,
                                shards=args.shards, scheduler=args.scheduler)
-    finally:
-        close()
     if isinstance(result, CertifyResult):
         return _report(args, result, log)
     return _report_lm(args, result, log)
@@ -165,8 +157,7 @@ def _report(args: argparse.Namespace, result: Any, log: Callable[[str], None]) -
 
 def _report_lm(args: argparse.Namespace, r: Any, log: Callable[[str], None]) -> int:
     """A language model (:class:`exactmem.api.lm.LMResult`): positions proved."""
-    times = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
-    log(f"times: {times}")
+    log(times_line(r.seconds))
     if not r.written:
         for i, p, m in r.failed[:50]:
             print(f"  sequence {i}, position {p}: not proved (float margin {m:.3g})",

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from exactmem.commands._args import progress_of
 from exactmem.errors import ExactmemError
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> CheckResult:
-    from exactmem import progress
     from exactmem.api import verbs
 
     if args.shards > 1 or args.scheduler:
@@ -63,13 +63,10 @@ def _check(args: argparse.Namespace) -> CheckResult:
                              scheduler=args.scheduler, weights=args.weights,
                              reference=args.reference)
     else:
-        tick, close = progress.hook("check", heartbeat=True)
-        tick("read", 0, 0)  # reading and parsing, until the checker's first callback
-        try:
+        with progress_of("check") as tick:
+            tick("read", 0, 0)  # reading and parsing, until the checker's first callback
             result = verbs.check(args.certificate, progress=tick, weights=args.weights,
                                  reference=args.reference)
-        finally:
-            close()
     for line in result.failures:
         print(f"c {line}", file=sys.stderr)
     if result.claim:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from exactmem.commands._args import progress_of
+
 FORMATS = ("torch", "safetensors", "onnx")
 
 
@@ -74,22 +76,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import progress
     from exactmem.api.exports import NotExported, export
 
-    tick, close = progress.hook("check", heartbeat=True)  # minutes at 10^6 parameters
-    try:
-        result = export(args.certificate, args.output, args.format, args.dtype,
-                        sidecar=args.sidecar, check=not args.no_check,
-                        allow_lossy=args.allow_lossy, recheck=args.recheck,
-                        progress=tick)
-    except NotExported as exc:
-        for line in exc.failures[:20]:
-            print(f"  {line}", file=sys.stderr)
-        print(exc)
-        return exc.exit_code
-    finally:
-        close()
+    with progress_of("check") as tick:  # minutes at 10^6 parameters
+        try:
+            result = export(args.certificate, args.output, args.format, args.dtype,
+                            sidecar=args.sidecar, check=not args.no_check,
+                            allow_lossy=args.allow_lossy, recheck=args.recheck,
+                            progress=tick)
+        except NotExported as exc:
+            for line in exc.failures[:20]:
+                print(f"  {line}", file=sys.stderr)
+            print(exc)
+            return exc.exit_code
     print(result.line)
     if result.verification:
         print(result.verification)

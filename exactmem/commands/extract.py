@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from exactmem.commands._args import positive_int
+from exactmem.commands._args import positive_int, progress_of, stderr_log, times_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,25 +52,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import progress
     from exactmem.api.extracting import extract
 
-    if args.quiet:
-        progress.configure(quiet=True)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    tick, close = progress.hook("extract", heartbeat=True)
-    try:
+    log = stderr_log(args.quiet)
+    with progress_of("extract") as tick:
         r = extract(args.model, args.data, args.output, prefix=args.prefix,
                     suffix=args.suffix, chars=args.chars, vocab=args.vocab, kind=args.format,
                     producer=args.producer, every_length=args.every_length, log=log,
                     progress=tick)
-    finally:
-        close()
-    log("times: " + ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items()))
+    log(times_line(r.seconds))
     for row in r.report["sequences"]:
         fw = row["first_wrong"]
         if fw is not None:

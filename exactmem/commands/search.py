@@ -122,11 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exactmem import progress
     from exactmem.api.searching import search
 
-    if args.quiet:
-        progress.configure(quiet=True)
     result = search(
         args.data, layers=args.layers, heads=args.heads, d_model=args.d_model,
         head_dim=args.head_dim, ff_width=args.ff_width, residual=args.residual == "on",

@@ -14,7 +14,7 @@ up to a multiple of ``2**-DENOM_BITS``.  The reference entropy of ``n`` tokens u
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -25,25 +25,34 @@ DENOM_BITS = 32  # claimed code lengths are multiples of 2**-32 bits
 PREC = 128
 
 
-def code_length_upper(lo: np.ndarray, hi: np.ndarray, labels: Sequence[int]) -> Fraction:
-    """A rigorous upper bound (a multiple of ``2**-DENOM_BITS``, plus one such unit of slack)
-    on ``-sum_t log2 p(labels[t])`` for every logit array between ``lo`` and ``hi``
-    (``[n, vocab]``)."""
+def log2_sum(labels: Sequence[int], term: Callable[[int, int], flint.arb],
+             upper: bool) -> Fraction:
+    """``sum_t log2 term(t, labels[t])`` in arb at ``PREC`` bits: the upper (or lower) end
+    of its ball, an exact dyadic rational."""
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:
         total = flint.arb(0)
         ln2 = flint.arb(2).log()
         for t, y in enumerate(labels):
-            top = flint.arb(float(lo[t, y]))
-            s = sum(((flint.arb(float(h)) - top).exp() for h in hi[t]), flint.arb(0))
-            total += s.log() / ln2
-        man, exp = total.upper().man_exp()
-        exact = Fraction(int(man)) * Fraction(2) ** int(exp)
+            total += term(t, y).log() / ln2
+        man, exp = (total.upper() if upper else total.lower()).man_exp()
+        return Fraction(int(man)) * Fraction(2) ** int(exp)
     finally:
         flint.ctx.prec = old
+
+
+def code_length_upper(lo: np.ndarray, hi: np.ndarray, labels: Sequence[int]) -> Fraction:
+    """A rigorous upper bound (a multiple of ``2**-DENOM_BITS``, plus one such unit of slack)
+    on ``-sum_t log2 p(labels[t])`` for every logit array between ``lo`` and ``hi``
+    (``[n, vocab]``): ``log2 sum_j e**(hi_j - lo_y)`` per position."""
+
+    def term(t: int, y: int) -> flint.arb:
+        top = flint.arb(float(lo[t, y]))
+        return sum(((flint.arb(float(h)) - top).exp() for h in hi[t]), flint.arb(0))
+
     scale = 1 << DENOM_BITS
-    return Fraction(math.ceil(exact * scale) + 1, scale)
+    return Fraction(math.ceil(log2_sum(labels, term, upper=True) * scale) + 1, scale)
 
 
 def code_length_float(logits: np.ndarray, labels: Sequence[int]) -> float:

@@ -25,7 +25,7 @@ import flint
 import numpy as np
 
 from exactmem.errors import SpecError
-from exactmem.lm.codelength import DENOM_BITS, PREC, code_length_float, code_length_upper
+from exactmem.lm.codelength import DENOM_BITS, code_length_float, code_length_upper, log2_sum
 from exactmem.lm.decoder import LMSpec
 
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, as the model's own cross-check
@@ -34,23 +34,15 @@ CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, as the model's own cros
 def code_length_lower(lo: np.ndarray, hi: np.ndarray, labels: Sequence[int]) -> Fraction:
     """A rigorous lower bound (a multiple of ``2**-DENOM_BITS``, one unit of slack, at least
     0) on ``-sum_t log2 p(labels[t])`` for every logit array between ``lo`` and ``hi``
-    (``[n, vocab]``)."""
-    old = flint.ctx.prec
-    flint.ctx.prec = PREC
-    try:
-        total = flint.arb(0)
-        ln2 = flint.arb(2).log()
-        for t, y in enumerate(labels):
-            top = flint.arb(float(hi[t, y]))
-            s = flint.arb(1) + sum(((flint.arb(float(low)) - top).exp()
-                                    for j, low in enumerate(lo[t]) if j != y), flint.arb(0))
-            total += s.log() / ln2
-        man, exp = total.lower().man_exp()
-        exact = Fraction(int(man)) * Fraction(2) ** int(exp)
-    finally:
-        flint.ctx.prec = old
+    (``[n, vocab]``): ``log2 (1 + sum_{j != y} e**(lo_j - hi_y))`` per position."""
+
+    def term(t: int, y: int) -> flint.arb:
+        top = flint.arb(float(hi[t, y]))
+        return flint.arb(1) + sum(((flint.arb(float(low)) - top).exp()
+                                   for j, low in enumerate(lo[t]) if j != y), flint.arb(0))
+
     scale = 1 << DENOM_BITS
-    return Fraction(max(0, math.floor(exact * scale) - 1), scale)
+    return Fraction(max(0, math.floor(log2_sum(labels, term, upper=False) * scale) - 1), scale)
 
 
 def floor_claim(lower: int, p: int) -> Fraction:

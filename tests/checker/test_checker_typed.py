@@ -1,6 +1,7 @@
-"""The checker is typed throughout (docs/checker.md): every function outside ``lm/`` annotates
-each parameter and its return, as ``mypy --strict`` asks; pyproject.toml holds the checker to
-the strict options when ``mypy exactmem`` runs.  Read with ``ast``: no type checker needed."""
+"""The checker is typed throughout (docs/checker.md): every function, the language-model part
+``lm/`` included, annotates each parameter and its return, as ``mypy --strict`` asks;
+pyproject.toml holds the whole checker to the strict options when ``mypy exactmem`` runs,
+with no override relaxing a part of it.  Read with ``ast``: no type checker needed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ STRICT = ("disallow_any_generics", "disallow_untyped_calls", "disallow_untyped_d
 
 
 def _sources() -> list[Path]:
-    files = [p for p in sorted(ROOT.rglob("*.py")) if "lm" not in p.relative_to(ROOT).parts[:-1]]
-    assert len(files) > 20 and ROOT / "verify.py" in files
+    files = sorted(ROOT.rglob("*.py"))
+    assert len(files) > 40 and ROOT / "verify.py" in files
+    assert ROOT / "lm" / "lm_verify.py" in files and ROOT / "lm" / "lm_execution.py" in files
     return files
 
 
@@ -48,7 +50,26 @@ def test_the_annotation_rule_can_fail() -> None:
     assert _untyped(ast.parse("class A:\n    def f(self, k: int = 1) -> None: ...")) == []
 
 
+def _relaxing(overrides: list[dict[str, object]]) -> list[object]:
+    """The modules of every override that sets a strict option false for a part of the
+    checker (``exactmem.checker`` itself, or any module or pattern below it)."""
+    out: list[object] = []
+    for o in overrides:
+        modules = o["module"] if isinstance(o["module"], list) else [o["module"]]
+        if any(str(m).startswith("exactmem.checker") for m in modules) and \
+                any(o.get(flag) is False for flag in STRICT):
+            out.append(o["module"])
+    return out
+
+
 def test_mypy_holds_the_checker_to_the_strict_options() -> None:
     overrides = tomllib.loads(PYPROJECT.read_text())["tool"]["mypy"]["overrides"]
     checker = next(o for o in overrides if "exactmem.checker.*" in o["module"])
     assert all(checker.get(flag) is True for flag in STRICT), checker
+    assert _relaxing(overrides) == []
+
+
+def test_the_override_rule_can_fail() -> None:
+    lm = {"module": ["exactmem.checker.lm.*"], "disallow_untyped_defs": False}
+    other = {"module": "exactmem.search.*", "disallow_untyped_defs": False}
+    assert _relaxing([lm, other]) == [["exactmem.checker.lm.*"]]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_models import checker_norm_case, random_spec
 
+from exactmem.checker.lm import lm_attention
 from exactmem.checker.lm import lm_bounds as B
 from exactmem.checker.lm import lm_forward as L
 
@@ -116,7 +117,7 @@ def test_gelu_ball_contains_every_point(xs: list[int], r: int, kind: str, rnd) -
        st.integers(0, 1 << 40), st.randoms(use_true_random=False))
 def test_softmax_weights_contain_every_point(ss: list[int], r: int, rnd) -> None:  # type: ignore[no-untyped-def]
     s = [x << (L.F - 20) for x in ss]
-    w = L.softmax_weights(s, r)
+    w = lm_attention.softmax_weights(s, r, L.F)
     assert w is not None
     for _ in range(3):
         x = [real(v + rnd.randint(-r, r), L.F) for v in s]
@@ -219,13 +220,13 @@ def test_table_exp_contains_arb(f: int, x: int, shift: int) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.integers(-(40 << 40), 40 << 40), st.integers(0, 1 << 100), st.booleans())
 def test_tanh_and_erf_at_the_radius_contain_arb(z: int, zr: int, erf: bool) -> None:
-    """tanh / erf at the working precision a radius calls for (lm_forward._at_radius)."""
+    """tanh / erf at the working precision a radius calls for (lm_bounds.at_radius)."""
     import flint
 
     z = (z << L.F) >> 40
     fn, lip = (B.erf, 2) if erf else (B.tanh, 1)
-    b = L._at_radius(fn, z, zr, lip)
+    b = B.at_radius(fn, z, zr, lip, L.F)
     with _prec(3000):  # erf(40) = 1 - 2**-2300: resolved, so the ball is not across 1
         x = flint.arb(z) / flint.arb(2) ** L.F
         assert _arb_contains(b, x.erf() if erf else x.tanh(), L.F)
-    assert b[1] - b[0] <= max(8, lip * zr >> (L.SLACK - 3))
+    assert b[1] - b[0] <= max(8, lip * zr >> (B.SLACK - 3))

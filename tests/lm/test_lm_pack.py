@@ -1,12 +1,15 @@
-"""The checker's packed products (Kronecker substitution) give exactly the integers of one
-dot product per output, whatever the signs, sizes and scales."""
+"""The checker's packed products (Kronecker substitution: lm_forward.apply_all and
+lm_attention.attention) give exactly the integers of one dot product per output, whatever
+the signs, sizes and scales."""
 
 import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exactmem.checker.lm import lm_attention
 from exactmem.checker.lm import lm_forward as L
+from exactmem.checker.lm.lm_bounds import SLACK, ball
 
 
 def _draw(seed: int, n: int, k: int, m: int, wbits: int, xbits: int, bias: bool):
@@ -19,7 +22,7 @@ def _draw(seed: int, n: int, k: int, m: int, wbits: int, xbits: int, bias: bool)
     b = ([[num(wbits) for _ in range(m)]], rng.randint(0, 40)) if bias else None
     lin = L.linear((rows, rng.randint(0, 60)), b)
     ms = [[num(xbits) for _ in range(k)] for _ in range(n)]
-    rs = [rng.randint(0, (1 << L.SLACK) - 1) for _ in range(n)]  # no bits dropped
+    rs = [rng.randint(0, (1 << SLACK) - 1) for _ in range(n)]  # no bits dropped
     return lin, ms, rs
 
 
@@ -67,9 +70,9 @@ def _attention_one_dot_at_a_time(qkv, rads, heads, scale):
                 drad = rp * kn[j] + rads[j] * qn + dh * rp * rads[j]
                 scores.append((dot * cm) >> two_f)
                 srad = max(srad, -(-(abs(dot) * cr + drad * (cm + cr)) >> two_f) + 1)
-            weights = L.softmax_weights(scores, srad)
+            weights = lm_attention.softmax_weights(scores, srad, L.F)
             assert weights is not None
-            am, ar = zip(*(L._ball(lo, hi) for lo, hi in weights), strict=True)
+            am, ar = zip(*(ball(lo, hi) for lo, hi in weights), strict=True)
             for c in range(dh):
                 outs[p][h * dh + c] = sum(a * v[j][c] for j, a in enumerate(am)) >> L.F
             rad = sum(a * vm for a, vm in zip(ar, vmax, strict=False)) + sum(
@@ -87,7 +90,7 @@ def test_packed_attention_is_one_dot_at_a_time(seed, n, shape, bits):
     qkv = [[rng.randint(-(1 << bits), 1 << bits) for _ in range(3 * d)] for _ in range(n)]
     rads = [rng.randint(0, 1 << 40) for _ in range(n)]
     scale = L.constants(d // heads)["scale"]
-    assert L.attention(qkv, rads, heads, scale) == _attention_one_dot_at_a_time(
+    assert lm_attention.attention(qkv, rads, heads, scale, L.F) == _attention_one_dot_at_a_time(
         qkv, rads, heads, scale)
 
 
@@ -113,4 +116,4 @@ def test_apply_all_with_dropped_bits_contains_every_point(seed, n, k, m, wbits, 
                 y = sum(xi * Fraction(w, 1 << e) for xi, w in zip(x, c, strict=True)) \
                     + Fraction(bias[j], 1 << (e + L.F))
                 assert abs(y - mids[p][j] * one) <= rads[p] * one
-        assert rads[p] <= -(-(rs[p] + rs[p] // (1 << (L.SLACK - 2))) * lin[3] // (1 << e)) + 1
+        assert rads[p] <= -(-(rs[p] + rs[p] // (1 << (SLACK - 2))) * lin[3] // (1 << e)) + 1

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from lm_models import checker_norm_case, random_spec, redigest
 
 from exactmem.checker.cert_dataset import canonical
+from exactmem.checker.lm import lm_bounds
 from exactmem.checker.lm import lm_forward as L
 from exactmem.checker.verify import check_certificate
 from exactmem.cli import main
@@ -127,7 +128,7 @@ def test_the_checker_s_rmsnorm_ball_contains_every_point(xs: list[int], r: int, 
 
 def test_the_checker_refuses_a_zero_input_with_eps_0() -> None:
     params = L.ln_params(([[1, 1, 1]], 0), ([[0, 0, 0]], 0))
-    with pytest.raises(L.Degenerate, match="RMSNorm"):
+    with pytest.raises(lm_bounds.Degenerate, match="RMSNorm"):
         L.rmsnorm(params, [0, 0, 0], 0, (0, 0))
 
 

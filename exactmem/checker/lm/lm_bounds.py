@@ -19,14 +19,24 @@ bound on its remainder.  Nothing here uses binary floating point.
   geometric series), ``1 - erfc(y)`` with
   ``erfc(y) <= e**-y^2 < 2**-F`` for ``y^2 >= 0.7 F``; odd.
 - ``1/sqrt(v)`` and ``sqrt(c)`` with :func:`math.isqrt`; ``pi`` from its first 50 decimals.
+
+:func:`at_radius` evaluates tanh / erf / exp at the precision a ball's radius calls for;
+:func:`ball` turns bounds into a midpoint and a radius.
 """
 
+from collections.abc import Callable
 from math import isqrt
 
 PI_DIGITS = 314159265358979323846264338327950288419716939937510  # pi * 10**50, truncated
 PI_SCALE = 10 ** 50  # so PI_DIGITS / PI_SCALE < pi < (PI_DIGITS + 1) / PI_SCALE
 GUARD = 40  # extra bits carried inside exp
 Bounds = tuple[int, int]  # (lo, hi)
+SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
+
+
+class Degenerate(Exception):
+    """A LayerNorm whose variance plus eps (an RMSNorm whose mean square plus eps) may be 0,
+    or a score radius beyond 1: no finite bound exists."""
 
 
 def cdiv(a: int, b: int) -> int:
@@ -206,3 +216,24 @@ def erf(y: int, f: int) -> Bounds:
     lo = (clo * elo * slo) >> (2 * g + p - f)
     hi = cdiv(chi * ehi * shi, 1 << (2 * g + p - f))
     return max(0, lo), min(one, hi)
+
+
+def ball(lo: int, hi: int) -> tuple[int, int]:
+    """The ball ``(midpoint, radius)`` of the interval ``[lo, hi]``, midpoint floored."""
+    m = (lo + hi) >> 1
+    return m, hi - m
+
+
+def at_radius(fn: Callable[[int, int], Bounds], z: int, zr: int, lip: int, f: int) -> Bounds:
+    """Bounds ``(lo, hi)`` at ``2**-f`` of the increasing ``fn`` (``tanh``, ``erf`` or
+    ``exp``, with Lipschitz constant at most ``lip``) at ``z``, computed at the working
+    precision the radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``f``.
+    With ``z' = floor(z / 2**g)``, ``z' <= z / 2**g < z' + 1``, so ``fn(z) >= fn(z')`` and
+    ``fn(z) <= fn(z') + lip`` (units ``2**-(f-g)``); the error is below ``lip * 2**(g+1)``,
+    at most ``lip * zr / 2**(SLACK-2)``, so the radius grows by at most 1/1024 of what it
+    is anyway."""
+    g = min(zr.bit_length() - SLACK, f - 24)
+    if g <= 0:
+        return fn(z, f)
+    lo, hi = fn(z >> g, f - g)
+    return lo << g, (hi + lip) << g

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..parse import choice, integer, obj, typed
 from ..verdict import Unusable
-from . import lm_execution, lm_forward
+from . import lm_execution
+from .lm_bounds import Degenerate
 from .lm_exec_model import FORMATS, MAX_ULPS, Model, NotProved
 from .lm_model import Json
 
@@ -44,7 +45,8 @@ def refuse(net: Json) -> None:
 
 
 def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], rows: list[int],
-                   mod: Model, margin_failure: Callable[..., str | None],
+                   mod: Model,
+                   margin_failure: Callable[[int, int, int, list[int], int, int], str | None],
                    unproved: list[tuple[int, int]] | None = None) -> list[str]:
     """The failures of sequence ``i``'s execution-claimed positions ``rows``."""
     if not rows:
@@ -52,7 +54,7 @@ def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], rows: 
     norms = net.setdefault("exec_norms", lm_execution.Norms())  # once per certificate
     try:
         outs = lm_execution.logits(net, toks, rows, mod, norms)
-    except (NotProved, lm_forward.Degenerate) as exc:
+    except (NotProved, Degenerate) as exc:
         if unproved is not None:
             unproved.extend((i, p) for p in rows)
         return [f"execution {mod.fmt}: sequence {i}: not proved ({exc})"]

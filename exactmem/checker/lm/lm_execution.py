@@ -23,40 +23,45 @@ execution's result.  The bounds (``|x| <= max|m| + r`` over a position's vector)
   |z|``, ``theta <= 1/2`` (``|xi| f'(xi) <= 0.49`` at every ``xi``); ``x/2 (1 + t)`` three
   more operations;
 - attention: scores within ``srel c sum_i |q_i| |k_i|``; the softmax weights of the widened
-  score ball, each then within a relative ``omega`` (:func:`attention`); the weighted sum of
-  the values ``gamma_{2n+1}`` and the storage;
+  score ball (:func:`lm_attention.softmax_weights`), each then within a relative ``omega``
+  (:func:`attention`); the weighted sum of the values ``gamma_{2n+1}`` and the storage;
 - the residual sum and the embedding sum: one operation each.
 """
 
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from math import isqrt
 from typing import Any
 
-from . import lm_forward
+from . import lm_attention, lm_forward
+from .lm_attention import Rows
 from .lm_bounds import cdiv, rsqrt
 from .lm_exec_model import TINY, Model, NotProved, U, gamma, grow, up
 from .lm_exec_norms import row_norms_up, spectral_up, sqrt_up
-from .lm_forward import apply_all
+from .lm_forward import Lin, LnParams, apply_all
 from .lm_model import Json
 
 GELU_LIP = Fraction(114, 100)  # |GELU'| <= 1.13 on the whole line, either form
+ExecBall = tuple[list[int], int, int]  # midpoints, real radius, execution radius (2**-F)
+ExecBalls = tuple[Rows, list[int], list[int]]  # the same for every position
+LinNorms = tuple[Fraction, Fraction, Fraction, Lin]  # 1-norm, 2-norm, largest bias; the map
 
 
-def _units(err, f):
+def _units(err: Fraction, f: int) -> int:
     """The real ``err >= 0`` at ``2**-f``, rounded up."""
     return cdiv(err.numerator << f, err.denominator)
 
 
-def _real(x, f):
+def _real(x: int, f: int) -> Fraction:
     return Fraction(x, 1 << f)
 
 
-def _sup(m, r, f):
+def _sup(m: Sequence[int], r: int, f: int) -> Fraction:
     """``max |x|`` over the ball ``(m, r)``, as a real."""
     return Fraction(max(map(abs, m)) + r, 1 << f)
 
 
-def _two(e, d):
+def _two(e: Fraction, d: int) -> Fraction:
     """A 2-norm bound of a ``d``-vector whose entries are at most ``e``."""
     return e * sqrt_up(d)
 
@@ -66,10 +71,10 @@ class Norms:
     (:meth:`get`) and the operator 2-norm bound (:meth:`op`), computed on first use."""
 
     def __init__(self) -> None:
-        self.cache: dict[int, tuple[Fraction, Fraction, Fraction, Any]] = {}
-        self.ops: dict[int, tuple[Fraction, Any]] = {}
+        self.cache: dict[int, LinNorms] = {}  # the map is kept so that its id stays its own
+        self.ops: dict[int, tuple[Fraction, Lin]] = {}
 
-    def get(self, lin, f):
+    def get(self, lin: Lin, f: int) -> LinNorms:
         key = id(lin)
         if key not in self.cache:
             cols, _, e, l1, bmax = lin
@@ -77,14 +82,15 @@ class Norms:
                                Fraction(bmax, 1 << (e + f)), lin)
         return self.cache[key]
 
-    def op(self, lin):
+    def op(self, lin: Lin) -> Fraction:
         key = id(lin)
         if key not in self.ops:
             self.ops[key] = (Fraction(spectral_up(lin[0]), 1 << lin[2]), lin)
         return self.ops[key][0]
 
 
-def lin_round(lin, norms, m, big, mod, f):
+def lin_round(lin: Lin, norms: Norms, m: Sequence[int], big: int, mod: Model,
+              f: int) -> Fraction:
     """Rounding bound of every output of ``x W + b`` for ``|x_i| <= |m_i| + big``."""
     k = len(lin[0][0])
     w1, w2, bmax, _ = norms.get(lin, f)
@@ -93,7 +99,8 @@ def lin_round(lin, norms, m, big, mod, f):
     return mod.dot(k) * (min(xinf * w1, x2 * w2) + bmax) + mod.dot_abs(k, w1, xinf)
 
 
-def linear(lin, norms, ms, rs, ps, mod, f, what):
+def linear(lin: Lin, norms: Norms, ms: Rows, rs: list[int], ps: list[int], mod: Model, f: int,
+           what: str) -> ExecBalls:
     """``x W + b`` on every position: the real balls (:func:`lm_forward.apply_all`) and
     execution radii ``||W||_2 rho`` plus the rounding."""
     ys, yrs = apply_all(lin, ms, rs)
@@ -105,12 +112,13 @@ def linear(lin, norms, ms, rs, ps, mod, f, what):
     return ys, yrs, qs
 
 
-def _checked(mod, ms, rs, ps, f, what):
+def _checked(mod: Model, ms: Rows, rs: list[int], ps: list[int], f: int, what: str) -> None:
     for m, r, rho in zip(ms, rs, ps):
         mod.check(_sup(m, r + rho, f), what)
 
 
-def layernorm(params, m, r, rho, eps, mod, f):
+def layernorm(params: LnParams, m: list[int], r: int, rho: int, eps: tuple[int, int],
+              mod: Model, f: int) -> ExecBall:
     """LayerNorm of one position: the real ball, and the execution radius ``max|g| / sigma``
     times ``rho`` (the 2-norm Lipschitz bound of LayerNorm, ``sigma`` its least value over
     the execution ball) plus the rounding of a float LayerNorm (module docstring)."""
@@ -160,7 +168,8 @@ def layernorm(params, m, r, rho, eps, mod, f):
     return ym, yr, _units(g * shi * _real(rho, f) + err, f) + 1
 
 
-def gelu(kind, m, r, rho, consts, mod, f):
+def gelu(kind: str, m: list[int], r: int, rho: int, consts: dict[str, Any], mod: Model,
+         f: int) -> ExecBall:
     """GELU of one position: the real ball, and the execution radius ``1.14 rho`` (ReLU:
     ``rho``) plus a float GELU's rounding (module docstring)."""
     ym, yr = lm_forward.gelu(kind, m, r, consts, f)
@@ -180,13 +189,14 @@ def gelu(kind, m, r, rho, consts, mod, f):
     return ym, yr, _units(GELU_LIP * _real(rho, f) + _two(err, len(m)), f) + 1
 
 
-def _norm2(x, r):
+def _norm2(x: Sequence[int], r: int) -> int:
     """``||x||_2`` over the ball ``(x, r)``, rounded up (same units)."""
     return isqrt(sum((abs(v) + r) ** 2 for v in x)) + 1
 
 
-def attention(qkv, rads, ps, heads, scale, mod, f):
-    """Causal attention: the real balls (:func:`lm_forward.attention`) and the execution
+def attention(qkv: Rows, rads: list[int], ps: list[int], heads: int, scale: tuple[int, int],
+              mod: Model, f: int) -> ExecBalls:
+    """Causal attention: the real balls (:func:`lm_attention.attention`) and the execution
     radii (2-norm) of the output, per head and query:
 
     - moving the input by ``rho`` moves each score by at most ``Delta = c (|q| rho_j +
@@ -207,7 +217,7 @@ def attention(qkv, rads, ps, heads, scale, mod, f):
 
     The heads' execution radii add up (a sum of 2-norms bounds the 2-norm of the
     concatenation), the value radius once per head."""
-    outs, orads = lm_forward.attention(qkv, rads, heads, scale, f)
+    outs, orads = lm_attention.attention(qkv, rads, heads, scale, f)
     d = len(qkv[0]) // 3
     dh = d // heads
     n = len(qkv)
@@ -247,10 +257,13 @@ def attention(qkv, rads, ps, heads, scale, mod, f):
     return outs, orads, [_units(x, f) + 1 for x in qs]
 
 
-def _add(mod, xs, rs, ps, ys, yrs, qs, f):
+def _add(mod: Model, xs: Rows, rs: list[int], ps: list[int], ys: Rows, yrs: list[int],
+         qs: list[int], f: int) -> ExecBalls:
     """The residual sum: real balls add, execution radii add, one rounded operation per
     entry."""
-    out, rad, exe = [], [], []
+    out: Rows = []
+    rad: list[int] = []
+    exe: list[int] = []
     for x, r, rho, y, yr, q in zip(xs, rs, ps, ys, yrs, qs):
         out.append([u + w for u, w in zip(x, y)])
         rad.append(r + yr)
@@ -260,13 +273,13 @@ def _add(mod, xs, rs, ps, ys, yrs, qs, f):
     return out, rad, exe
 
 
-def embed(net, toks, mod, f):
+def embed(net: Json, toks: Sequence[int], mod: Model, f: int) -> ExecBalls:
     """``wte[t] + wpe[p]`` (:func:`lm_forward.embed`): each weight possibly rounded to the
     format, one rounded sum."""
     xs, rs = lm_forward.embed(net["wte"], net["wpe"], toks, f)
     (tr, et), (pr, ep) = net["wte"], net["wpe"]
     rel = (1 + mod.sw) * (1 + mod.rel1) - 1
-    ps = []
+    ps: list[int] = []
     for p, t in enumerate(toks):
         mag = Fraction(max(map(abs, tr[t])), 1 << et) + Fraction(max(map(abs, pr[p])), 1 << ep)
         ps.append(_units(_two(rel * mag + 2 * mod.tiny_s + mod.abs1, len(xs[p])), f) + 1)
@@ -274,9 +287,20 @@ def embed(net, toks, mod, f):
     return xs, rs, ps
 
 
+def _unzip(balls: Iterable[ExecBall]) -> ExecBalls:
+    ms: Rows = []
+    rs: list[int] = []
+    ps: list[int] = []
+    for m, r, rho in balls:
+        ms.append(m)
+        rs.append(r)
+        ps.append(rho)
+    return ms, rs, ps
+
+
 def refused(net: Json) -> list[str]:
     """What of the model the execution claim does not cover yet (empty: GPT-2's function)."""
-    out = []
+    out: list[str] = []
     if net["post_ln"]:
         out.append("post-LN blocks")
     if net["norm"] != "layernorm":
@@ -295,9 +319,8 @@ def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
     eps, heads, act, consts = net["eps"], net["heads"], net["activation"], net["consts"]
     xs, rs, ps = embed(net, toks, mod, f)
 
-    def norm(ln, xs, rs, ps):
-        return map(list, zip(*(layernorm(ln, x, r, rho, eps, mod, f)
-                               for x, r, rho in zip(xs, rs, ps))))
+    def norm(ln: LnParams, xs: Rows, rs: list[int], ps: list[int]) -> ExecBalls:
+        return _unzip(layernorm(ln, x, r, rho, eps, mod, f) for x, r, rho in zip(xs, rs, ps))
 
     for i, blk in enumerate(net["blocks"]):
         hs, hrs, hps = norm(blk["ln1"], xs, rs, ps)
@@ -309,8 +332,8 @@ def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
         xs, rs, ps = _add(mod, xs, rs, ps, ys, yrs, yps, f)
         hs, hrs, hps = norm(blk["ln2"], xs, rs, ps)
         hs, hrs, hps = linear(blk["fc"], norms, hs, hrs, hps, mod, f, f"block {i} MLP input")
-        hs, hrs, hps = map(list, zip(*(gelu(act, h, hr, hp, consts, mod, f)
-                                       for h, hr, hp in zip(hs, hrs, hps))))
+        hs, hrs, hps = _unzip(gelu(act, h, hr, hp, consts, mod, f)
+                              for h, hr, hp in zip(hs, hrs, hps))
         ys, yrs, yps = linear(blk["mlp_proj"], norms, hs, hrs, hps, mod, f,
                               f"block {i} MLP output")
         xs, rs, ps = _add(mod, xs, rs, ps, ys, yrs, yps, f)
@@ -323,7 +346,7 @@ def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
     head = net["head"]
     mids, rads = apply_all(head, hs, hrs)
     _, rows, _, _ = norms.get(head, f)
-    out = {}
+    out: dict[int, tuple[list[int], int]] = {}
     for p, m, r, rho, h in zip(wanted, mids, rads, hps, hs):
         err = rows * _real(rho, f) + lin_round(head, norms, h, hrs[wanted.index(p)] + rho,
                                                 mod, f)

@@ -14,9 +14,7 @@ point of the input ball into the output ball:
   the balls themselves (:func:`rmsnorm`);
 - causal softmax attention (grouped-query when ``kv_heads < heads``; rotary positions on
   ``q`` and ``k`` first, :mod:`lm_ops`), scores ``q.k`` times a per-block scale ball
-  (:func:`lm_model.score_scale`): score balls, ``e**(s - M)`` bounds at each midpoint
-  widened by ``e**+-r`` (``e**r <= 1 + 2r``, ``e**-r >= 1 - r`` for ``r <= 1``), each
-  weight bounded by ``lo_j / (lo_j + sum_{k != j} hi_k)`` and its mirror;
+  (:func:`lm_model.score_scale`): :func:`lm_attention.attention`;
 - GELU, tanh form ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` or erf form
   ``x/2 (1 + erf(x / sqrt 2))``: the inner argument is monotone, so its interval comes from
   the end points; tanh / erf at its midpoint, widened by their Lipschitz constants (1 and
@@ -25,24 +23,24 @@ point of the input ball into the output ball:
   :mod:`lm_ops`.
 
 Midpoint-radius form keeps each matrix-vector product to one integer dot product per output;
-:func:`apply_all` and :func:`attention` compute those of all positions together by
-Kronecker substitution (the same integers), and tanh / erf / exp run at the precision the
-radius calls for (:func:`_at_radius`).  ``F`` is the default precision; every function takes
-``f`` (the certificate's, chosen by :func:`lm_model.precision`).
+:func:`apply_all` and :func:`lm_attention.attention` compute those of all positions together
+by Kronecker substitution (the same integers, :mod:`lm_attention`), and tanh / erf / exp run
+at the precision the radius calls for (:func:`lm_bounds.at_radius`).  ``F`` is the default
+precision; every function takes ``f`` (the certificate's, chosen by
+:func:`lm_model.precision`).
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from math import isqrt
 from operator import mul
 from typing import Any
 
 from . import lm_bounds, lm_fastgelu, lm_limbs, lm_ops
-from .lm_bounds import cdiv
+from .lm_attention import Balls, Rows, attention, ones, pack, slots, unpack
+from .lm_bounds import SLACK, Degenerate, at_radius, ball, cdiv
 
-Rows = list[list[int]]
 Tensor = tuple[Rows, int]  # rows of numerators and the scale E: each entry num / 2**E
 Ball = tuple[list[int], int]  # midpoints and one radius, units 2**-F
-Balls = tuple[Rows, list[int]]  # the balls of every position
 Lin = tuple[Rows, list[int], int, int, int]  # columns, bias, E, largest column 1-norm, bias
 LnParams = tuple[list[int], list[int], int, int]  # gain, bias, E, largest |gain|
 Model = dict[str, Any]  # the prepared model of lm_model, or one of its blocks
@@ -50,11 +48,6 @@ Model = dict[str, Any]  # the prepared model of lm_model, or one of its blocks
 F = 128  # fractional bits of every value
 ONE = 1 << F
 GELU_A = (44715, 10 ** 6)  # 0.044715, the decimal constant of the tanh form
-
-
-class Degenerate(Exception):
-    """A LayerNorm whose variance plus eps (an RMSNorm whose mean square plus eps) may be 0,
-    or a score radius beyond 1: no finite bound exists."""
 
 
 def linear(w: Tensor, b: Tensor | None, f: int = F) -> Lin:
@@ -78,32 +71,6 @@ def apply(lin: Lin, m: list[int], r: int) -> Ball:
     """``x W + b`` on one ball: one exact integer dot product per output, floored."""
     cols, bias, e, l1, _ = lin
     return [(sum(map(mul, c, m)) + b) >> e for c, b in zip(cols, bias)], cdiv(r * l1, 1 << e) + 1
-
-
-def _slots(bound: int) -> tuple[int, int]:
-    """``(bytes a slot, half)`` for slots holding integers of absolute value ``<= bound``
-    with ``half = 2**(8 bytes - 1) > bound``."""
-    sb = -(-(bound.bit_length() + 1) // 8)
-    return sb, 1 << (8 * sb - 1)
-
-
-def _ones(n: int, sb: int) -> int:
-    """``sum_{p < n} 2**(8 sb p)``."""
-    return int.from_bytes((b"\x01" + bytes(sb - 1)) * n, "little")
-
-
-def _pack(values: Sequence[int], sb: int, half: int) -> int:
-    """``sum_p values[p] 2**(8 sb p)`` for ``|values[p]| < half``."""
-    lifted = int.from_bytes(b"".join((x + half).to_bytes(sb, "little") for x in values),
-                            "little")
-    return lifted - half * _ones(len(values), sb)
-
-
-def _unpack(total: int, n: int, sb: int, half: int) -> list[int]:
-    """The ``n`` slots of ``total = sum_p (y_p + half) 2**(8 sb p)`` with ``|y_p| < half``
-    (every slot then lies in ``[0, 2**(8 sb))``: the base-``2**(8 sb)`` digits)."""
-    raw = total.to_bytes(n * sb, "little")
-    return [int.from_bytes(raw[q:q + sb], "little") - half for q in range(0, n * sb, sb)]
 
 
 def apply_all(lin: Lin, ms: Rows, rs: list[int]) -> Balls:
@@ -133,10 +100,10 @@ def apply_all(lin: Lin, ms: Rows, rs: list[int]) -> Balls:
     else:
         g = 0
     xmax = max(max(map(abs, x)) for x in ms)
-    sb, half = _slots(max(l1 * xmax, xmax))
-    lift = half * _ones(n, sb)
-    packed = [_pack(col, sb, half) for col in zip(*ms)]
-    outs = [[((y << g) + b) >> e for y in _unpack(sum(map(mul, c, packed), lift), n, sb, half)]
+    sb, half = slots(max(l1 * xmax, xmax))
+    lift = half * ones(n, sb)
+    packed = [pack(col, sb, half) for col in zip(*ms)]
+    outs = [[((y << g) + b) >> e for y in unpack(sum(map(mul, c, packed), lift), n, sb, half)]
             for c, b in zip(cols, bias)]
     return [list(row) for row in zip(*outs)], [cdiv(r * l1, 1 << e) + 1 for r in rs]
 
@@ -192,30 +159,6 @@ def ln_params(g: Tensor, b: Tensor, f: int = F) -> LnParams:
     return gv, [x << (e - eb + 2 * f) for x in bn[0]], e, max(map(abs, gv))
 
 
-def _ball(lo: int, hi: int) -> tuple[int, int]:
-    m = (lo + hi) >> 1
-    return m, hi - m
-
-
-SLACK = 12  # bits between a ball's radius and the working precision of tanh / erf on it
-
-
-def _at_radius(fn: Callable[[int, int], tuple[int, int]], z: int, zr: int, lip: int,
-               f: int = F) -> tuple[int, int]:
-    """Bounds ``(lo, hi)`` at ``2**-F`` of the increasing ``fn`` (``tanh`` or ``erf``, with
-    Lipschitz constant at most ``lip``) at ``z``, computed at the working precision the
-    radius ``zr`` calls for: ``g = bits(zr) - SLACK`` bits fewer than ``F``.  With
-    ``z' = floor(z / 2**g)``, ``z' <= z / 2**g < z' + 1``, so ``fn(z) >= fn(z')`` and
-    ``fn(z) <= fn(z') + lip`` (units ``2**-(F-g)``); the error is below ``lip * 2**(g+1)``,
-    at most ``lip * zr / 2**(SLACK-2)``, so the radius grows by at most 1/1024 of what it
-    is anyway."""
-    g = min(zr.bit_length() - SLACK, f - 24)
-    if g <= 0:
-        return fn(z, f)
-    lo, hi = fn(z >> g, f - g)
-    return lo << g, (hi + lip) << g
-
-
 def gelu(kind: str, m: list[int], r: int, consts: dict[str, Any],
          f: int = F) -> Ball:
     """GELU (``kind`` "gelu_tanh", "gelu_erf" or "relu") of every coordinate of the ball.
@@ -253,7 +196,7 @@ def gelu(kind: str, m: list[int], r: int, consts: dict[str, Any],
         zhi = -((-(chi * whi if whi >= 0 else clo * whi)) >> f)
         zm = (zlo + zhi) >> 1
         zr = (zhi - zm) * lip
-        tlo, thi = _at_radius(fn, zm, zr, lip, f)
+        tlo, thi = at_radius(fn, zm, zr, lip, f)
         p, q = one + max(tlo - zr, -one), one + min(thi + zr, one)
         if tanh_form and xlo < -cap:  # the clamped lower end proves nothing: tanh >= -1
             p = 0
@@ -268,77 +211,10 @@ def gelu(kind: str, m: list[int], r: int, consts: dict[str, Any],
     return out, rad
 
 
-def softmax_weights(scores: list[int], r: int, f: int = F) -> list[tuple[int, int]] | None:
-    """Bounds ``(lo, hi)`` (``2**-F``) of the softmax weights of score balls
-    ``(scores[j], r)``; None when the radius exceeds 1."""
-    one = 1 << f
-    if r > one:
-        return None
-    top = max(scores)
-    los, his = [], []
-    for s in scores:
-        lo, hi = _at_radius(lm_bounds.exp, s - top, r, 1, f)  # e**x: 1-Lipschitz, x <= 0
-        los.append((lo * (one - r)) >> f)
-        his.append(cdiv(hi * (one + 2 * r), one))
-    sl, sh = sum(los), sum(his)
-    return [(lo * one // (lo + sh - hi), cdiv(hi * one, hi + sl - lo))
-            for lo, hi in zip(los, his)]
-
-
-def attention(qkv: Rows, rads: list[int], heads: int, scale: tuple[int, int], f: int = F,
-              kv_heads: int | None = None) -> Balls:
-    """Causal multi-head attention on the rows ``qkv[p]`` = (q, k, v) of every position
-    (``q`` of ``heads`` heads, ``k`` and ``v`` of ``kv_heads``, default ``heads``; query head
-    ``h`` reads key/value head ``h // (heads / kv_heads)``); scores ``q.k`` times the ball
-    ``scale``; returns the concatenated head outputs and their radii per position."""
-    kv = kv_heads or heads
-    dh = len(qkv[0]) // (heads + 2 * kv)
-    d = heads * dh
-    n = len(qkv)
-    one = 1 << f
-    cm, cr = scale
-    outs = [[0] * d for _ in qkv]
-    orads = [0] * len(qkv)
-    for h in range(heads):
-        g = h // (heads // kv)
-        q = [row[h * dh:(h + 1) * dh] for row in qkv]
-        k = [row[d + g * dh:d + (g + 1) * dh] for row in qkv]
-        v = [row[d + (kv + g) * dh:d + (kv + g + 1) * dh] for row in qkv]
-        kn = [sum(map(abs, x)) for x in k]
-        vmax = [max(map(abs, x)) for x in v]
-        # packed as in apply_all: the keys of all positions per coordinate, so one product
-        # per coordinate gives q_p . k_j for every j; each value row over its coordinates,
-        # so one product per j gives sum_j a_j v_j (weights a_j <= 1)
-        # a slot holds a packed key coordinate and, after the product, a dot product
-        kmax = max(max(map(abs, x)) for x in k)
-        ksb, khalf = _slots(max(max(max(map(abs, x)) for x in q) * max(kn), kmax))
-        kcols = [_pack(col, ksb, khalf) for col in zip(*k)]
-        klift = khalf * _ones(n, ksb)
-        vsb, vhalf = _slots(n * one * max(vmax))  # covers every value too (n * one >= 1)
-        vrows = [_pack(row, vsb, vhalf) for row in v]
-        vlift = vhalf * _ones(dh, vsb)
-        for p in range(n):
-            qp, rp, qn = q[p], rads[p], sum(map(abs, q[p]))
-            dots = _unpack(sum(map(mul, qp, kcols), klift), n, ksb, khalf)[:p + 1]
-            scores = [(dot * cm) >> 2 * f for dot in dots]
-            srad = cdiv(max(abs(dot) * cr + (rp * kn[j] + rads[j] * qn + dh * rp * rads[j])
-                            * (cm + cr) for j, dot in enumerate(dots)), 1 << 2 * f) + 1
-            weights = softmax_weights(scores, srad, f)
-            if weights is None:
-                raise Degenerate("attention: a score radius exceeds 1")
-            am, ar = zip(*(_ball(lo, hi) for lo, hi in weights))
-            outs[p][h * dh:(h + 1) * dh] = [
-                y >> f for y in _unpack(sum(map(mul, am, vrows), vlift), dh, vsb, vhalf)]
-            rad = sum(a * vm for a, vm in zip(ar, vmax)) + sum(
-                (a + b) * rads[j] for j, (a, b) in enumerate(zip(am, ar)))
-            orads[p] = max(orads[p], cdiv(rad, one) + 1)
-    return outs, orads
-
-
 def constants(d_head: int, f: int = F) -> dict[str, Any]:
     """The irrational constants as balls / bounds at ``2**-F``."""
     lo, hi = lm_bounds.sqrt_const(1, d_head, f)
-    return {"scale": _ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(f),
+    return {"scale": ball(lo, hi), "c": lm_bounds.sqrt_two_over_pi(f),
             "s": lm_bounds.sqrt_const(1, 2, f)}
 
 

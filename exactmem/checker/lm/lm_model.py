@@ -257,7 +257,7 @@ def precision(net: Json, toks: list[list[int]], pos: list[list[int]], coded: boo
     consts = {k: v for k, v in net["consts"].items() if k != "fast_gelu"}
     try:  # the standard GELU, so that every path picks the same precision
         outs = lm_forward.logits(dict(net, consts=consts), toks[i], pos[i] or [0])
-    except lm_forward.Degenerate:  # a score radius past 1: the growth exceeds F bits
+    except lm_bounds.Degenerate:  # a score radius past 1: the growth exceeds F bits
         return 2 * lm_forward.F
     bits: int = max(r for _, r in outs.values()).bit_length()
     if bits <= PROBE_LIMIT:

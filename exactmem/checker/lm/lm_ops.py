@@ -21,7 +21,7 @@ A ball is, as in :mod:`lm_forward`, a vector of integer midpoints ``m`` and one 
 """
 
 from . import lm_bounds, lm_trig
-from .lm_bounds import cdiv
+from .lm_bounds import SLACK, cdiv
 
 Rows = list[list[int]]
 Table = list[tuple[int, int, int, int]]  # per frequency: (cm, cr, sm, sr)
@@ -34,8 +34,6 @@ and ``g - 1 = u (x - 1 - u) / (1 + u)**2 <= max(0, (x - 1) e**-x) <= e**-2`` (th
 ``(x - 1) e**-x`` is at ``x = 2``).  Hence ``g`` lies in ``[1/2, 1 + e**-2]`` on
 ``x >= 0`` and, by ``g(-x) = 1 - g(x)``, in ``[-e**-2, 1/2]`` on ``x <= 0``:
 ``|g| <= 1 + e**-2 < 1.1354 < 142/125``.  (The supremum is about 1.0998.)"""
-
-SLACK = 12  # as in lm_forward: bits between a radius and the precision of the point value
 
 
 def rope_table(inv_freq: tuple[Rows, int], p: int, f: int) -> Table:

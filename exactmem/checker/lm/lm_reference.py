@@ -28,6 +28,7 @@ from ..cert_dataset import canonical
 from ..parse import number, obj, ratio, typed
 from ..verdict import Unusable
 from . import lm_codelength, lm_forward
+from .lm_bounds import Degenerate
 from .lm_model import at_precision, header, model, precision, work
 
 KEYS = ("model", "code_length_bits", "code_length_lower_bits")
@@ -98,7 +99,7 @@ def sequence(ref: dict[str, Any], i: int, toks: list[int], labels: list[int],
     net, f, P = ref["net"], ref["f"], lm_codelength.P
     try:
         outs = lm_forward.logits(net, toks, range(len(toks)))
-    except lm_forward.Degenerate as exc:
+    except Degenerate as exc:
         return [f"sequence {i}: reference model: {exc}"]
     if max(labels) >= net["vocab"]:
         return [f"sequence {i}: a label is not a token of the reference's vocabulary"]

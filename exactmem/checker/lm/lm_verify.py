@@ -24,11 +24,13 @@ prefix, docs/extraction.md) are read and re-proved by :mod:`lm_extract`.
 """
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..cert_dataset import canonical, dataset_object, dataset_source
 from ..parse import integer, number, obj, ratio, typed
+from ..passes import Progress
 from ..verdict import CheckReport, Unusable
 from . import (
     lm_codelength,
@@ -39,21 +41,25 @@ from . import (
     lm_uniform,
     lm_weights,
 )
+from .lm_bounds import Degenerate
 from .lm_model import at_precision, header, model, precision, work
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
 MAX_WORK = 1 << 40  # multiply-adds of the forward passes, estimated before any tensor is read
+Positions = list[tuple[int, int]]  # (sequence, position) pairs
+Outcome = tuple[list[str], bool, str | None]  # failures, unusable, the claim
 
 
-def code_lengths(value, toks, labels, size):
+def code_lengths(value: Any, toks: list[list[int]], labels: list[list[int]],
+                 size: int) -> list[tuple[int, int]]:
     """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
     label each position with the next token (the last label is the token after the input),
     so the labels of a sequence are its tokens 1..n, coded given token 0."""
     rows = typed(value, list, "claims.code_length_bits")
     if len(rows) != len(toks):
         raise Unusable(f"claims.code_length_bits: expected {len(toks)} bounds, found {len(rows)}")
-    out = []
+    out: list[tuple[int, int]] = []
     for i, text in enumerate(rows):
         p, q = ratio(text, f"claims.code_length_bits[{i}]")
         if p < 0:
@@ -68,7 +74,7 @@ def code_lengths(value, toks, labels, size):
     return out
 
 
-def claims(value, toks):
+def claims(value: Any, toks: list[list[int]]) -> tuple[bool, list[list[int]]]:
     """``claims``: ``partial`` and, per sequence, its claimed positions (strictly
     increasing); without ``partial`` every position must be claimed."""
     obj(value, "claims", ("partial", "positions"),
@@ -89,7 +95,8 @@ def claims(value, toks):
     return partial, pos
 
 
-def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
+def margin_failure(i: int, p: int, y: int, mids: list[int], rad: int,
+                   f: int = lm_forward.F) -> str | None:
     """None when the label's logit provably exceeds every other; else the failure text
     with the proved margin bound (``2**-F`` units shown as a decimal-free ratio)."""
     if len(mids) == 1:
@@ -103,8 +110,12 @@ def margin_failure(i, p, y, mids, rad, f=lm_forward.F):
             f"(class {rival}; margin lower bound {number(margin)}/2^{f})")
 
 
-def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, totals=None,
-          ref_derived=None, exec_unproved=None, weights=None, reference=False):
+def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
+          shard: tuple[int, int] = (0, 1), unproved: Positions | None = None,
+          derived: dict[int, int] | None = None, totals: dict[str, Any] | None = None,
+          ref_derived: dict[int, tuple[int, int]] | None = None,
+          exec_unproved: Positions | None = None, weights: Path | None = None,
+          reference: bool = False) -> Outcome:
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``; ``weights``:
     the bound weights file to read instead of the one beside the certificate.  The
     positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
@@ -119,7 +130,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     are re-proved for every execution of its model (:mod:`lm_exec_verify`); those it cannot
     prove are appended to ``exec_unproved``.  ``reference`` (True): the standard-library
     products only (else :mod:`lm_limbs` where available: the same integers)."""
-    failures = []
+    failures: list[str] = []
     try:
         obj(cert, "certificate", TOP, ("reference",))
         if type(cert["digest"]) is not str:
@@ -215,7 +226,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
             continue
         try:
             outs = lm_forward.logits(net, toks[i], range(n) if coded else want[i])
-        except lm_forward.Degenerate as exc:
+        except Degenerate as exc:
             failures.append(f"sequence {i}: {exc}")
             continue
         if coded is not None:
@@ -249,9 +260,10 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
                                           lm_codelength.reference_lower(n, size))
         if ref is not None:
             mem_u = (lm_reference.mem_u(ref, coded, once), len(once), ref["name"])
-    part = {"proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
-            "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
-            "seed": seed, "mem_u": mem_u, **lm_extract.totals(wrong, extract, pos, lo, hi)}
+    part: dict[str, Any] = {
+        "proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
+        "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
+        "seed": seed, "mem_u": mem_u, **lm_extract.totals(wrong, extract, pos, lo, hi)}
     if execution is not None:
         part["execution"] = {"proved": exec_proved, "format": execution[0].fmt,
                              "model": execution[0].text()}
@@ -260,7 +272,7 @@ def check(cert, base, progress=None, shard=(0, 1), unproved=None, derived=None, 
     return failures, False, None if failures else claim_text(part)
 
 
-def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
+def check_report(cert: dict[str, Any], base: Path, progress: Progress | None = None,
                  shard: tuple[int, int] = (0, 1), weights: Path | None = None,
                  reference: bool = False) -> CheckReport:
     """:func:`check` as the checker's one report (the table of formats in
@@ -274,10 +286,11 @@ def check_report(cert: dict[str, Any], base: Path, progress: Any = None,
     return report
 
 
-def distinct(toks, labels, lo, hi):
+def distinct(toks: list[list[int]], labels: list[list[int]], lo: int, hi: int) -> list[int]:
     """The indices in ``[lo, hi)`` of the sequences that do not repeat an earlier one of the
     whole dataset (same tokens and labels): a repeated sequence is counted once."""
-    seen, out = set(), []
+    seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+    out: list[int] = []
     for i in range(hi):
         key = (tuple(toks[i]), tuple(labels[i]))
         if key not in seen:
@@ -327,7 +340,10 @@ def claim_text(t: dict[str, Any]) -> str:
     return claim
 
 
-def code_length_failure(i, claimed, labels, outs, derived=None, f=lm_forward.F):
+def code_length_failure(i: int, claimed: tuple[int, int], labels: list[int],
+                        outs: Mapping[int, tuple[list[int], int]],
+                        derived: dict[int, int] | None = None,
+                        f: int = lm_forward.F) -> str | None:
     """None when the checker's own upper bound of sequence ``i``'s code length is at most the
     claimed ``p/q``; else the failure text."""
     p, q = claimed
