@@ -60,9 +60,10 @@ def _cross_check(model: Any, kind: str, spec: Any, own: Any, own_name: str,
     from exactmem.api.lm import cross_checked
     from exactmem.lm.checkpoints.readings import judge
     from exactmem.lm.float64 import logits64
+    from exactmem.lm.float_pass import all_logits
 
     ours = logits64(spec, toks)
-    log(cross_checked(own(toks), ours, own_name))
+    log(cross_checked(all_logits(own, toks), ours, own_name))
     log("cross-check: " + judge(spec, kind, toks, labels, ours, False,
                                 source=str(model)).line())
     return ours
@@ -140,7 +141,8 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
         candidates.setdefault(i, []).extend([p, tok] for p, tok in pairs if tok is not None)
 
     bounds = prove_positions(spec, ds.sequences, ds.labels, progress, on_logits=on_logits,
-                             producer=producer, float_logits=ours)
+                             producer=producer,
+                             float_margins=label_margin(ours, ys))
     right = [list(r) for r in bounds.proved]
     wrong = [_wrong_of(candidates.get(i, []), right[i]) for i in range(ds.N)]
     again = [i for i in range(ds.N) if producer != "arb"

@@ -19,6 +19,7 @@ margins, nothing written).  ``self_check=False`` writes the producer's positions
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -58,23 +59,28 @@ def lm_kind_of(model: str | Path, fmt: str = "auto", partial: bool = False) -> s
 
 def load_lm(model: str | Path, kind: str) -> tuple[Any, Any, str]:
     """``(spec, float64 logits of the checkpoint's own forward pass, its name)``."""
-    if kind == "gpt2":
-        from exactmem.lm.checkpoints.gpt2 import load_gpt2, torch_logits
+    from exactmem.lm.batching import batch_for
+    from exactmem.lm.checkpoints import hf_files as hf
 
-        return (load_gpt2(model), lambda toks: torch_logits(model, toks, "float64"),
-                "transformers' GPT2LMHeadModel")
-    if kind == "gpt-neox":
-        from exactmem.lm.checkpoints.gpt_neox import gpt_neox_logits, load_gpt_neox
+    if kind in ("gpt2", "gpt-neox", "llama"):  # a batch at a time (lm.float_pass)
+        from exactmem.lm.decoder import INV_FREQ
 
-        spec = load_gpt_neox(model)
-        return (spec, lambda toks: gpt_neox_logits(model, spec, toks),
-                "transformers' GPTNeoXForCausalLM")
-    if kind == "llama":
-        from exactmem.lm.checkpoints.llama import llama_logits, load_llama
+        if kind == "gpt2":
+            from exactmem.lm.checkpoints.gpt2 import load_gpt2
 
-        spec = load_llama(model)
-        return (spec, lambda toks: llama_logits(model, spec, toks),
-                "transformers' LLaMA-style causal LM")
+            spec, cls, how = load_gpt2(model), "GPT2LMHeadModel", "eager"
+        elif kind == "gpt-neox":
+            from exactmem.lm.checkpoints.gpt_neox import load_gpt_neox
+
+            spec, cls, how = load_gpt_neox(model), "GPTNeoXForCausalLM", "sdpa"
+        else:
+            from exactmem.lm.checkpoints.llama import llama_class, load_llama
+
+            spec, cls, how = load_llama(model), llama_class(model), "sdpa"
+        freq = None if kind == "gpt2" else spec.get(INV_FREQ)
+        return (spec, lambda toks: hf.hf_chunks(model, cls, toks, freq, "float64", how,
+                                                batch_for(spec, toks.shape[1])),
+                f"transformers' {cls}")
     if kind == "nanogpt":
         from exactmem.lm.checkpoints.nanogpt import load_nanogpt, nanogpt_logits
 
@@ -93,7 +99,13 @@ def cross_checked(theirs: np.ndarray, ours: np.ndarray, compared: str) -> str:
     ``theirs`` (those of ``compared``) to :data:`CROSS_CHECK_TOL` relative to the largest;
     a :class:`SpecError` when they do not."""
     gap = float(np.abs(theirs - ours).max()) if theirs.shape == ours.shape else float("inf")
-    if not gap <= CROSS_CHECK_TOL * max(1.0, float(np.abs(theirs).max())):
+    return cross_checked_gap(gap, float(np.abs(theirs).max()), compared)
+
+
+def cross_checked_gap(gap: float, scale: float, compared: str) -> str:
+    """:func:`cross_checked` from the largest difference ``gap`` and the largest logit
+    ``scale`` of theirs (a batched pass, :mod:`~exactmem.lm.float_pass`)."""
+    if not gap <= CROSS_CHECK_TOL * max(1.0, scale):
         raise SpecError(f"cross-check: the imported function's float64 logits differ from "
                         f"{compared} by {gap:.3g}: not certifying")
     return f"cross-check: float64 logits agree with {compared} to {gap:.2g}"
@@ -149,8 +161,7 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
              ulps: int | None, bind_weights: bool | None) -> LMResult:
     """:func:`certify_lm`'s stages; ``submit``: the executor of a sharded run (else None)."""
     from exactmem.lm.certfile import build_lm_certificate, write_lm_certificate
-    from exactmem.lm.codelength import code_length_float, code_length_upper
-    from exactmem.lm.float64 import label_margin, logits64
+    from exactmem.lm.codelength import code_length_upper
     from exactmem.lm.positions import prove_positions
     from exactmem.lm.weightsfile import binds, bound_weights, refuse_links, weights_path
     from exactmem.model.dataset import load_dataset
@@ -195,23 +206,26 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
     toks = np.array(ds.sequences)
     t["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
+    from exactmem.lm.checkpoints.readings import MAX_SEQUENCES
+    from exactmem.lm.float_pass import float_pass
+
     if module is not None:
         from exactmem.lm.checkpoints.live_module import module_logits
 
-        theirs = module_logits(module, toks)
+        theirs = functools.partial(module_logits, module)
         compared = f"your module ({type(module).__name__})"
     else:
-        theirs = own_forward(toks)
+        theirs = own_forward
         compared = f"the reference module built from the saved config ({own_name})"
-    t["torch_float64"] = time.perf_counter() - clock
-    ours = logits64(spec, toks)
-    say(cross_checked(theirs, ours, compared))
+    fp = float_pass(spec, toks, ds.labels, theirs, MAX_SEQUENCES, progress)
+    t["float64"] = time.perf_counter() - clock
+    say(cross_checked_gap(fp.gap, fp.scale, compared))
     readings = ""
     if module is None:
         from exactmem.lm.checkpoints.readings import judge
 
         clock = time.perf_counter()
-        readings = judge(spec, kind, toks, ds.labels, ours, strict_config,
+        readings = judge(spec, kind, toks, ds.labels, fp.head, strict_config,
                          source=str(model)).line()
         t["readings"] = time.perf_counter() - clock
         say(f"cross-check: {readings}")
@@ -231,12 +245,12 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
     if submit is not None:
         from exactmem.api.lm_shards import prove_sharded
 
-        bounds, code_lengths = prove_sharded(spec, ds.sequences, ds.labels, producer, ours,
-                                             coded, shards, submit, progress)
+        bounds, code_lengths = prove_sharded(spec, ds.sequences, ds.labels, producer,
+                                             fp.margins, coded, shards, submit, progress)
     else:
         bounds = prove_positions(spec, ds.sequences, ds.labels, progress,
                                  on_logits=on_logits if coded else None, producer=producer,
-                                 float_logits=ours)
+                                 float_margins=fp.margins)
     if ref is not None:
         ref.bound(ds.sequences, ds.labels, progress, producer)
     t["bounds"] = time.perf_counter() - clock
@@ -259,14 +273,13 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t, compared=compared, readings=readings,
                       certified=mask(bounds.proved, ds.N, ds.n),
-                      float_margins=label_margin(ours, np.asarray(ds.labels)))
+                      float_margins=fp.margins)
     if exec_pos is not None:
         result.execution, result.ulps = execution, ulps
         set_exec(result, exec_pos, ds.N, ds.n)
     if coded:
         result.code_lengths = code_lengths
-        result.float_code_lengths = [code_length_float(x, y)
-                                     for x, y in zip(ours, ds.labels, strict=True)]
+        result.float_code_lengths = fp.code_lengths
     if (failed and not partial) or not bounds.count:
         return result
     if spec.uncertified():  # no output (refused above): the producer's positions, unchecked
@@ -311,7 +324,10 @@ def _reference(path: str | Path, spec: Any, toks: np.ndarray, say: Any) -> Any:
                         "GPT-NeoX or LLaMA-style directory, a nanoGPT or torch encoder "
                         "checkpoint)")
     ref_spec, own_forward, own_name = load_lm(path, kind)
-    ref = Reference.cross_checked(ref_spec, own_forward(toks), str(path), spec, toks,
+    from exactmem.lm.float_pass import all_logits
+
+    ref = Reference.cross_checked(ref_spec, all_logits(own_forward, toks), str(path), spec,
+                                  toks,
                                   own_name)
     say(f"reference: {path} ({kind}) cross-checked against {own_name}")
     return ref

@@ -6,7 +6,7 @@ of one process (docs/trained-models.md, "Sharded runs").
 Why the answer is that of one pass:
 
 * producer: every sequence is proved on its own.  The slices are whole batches of
-  :data:`BATCH` sequences (the batches one process makes), and with ``producer="auto"`` the
+  ``batch_for`` sequences (the batches one process makes), and with ``producer="auto"`` the
   block where float64 takes over is chosen once, on the first sequences of the whole dataset
   (:func:`~exactmem.lm.split.choose_switch`), and handed to every slice;
 * checker: :func:`exactmem.checker.lm.lm_verify.check` on ``shard=(k, K)`` of the same
@@ -29,12 +29,11 @@ from typing import Any
 
 import numpy as np
 
-BATCH = 64  # sequences evaluated together (prove_positions' default batch)
 Submit = Callable[..., Future[Any]]
 Progress = Callable[[str, int, int], None]
 
 
-def slices(count: int, shards: int, batch: int = BATCH) -> list[tuple[int, int]]:
+def slices(count: int, shards: int, batch: int) -> list[tuple[int, int]]:
     """At most ``shards`` contiguous ``(start, stop)`` ranges covering ``count`` sequences,
     each a whole number of ``batch``-sized batches (the last may be shorter)."""
     if shards < 1:
@@ -62,7 +61,7 @@ def executor(shards: int, scheduler: str | None) -> Iterator[Submit]:
 
 
 def _prove_slice(spec: Any, sequences: list[list[int]], labels: list[list[int]],
-                 producer: str, switch: int | None, float_logits: np.ndarray | None,
+                 producer: str, switch: int | None, float_margins: np.ndarray | None,
                  coded: bool) -> tuple[Any, list[Any]]:
     """One slice's :class:`~exactmem.lm.positions.PositionBounds` and code-length upper
     bounds (when ``coded``)."""
@@ -74,14 +73,16 @@ def _prove_slice(spec: Any, sequences: list[list[int]], labels: list[list[int]],
     def on_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
         lengths.append(code_length_upper(lo, hi, labels[i]))
 
-    bounds = prove_positions(spec, sequences, labels, None, BATCH,
-                             on_logits if coded else None, producer, switch, float_logits)
+    from exactmem.lm.batching import batch_for
+
+    bounds = prove_positions(spec, sequences, labels, None, batch_for(spec, len(sequences[0])),
+                             on_logits if coded else None, producer, switch, float_margins)
     return bounds, lengths
 
 
 def prove_sharded(spec: Any, sequences: Sequence[Sequence[int]],
                   labels: Sequence[Sequence[int]], producer: str,
-                  float_logits: np.ndarray | None, coded: bool, shards: int, submit: Submit,
+                  float_margins: np.ndarray | None, coded: bool, shards: int, submit: Submit,
                   progress: Progress | None = None) -> tuple[Any, list[Any]]:
     """:func:`~exactmem.lm.positions.prove_positions` over :func:`slices`, joined: the
     bounds of one pass and the code-length upper bounds in sequence order."""
@@ -92,11 +93,13 @@ def prove_sharded(spec: Any, sequences: Sequence[Sequence[int]],
         from exactmem.lm.normballs import NormWeights
         from exactmem.lm.split import choose_switch
 
-        switch = choose_switch(NormWeights(spec), sequences, labels, float_logits)
-    parts = slices(len(sequences), shards)
+        switch = choose_switch(NormWeights(spec), sequences, labels, float_margins)
+    from exactmem.lm.batching import batch_for
+
+    parts = slices(len(sequences), shards, batch_for(spec, len(sequences[0])))
     futures = [submit(_prove_slice, spec, [list(s) for s in sequences[a:b]],
                       [list(y) for y in labels[a:b]], producer, switch,
-                      None if float_logits is None else float_logits[a:b], coded)
+                      None if float_margins is None else float_margins[a:b], coded)
                for a, b in parts]
     proved: list[tuple[int, ...]] = []
     failed: list[tuple[tuple[int, float], ...]] = []

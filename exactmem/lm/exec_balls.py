@@ -189,10 +189,14 @@ def prove_execution(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]], proved: Sequence[Sequence[int]],
                     fmt: str, ulps: int,
                     progress: Callable[[str, int, int], None] | None = None,
-                    batch: int = 64) -> list[list[int]]:
+                    batch: int | None = None) -> list[list[int]]:
     """Per sequence, the positions of ``proved`` (the real-valued claim) whose label is the
     unique argmax for every execution of the model ``fmt`` / ``ulps`` by the balls of
     :class:`ExecBalls`."""
+    if batch is None:
+        from exactmem.lm.batching import batch_for
+
+        batch = batch_for(spec, len(sequences[0])) if len(sequences) else 1
     ops = ExecBalls(spec, fmt, ulps)
     out: list[list[int]] = []
     with np.errstate(all="ignore"):  # an overflow is an infinite radius: never proved

@@ -78,11 +78,12 @@ def prove_arb(spec: LMSpec, sequences: Sequence[Sequence[int]],
 
 def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]], progress: Progress | None = None,
-                    batch: int = 64, on_logits: OnLogits | None = None,
+                    batch: int | None = None, on_logits: OnLogits | None = None,
                     producer: str = "auto", switch: int | None = None,
-                    float_logits: np.ndarray | None = None) -> PositionBounds:
+                    float_margins: np.ndarray | None = None) -> PositionBounds:
     """Rigorous logit balls for every position; the positions whose label is provably the
-    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed).
+    unique argmax.  ``batch`` sequences are evaluated together (memory vs speed; default
+    :func:`~exactmem.lm.batching.batch_for`, so that memory is bounded by the model's shape).
 
     ``producer``: ``"auto"`` (arb for the first blocks, float64 norm balls from the block
     :func:`~exactmem.lm.split.choose_switch` picks, or ``switch``; a sequence with a
@@ -92,12 +93,17 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     ran, the proved positions are the union of both proofs.  ``on_logits(i, lo, hi)``,
     called once per sequence ``i``, receives float64 arrays ``[n, vocab]`` with ``lo <=
     logit <= hi`` at every position (from the first pass; arb ball ends rounded outward),
-    e.g. for the code length of :mod:`exactmem.lm.codelength`.  ``float_logits``
-    (``"auto"``): the float64 forward pass's logits ``[N, n, vocab]`` when the caller has
-    them, so that ``"auto"`` does not compute them again."""
+    e.g. for the code length of :mod:`exactmem.lm.codelength`.  ``float_margins``
+    (``"auto"``): the float64 forward pass's label margins ``[N, n]``
+    (:func:`~exactmem.lm.float64.label_margin`) when the caller has them, so that ``"auto"``
+    does not compute them again."""
     if producer not in PRODUCERS:
         raise ValueError(f"producer: expected one of {', '.join(PRODUCERS)}, found "
                          f"{producer!r}")
+    if batch is None:
+        from exactmem.lm.batching import batch_for
+
+        batch = batch_for(spec, len(sequences[0])) if len(sequences) else 1
     if producer == "arb":
         got, miss = prove_arb(spec, sequences, labels, progress, batch, on_logits)
         return PositionBounds(tuple(got), tuple(miss))
@@ -105,7 +111,7 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
         from exactmem.lm.split import prove_split
 
         got, miss, k, climbs = prove_split(spec, sequences, labels, progress, batch, on_logits,
-                                           switch, float_logits)
+                                           switch, float_margins)
         return PositionBounds(tuple(got), tuple(miss), k, climbs)
     from exactmem.lm.normballs import prove_fast
 

@@ -27,6 +27,7 @@ import numpy as np
 from exactmem.errors import SpecError
 from exactmem.lm.codelength import DENOM_BITS, code_length_float, code_length_upper, log2_sum
 from exactmem.lm.decoder import LMSpec
+from exactmem.lm.float64 import label_margin
 
 CROSS_CHECK_TOL = 1e-6  # relative to the largest logit, as the model's own cross-check
 
@@ -108,7 +109,8 @@ class Reference:
             ups[i] = code_length_upper(lo, hi, labels[i])
 
         prove_positions(self.spec, sequences, labels, progress, on_logits=on_logits,
-                        producer=producer, float_logits=self.logits)
+                        producer=producer,
+                        float_margins=label_margin(self.logits, np.asarray(labels)))
         self.lower = [lows[i] for i in range(len(sequences))]
         self.upper = [ups[i] for i in range(len(sequences))]
         self.floats = [code_length_float(x, y) for x, y in zip(self.logits, labels,

@@ -29,6 +29,7 @@ import numpy as np
 from exactmem.lm import balls as I
 from exactmem.lm import normballs as N
 from exactmem.lm.arb import PREC, ArbNet, Rows, decide_rows
+from exactmem.lm.batching import batch_for
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import label_margin, logits64
 from exactmem.lm.normball_steps import NBall, norm_up
@@ -52,13 +53,15 @@ def to_nball(rows: Rows, bsz: int, n: int) -> NBall:
 
 
 def float_margin(spec: LMSpec, toks: np.ndarray, ys: np.ndarray,
-                 logits: np.ndarray | None = None) -> np.ndarray:
+                 margins: np.ndarray | None = None) -> np.ndarray:
     """``[B, n]``: the label's logit minus the best other logit in the float64 forward pass
-    (:func:`~exactmem.lm.float64.logits64`, or ``logits`` when the caller has them;
+    (:func:`~exactmem.lm.float64.logits64`, or ``margins`` when the caller has them;
     > 0 where the float argmax is right).  Only a choice of where to spend work, never a
     proof."""
+    if margins is not None:
+        return margins
     with np.errstate(all="ignore"):  # an overflow gives NaN margins: no climbing there
-        return label_margin(logits64(spec, toks) if logits is None else logits, ys)
+        return label_margin(logits64(spec, toks), ys)
 
 
 def _short(ok: np.ndarray, margin: np.ndarray) -> np.ndarray:
@@ -67,15 +70,16 @@ def _short(ok: np.ndarray, margin: np.ndarray) -> np.ndarray:
 
 
 def choose_switch(w: N.NormWeights, sequences: Sequence[Sequence[int]],
-                  labels: Sequence[Sequence[int]], float_logits: np.ndarray | None = None
+                  labels: Sequence[Sequence[int]], float_margins: np.ndarray | None = None
                   ) -> int:
     """The block from which float64 norm balls take over (0: all float64; ``L``: arb up to
     the final norm), chosen on the first :data:`PROBE` sequences (module docstring)."""
     layers = w.spec.layers
-    toks = np.asarray(sequences[:PROBE], dtype=np.int64)
-    ys = np.asarray(labels[:PROBE], dtype=np.int64)
+    probe = min(PROBE, batch_for(w.spec, len(sequences[0])))
+    toks = np.asarray(sequences[:probe], dtype=np.int64)
+    ys = np.asarray(labels[:probe], dtype=np.int64)
     right = float_margin(w.spec, toks, ys,
-                         None if float_logits is None else float_logits[:PROBE])
+                         None if float_margins is None else float_margins[:probe])
     with np.errstate(all="ignore"):
         mids = [N.embed(w, toks)[0]]
         for i in range(layers):  # float64 midpoints with no radius: an emulation only
@@ -105,18 +109,18 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 labels: Sequence[Sequence[int]],
                 progress: Callable[[str, int, int], None] | None = None, batch: int = 64,
                 on_logits: N.OnLogits | None = None, switch: int | None = None,
-                float_logits: np.ndarray | None = None
+                float_margins: np.ndarray | None = None
                 ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int, int]:
     """``(proved, failed, k, climbs)`` per sequence as
     :func:`~exactmem.lm.normballs.prove_fast` returns them: arb for blocks ``0 .. k-1``
     (``k = switch``, or :func:`choose_switch`), then norm balls.  A sequence with a position
     left unproved although its float argmax is right climbs: its arb state goes one block
     further and the norm balls start there, up to arb logits (the union of the proofs is
-    kept); ``climbs`` counts these steps.  ``float_logits``: the float64 forward pass's
-    logits ``[N, n, vocab]`` when the caller already has them (else computed a batch at a
+    kept); ``climbs`` counts these steps.  ``float_margins``: the float64 forward pass's
+    label margins ``[N, n]`` when the caller already has them (else computed a batch at a
     time)."""
     w = N.NormWeights(spec)
-    k = choose_switch(w, sequences, labels, float_logits) if switch is None else switch
+    k = choose_switch(w, sequences, labels, float_margins) if switch is None else switch
     if not 0 <= k <= spec.layers:
         raise ValueError(f"switch: expected a block from 0 to {spec.layers}, found {k}")
     net = ArbNet(spec)
@@ -140,8 +144,8 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 x = N.embed(w, np.asarray(chunk, dtype=np.int64))
             ok, _, lo, hi = _from(w, x, k, ys)
             margin = float_margin(spec, np.asarray(chunk, dtype=np.int64), ys,
-                                  None if float_logits is None
-                                  else float_logits[b0:b0 + batch])
+                                  None if float_margins is None
+                                  else float_margins[b0:b0 + batch])
             if on_logits is not None:
                 for j in range(len(chunk)):
                     on_logits(b0 + j, lo[j], hi[j])

@@ -41,12 +41,13 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_slices_are_whole_batches_covering_every_sequence() -> None:
     for count in (1, 63, 64, 65, 140, 1000):
         for k in (1, 2, 3, 7, 100):
-            got = slices(count, k)
+            got = slices(count, k, 64)
             assert got[0][0] == 0 and got[-1][1] == count and len(got) <= k
             assert all(a < b for a, b in got)
             assert all(b == c for (_, b), (c, _) in zip(got, got[1:], strict=False))
             assert all(a % 64 == 0 for a, _ in got)
-    assert slices(140, 3) == [(0, 64), (64, 128), (128, 140)]
+    assert slices(140, 3, 64) == [(0, 64), (64, 128), (128, 140)]
+    assert slices(5, 2, 1) == [(0, 2), (2, 5)]
 
 
 def test_local_shards_write_the_certificate_of_one_process(case: dict[str, Any]) -> None:

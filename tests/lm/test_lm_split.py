@@ -14,7 +14,7 @@ from lm_models import random_spec
 
 from exactmem.lm import normballs as N
 from exactmem.lm.decoder import LMSpec
-from exactmem.lm.float64 import logits64
+from exactmem.lm.float64 import label_margin, logits64
 from exactmem.lm.normball_steps import NBall, centred_spread, gain_times, norm_up
 from exactmem.lm.positions import prove_positions
 from exactmem.lm.split import choose_switch, to_nball
@@ -51,10 +51,10 @@ def test_auto_proves_what_arb_proves_from_every_switch(scale: float) -> None:
     arb = pairs(prove_positions(spec, seqs, labels, producer="arb", batch=5).proved)
     fast = prove_positions(spec, seqs, labels, producer="fast", batch=5)
     assert (2, 5) not in arb and len(arb) == 95
-    given = logits64(spec, np.array(seqs))
+    given = label_margin(logits64(spec, np.array(seqs)), np.array(labels))
     for switch in (None, 0, 1, 2):
         got = prove_positions(spec, seqs, labels, batch=5, switch=switch,
-                              float_logits=given if switch in (None, 1) else None)
+                              float_margins=given if switch in (None, 1) else None)
         assert pairs(got.proved) == arb, (scale, switch)
         assert got.switch is not None and (switch is None or got.switch == switch)
         assert all(m <= 0 for _, m in got.failed[2])  # only the wrong label is left

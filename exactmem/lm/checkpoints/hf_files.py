@@ -14,6 +14,7 @@ own forward pass in ``transformers`` (:func:`hf_logits`, GPT-2's too).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,14 +200,15 @@ def inv_freq(theta: float, dim: int) -> np.ndarray:
     return (1.0 / (theta ** (ar / dim))).double().numpy()
 
 
-def hf_logits(path: str | Path, cls: str, tokens: np.ndarray,
+def hf_chunks(path: str | Path, cls: str, tokens: np.ndarray,
               spec_inv_freq: np.ndarray | None = None, dtype: str = "float64",
-              attention: str = "sdpa") -> np.ndarray:
-    """The checkpoint's own forward pass (``transformers.<cls>`` loaded in ``dtype``, eval
-    mode, ``attention`` the ``attn_implementation``: torch's scaled-dot-product attention by
-    default, as the eager path of GPT-NeoX computes the softmax in float32): logits ``[N, n,
-    vocab]`` as float64.  With ``spec_inv_freq``, the model's rotary ``inv_freq`` buffers
-    must equal the imported frequencies exactly."""
+              attention: str = "sdpa", step: int = 256) -> Iterator[np.ndarray]:
+    """The checkpoint's own forward pass (``transformers.<cls>`` loaded once in ``dtype``,
+    eval mode, ``attention`` the ``attn_implementation``: torch's scaled-dot-product
+    attention by default, as the eager path of GPT-NeoX computes the softmax in float32):
+    logits ``[B, n, vocab]`` as float64, ``step`` sequences at a time.  With
+    ``spec_inv_freq``, the model's rotary ``inv_freq`` buffers must equal the imported
+    frequencies exactly."""
     torch = require("torch", "the cross-check", extra="trained")
     transformers = require("transformers", "the cross-check")
     from transformers.utils import logging
@@ -222,9 +224,14 @@ def hf_logits(path: str | Path, cls: str, tokens: np.ndarray,
                                                                 spec_inv_freq):
                 raise SpecError(f"cross-check: the model's {name} differs from the imported "
                                 "rotary frequencies")
-    out = []
     with torch.no_grad():
-        for b in range(0, len(tokens), 256):
-            ids = torch.as_tensor(np.asarray(tokens[b:b + 256]), dtype=torch.long)
-            out.append(model(ids).logits.double().numpy())
-    return np.concatenate(out)
+        for b in range(0, len(tokens), step):
+            ids = torch.as_tensor(np.asarray(tokens[b:b + step]), dtype=torch.long)
+            yield model(ids).logits.double().numpy()
+
+
+def hf_logits(path: str | Path, cls: str, tokens: np.ndarray,
+              spec_inv_freq: np.ndarray | None = None, dtype: str = "float64",
+              attention: str = "sdpa") -> np.ndarray:
+    """:func:`hf_chunks` as one array ``[N, n, vocab]``."""
+    return np.concatenate(list(hf_chunks(path, cls, tokens, spec_inv_freq, dtype, attention)))

@@ -98,5 +98,9 @@ def llama_logits(path: str | Path, spec: LMSpec, tokens: np.ndarray) -> np.ndarr
     """The model class's float64 logits (its rotary frequencies checked equal to the
     spec's).  transformers' RMSNorm computes in float32 whatever the model's dtype, so these
     logits carry float32 roundings of every norm."""
-    kind = hf.read_config(path, tuple(CLASSES))["model_type"]
-    return hf.hf_logits(path, CLASSES[kind], tokens, spec.get(INV_FREQ))
+    return hf.hf_logits(path, llama_class(path), tokens, spec.get(INV_FREQ))
+
+
+def llama_class(path: str | Path) -> str:
+    """The ``transformers`` class of the LLaMA-style checkpoint at ``path``."""
+    return CLASSES[hf.read_config(path, tuple(CLASSES))["model_type"]]

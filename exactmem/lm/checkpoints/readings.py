@@ -98,9 +98,12 @@ def judge(spec: LMSpec, kind: str, tokens: np.ndarray, labels: Sequence[Sequence
     """Compare the config's reading (``stated_logits``: its float64 logits on ``tokens``)
     with :func:`alternatives` on the labels; refuses a clearly better alternative (or,
     ``strict``, any as good) with one :class:`SpecError` line."""
-    toks = np.asarray(tokens)[:MAX_SEQUENCES]
-    ys = np.asarray([list(y) for y in labels[:MAX_SEQUENCES]])
-    stated = stated_logits[:MAX_SEQUENCES]
+    from exactmem.lm.batching import batch_for
+
+    count = min(MAX_SEQUENCES, batch_for(spec, np.asarray(tokens).shape[1]))  # bounded memory
+    toks = np.asarray(tokens)[:count]
+    ys = np.asarray([list(y) for y in labels[:count]])
+    stated = stated_logits[:count]
     fits = matches(stated, ys)
     scale = SAME * max(1.0, float(np.abs(stated).max()))
     scored = []
