@@ -175,7 +175,9 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
     t["check"] = time.perf_counter() - clock
     verdicts = [ex.decide(right[i], [(p, tok) for p, tok in wrong[i]], k, m) for i in range(ds.N)]
     clock = time.perf_counter()
-    decoded = ex.greedy_decode(own, seqs.tokens[:, :k], m)
+    from exactmem.lm.float_pass import all_logits
+
+    decoded = ex.greedy_decode(lambda x: all_logits(own, x), seqs.tokens[:, :k], m)
     t["float_decode"] = time.perf_counter() - clock
     cert_path = out.with_suffix(".cert.json")
     write_lm_certificate(cert, cert_path)
