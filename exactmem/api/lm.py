@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from exactmem.api.lm_result import LMResult
 from exactmem.api.lm_selfcheck import mask, self_checked, set_exec
-from exactmem.api.result_types import LMResult
 from exactmem.errors import SpecError
 
 FORMATS = ("auto", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder", "export")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.api.result_types import LMResult
+from exactmem.api.lm_result import LMResult
 from exactmem.errors import SpecError
 
 
