@@ -17,10 +17,11 @@ the number of blocks, not of points.
 """
 
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from math import gcd
-from operator import add, and_, eq, itemgetter, mul, neg, sub
+from operator import add, itemgetter, lt, mul, ne, neg, or_, sub
 from typing import Any
 
 from .parse import lcm
@@ -70,23 +71,18 @@ def _refinement(terms: list[Term], cache: Cache) -> tuple[list[int], Where]:
 
 def _compact(starts: list[int], a: list[int] | None, b: list[int], size: int) -> Row:
     """Drop empty pieces and join neighbours with equal coefficients."""
-    last = len(starts) - 1
-    if starts[last] < size and not any(map(eq, starts, starts[1:])):  # no empty piece
-        same = map(eq, b, b[1:]) if a is None else map(and_, map(eq, b, b[1:]),
-                                                       map(eq, a, a[1:]))
-        if not any(same):
-            return starts, a, b
-    keep: list[int] = []
-    for p in range(len(starts)):
-        if (starts[p + 1] if p < last else size) == starts[p]:
-            continue
-        if keep and b[keep[-1]] == b[p] and (a is None or a[keep[-1]] == a[p]):
-            continue
-        keep.append(p)
-    if len(keep) == len(starts):
+    ends = [*starts[1:], size]
+    if not all(map(lt, starts, ends)):  # an empty piece
+        live = list(map(lt, starts, ends))
+        starts, b = list(compress(starts, live)), list(compress(b, live))
+        a = None if a is None else list(compress(a, live))
+    new = list(map(ne, b[1:], b)) if a is None else list(map(or_, map(ne, b[1:], b),
+                                                             map(ne, a[1:], a)))
+    if all(new):
         return starts, a, b
-    return ([starts[p] for p in keep], None if a is None else [a[p] for p in keep],
-            [b[p] for p in keep])
+    new.insert(0, True)
+    return (list(compress(starts, new)), None if a is None else list(compress(a, new)),
+            list(compress(b, new)))
 
 
 def relu(row: Row, xs: list[int]) -> Row:
@@ -94,7 +90,7 @@ def relu(row: Row, xs: list[int]) -> Row:
     once, where ``a x + b`` changes sign."""
     starts, a, b = row
     if a is None:
-        return starts, None, [v if v > 0 else 0 for v in b]
+        return row if min(b) >= 0 else (starts, None, [v if v > 0 else 0 for v in b])
     size = len(xs)
     s2: list[int] = []
     a2: list[int] = []
@@ -165,6 +161,27 @@ def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, siz
     return _compact(cuts, a_sum, b_sum, size) if merged else (cuts, a_sum, b_sum)
 
 
+def _affine_rows(rows: list[Row], w: Sequence[Sequence[int]], scale: int, biases: list[int],
+                 size: int, cache: Cache) -> list[Row]:
+    """The rows of one affine map; rows with equal weights (and different biases, as the two
+    units of a threshold: ``U - T + 1`` and ``U - T``) share one weighted sum, each adding
+    its own bias (one pass over the pieces instead of one per term)."""
+    keys = [tuple(wrow) for wrow in w]
+    count = Counter(keys)
+    shared: dict[tuple[int, ...], Row] = {}
+    out: list[Row] = []
+    for key, bias in zip(keys, biases):
+        if count[key] < 2:
+            out.append(_affine_row(rows, key, scale, bias, size, cache))
+            continue
+        base = shared.get(key)
+        if base is None:
+            base = shared[key] = _affine_row(rows, key, scale, 0, size, cache)
+        starts, a, bb = base
+        out.append((starts, a, list(map(add, bb, repeat(bias))) if bias else bb))
+    return out
+
+
 def _normalize(rows: list[Row], den: int) -> tuple[list[Row], int]:
     g = den
     for _, a, b in rows:
@@ -174,6 +191,24 @@ def _normalize(rows: list[Row], den: int) -> tuple[list[Row], int]:
                 return rows, den
     return [(s, None if a is None else [v // g for v in a], [v // g for v in b])
             for s, a, b in rows], den // g
+
+
+def _share_starts(rows: list[Row]) -> list[Row]:
+    """Rows on equal pieces share one ``starts`` list.  Lists are grouped by length, last and
+    middle start, and compared only within a group (a list shared already is the same
+    object: no pass over a long running total's pieces each map)."""
+    pool: dict[tuple[int, int, int], list[list[int]]] = {}
+    out: list[Row] = []
+    for st, a, b in rows:
+        group = pool.setdefault((len(st), st[-1], st[len(st) // 2]), [])
+        for seen in group:
+            if seen is st or seen == st:
+                st = seen
+                break
+        else:
+            group.append(st)
+        out.append((st, a, b))
+    return out
 
 
 def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
@@ -197,11 +232,10 @@ def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
         out_den = _lcm(wd * den, bd)
         fw, fb = out_den // (wd * den), out_den // bd
         cache: Cache = {}
-        rows = [_affine_row(rows, wrow, fw, bb * fb, size, cache) for wrow, (bb,) in zip(w, b)]
+        rows = _affine_rows(rows, w, fw, [bb * fb for (bb,) in b], size, cache)
         if out_den != den:
             rows, out_den = _normalize(rows, out_den)
-        pool: dict[tuple[int, ...], list[int]] = {}  # rows on equal pieces share one starts list
-        rows = [(pool.setdefault(tuple(st), st), a, bb) for st, a, bb in rows]
+        rows = _share_starts(rows)
         den = out_den
         if tick is not None:
             tick(len(w))

@@ -13,7 +13,8 @@ the common refinement of their pieces; a ReLU splits each piece where ``a x + b`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,8 @@ def relu(row: Rows, xs: np.ndarray) -> Rows:
     """``max(0, row)``: a piece with ``a > 0`` is positive exactly for ``x > floor(-b / a)``,
     one with ``a < 0`` for ``x < ceil(b / -a)``; ``a = 0`` pieces keep ``b`` if positive."""
     if row.a is None:
+        if min(row.b) >= 0:
+            return row
         return Rows(row.starts, None, np.where(row.b > 0, row.b, 0).astype(object))
     size = len(xs)
     ends = np.append(row.starts[1:], size)
@@ -143,6 +146,27 @@ def _combine(rows: list[Rows], weights: list[tuple[int, int]], bias: int, size: 
     return _compact(row, size) if merged else row
 
 
+def _combine_rows(rows: list[Rows], weight: Sequence[Sequence[int]], fw: int, biases: list[int],
+                  size: int) -> list[Rows]:
+    """The rows of one affine map; rows with equal weights (and different biases, as the two
+    units of a threshold: ``U - T + 1`` and ``U - T``) share one weighted sum, each adding
+    its own bias (one pass over the pieces instead of one per term)."""
+    keys = [tuple(wrow) for wrow in weight]
+    count = Counter(keys)
+    shared: dict[tuple[int, ...], Rows] = {}
+    out: list[Rows] = []
+    for key, bias in zip(keys, biases, strict=True):
+        terms = [(v * fw, j) for j, v in enumerate(key) if v]
+        if count[key] < 2:
+            out.append(_combine(rows, terms, bias, size))
+            continue
+        base = shared.get(key)
+        if base is None:
+            base = shared[key] = _combine(rows, terms, 0, size)
+        out.append(Rows(base.starts, base.a, base.b + bias) if bias else base)
+    return out
+
+
 def _reduce(rows: list[Rows], den: int) -> tuple[list[Rows], int]:
     g = den
     for r in rows:
@@ -177,9 +201,9 @@ def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool
                 and all(v >= 0 for v in row) for r, row in enumerate(aff.weight.num)]
         out_den = aff.weight.den * den * bden // math.gcd(aff.weight.den * den, bden)
         fw, fb = out_den // (aff.weight.den * den), out_den // bden
-        rows = [_combine(rows, [(v * fw, j) for j, v in enumerate(wrow) if v],
-                         bias[r][0] * fb if bias is not None else 0, size)
-                for r, wrow in enumerate(aff.weight.num)]
+        rows = _combine_rows(rows, aff.weight.num, fw,
+                             [bias[r][0] * fb if bias is not None else 0
+                              for r in range(len(aff.weight.num))], size)
         if out_den != den:
             rows, out_den = _reduce(rows, out_den)
         den = out_den
