@@ -59,13 +59,18 @@ def test_refusals(gpt2: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert not (gpt2 / "x.json").exists()
 
 
-def test_export_states_the_execution_claim_as_proof(gpt2: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def exec_cert(gpt2: Path) -> tuple[Path, int]:
+    """A certificate with a float32 execution claim, and the positions it claims."""
     cert = gpt2 / "e.json"
     assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", cert, "--partial",
                "--execution", "float32", "-q") == 0
-    k = sum(map(len, json.loads(cert.read_text())["claims"]["execution"]["positions"]))
-    capsys.readouterr()
+    return cert, sum(map(len, json.loads(cert.read_text())["claims"]["execution"]["positions"]))
+
+
+def test_export_states_the_execution_claim_as_proof(gpt2: Path, exec_cert: tuple[Path, int],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    cert, k = exec_cert
     assert run("export", cert, "--format", "safetensors", "--dtype", "float32", "-o",
                gpt2 / "e32.safetensors") == 0
     out = capsys.readouterr().out
@@ -78,13 +83,9 @@ def test_export_states_the_execution_claim_as_proof(gpt2: Path,
     assert "proved for every" not in capsys.readouterr().out  # the claim is about float32
 
 
-def test_precision_of_a_language_model_certificate(gpt2: Path, tmp_path: Path,
+def test_precision_of_a_language_model_certificate(exec_cert: tuple[Path, int], tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    cert = gpt2 / "p.json"
-    assert run("certify-model", gpt2 / "m", gpt2 / "d.json", "-o", cert, "--partial",
-               "--execution", "float32", "-q") == 0
-    k = sum(map(len, json.loads(cert.read_text())["claims"]["execution"]["positions"]))
-    capsys.readouterr()
+    cert, k = exec_cert
     assert run("precision", cert, "--json", tmp_path / "p.json") == 0
     out = capsys.readouterr().out
     data = json.loads((tmp_path / "p.json").read_text())
