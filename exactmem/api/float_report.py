@@ -34,7 +34,7 @@ def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int |
     """The report of ``exactmem precision`` for the certificate file ``certificate``;
     ``bits`` None takes the certificate's ``max_bits`` when it has one; ``plot`` writes
     the memorized fraction against the significand bits; ``json_out`` the data as JSON.
-    A language-model certificate gets the table of :mod:`~exactmem.api.lm_precision`
+    A language-model certificate gets the table of :mod:`~exactmem.api.execution_table`
     (``ulps``: its execution model's accuracy of exp/tanh/erf/rsqrt)."""
     import json
 
@@ -58,7 +58,7 @@ def fidelity_report(certificate: str | Path, *, device: str = "cpu", bits: int |
 
     cert = read_certificate(certificate, (LM_FORMAT,))
     if cert.get("format") == LM_FORMAT:
-        from exactmem.api.lm_precision import lm_precision
+        from exactmem.api.execution_table import lm_precision
         from exactmem.errors import SpecError
 
         if bits is not None or scan:

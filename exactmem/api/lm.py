@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.api.lm_result import LMResult
-from exactmem.api.lm_selfcheck import mask, self_checked, set_exec
+from exactmem.api.language_model_result import LMResult
+from exactmem.api.self_check import mask, self_checked, set_exec
 from exactmem.errors import SpecError
 
 FORMATS = ("auto", "gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder", "export")
@@ -139,7 +139,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
     :data:`~exactmem.lm.weightsfile.BIND_ABOVE` parameters (None; docs/trained-models.md,
     "Bound weights").  ``shards`` / ``scheduler``: the producer's proof and the self-check
     run on that many slices of the sequences in local processes, or on the Dask cluster at
-    ``scheduler`` (:mod:`~exactmem.api.lm_shards`; the same verdict and counts)."""
+    ``scheduler`` (:mod:`~exactmem.api.model_shards`; the same verdict and counts)."""
     if type(shards) is not int or shards < 1:
         raise SpecError(f"shards: expected a positive number, found {shards!r}")
     kw = dict(partial=partial, kind=kind, bind_dataset=bind_dataset, log=log,
@@ -148,7 +148,7 @@ def certify_lm(model: str | Path, data: Any, output: str | Path | None, *, parti
               ulps=ulps, bind_weights=bind_weights)
     if shards == 1 and not scheduler:
         return _certify(model, data, output, None, 1, **kw)
-    from exactmem.api.lm_shards import executor
+    from exactmem.api.model_shards import executor
 
     with executor(shards, scheduler) as submit:
         return _certify(model, data, output, submit, shards, **kw)
@@ -243,7 +243,7 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
         code_lengths.append(code_length_upper(lo, hi, ds.labels[i]))
 
     if submit is not None:
-        from exactmem.api.lm_shards import prove_sharded
+        from exactmem.api.model_shards import prove_sharded
 
         bounds, code_lengths = prove_sharded(spec, ds.sequences, ds.labels, producer,
                                              fp.margins, coded, shards, submit, progress)

@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from exactmem.api.lm_result import LMResult
+from exactmem.api.language_model_result import LMResult
 from exactmem.api.result_types import CertifyResult, CheckResult
 from exactmem.api.verbs import PathLike, check_result, dataset_of, failing_sequences, sizes_of
 from exactmem.errors import SpecError

@@ -405,6 +405,24 @@ def test_a_shared_base_name_is_detected(tmp_path: Path) -> None:
     assert shared_base_names(tmp_path) == {"results.py": ["a/results.py", "b/results.py"]}
 
 
+def prefixed_outside_the_wing(root: Path) -> list[str]:
+    """Modules named ``lm_*.py`` outside the language-model wing (``lm/``, ``checker/lm/``):
+    the wing is a folder, not a file-name prefix."""
+    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("lm_*.py"))
+            if p.parent.relative_to(root).as_posix() not in ("lm", "checker/lm")]
+
+
+def test_no_lm_prefixed_module_outside_the_wing() -> None:
+    assert prefixed_outside_the_wing(ROOT) == []
+
+
+def test_an_lm_prefixed_module_outside_the_wing_is_detected(tmp_path: Path) -> None:
+    for rel in ("lm/lm_ok.py", "checker/lm/lm_ok2.py", "api/lm_stray.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert prefixed_outside_the_wing(tmp_path) == ["api/lm_stray.py"]
+
+
 # the import graph of the whole package --------------------------------------------------
 def import_graph(root: Path) -> dict[str, set[str]]:
     """Module -> the modules of the package it imports or loads by name, at module level or

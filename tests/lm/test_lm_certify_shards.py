@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from exactmem.api.lm_shards import slices  # noqa: E402
 from exactmem.api.model import certify_model  # noqa: E402
+from exactmem.api.model_shards import slices  # noqa: E402
 from exactmem.api.verbs import check  # noqa: E402
 from exactmem.cli import main  # noqa: E402
 from exactmem.lm.checkpoints.random_models import random_gpt2  # noqa: E402

@@ -155,7 +155,7 @@ def test_crafted_code_lengths_are_unusable(cert: Cert, edit: Any, message: str) 
 
 
 def test_the_checkers_own_bounds_as_claims_are_verified(cert: Cert) -> None:
-    from exactmem.api.lm_selfcheck import checker_bound
+    from exactmem.api.self_check import checker_bound
     from exactmem.checker.lm.lm_verify import check
 
     derived: dict[int, int] = {}

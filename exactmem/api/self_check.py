@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from exactmem.api.lm_result import LMResult
+from exactmem.api.language_model_result import LMResult
 from exactmem.errors import SpecError
 
 
@@ -40,7 +40,7 @@ def self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
     ref_derived: dict[int, tuple[int, int]] = {}
     checked = cert
     if sharded[0] is not None:  # the same outputs, from slices of the sequences
-        from exactmem.api.lm_shards import check_sharded
+        from exactmem.api.model_shards import check_sharded
 
         got = check_sharded(cert, where, tmp, sharded[1], sharded[0], progress)
         bad, unusable, claim = got.bad, got.unusable, got.claim
