@@ -272,12 +272,14 @@ def plot(lines: list[dict[str, Any]], path: Path) -> None:
             ax.text(0.01, value + 0.03, f"{value} at convergence (Morris et al., "
                     f"{'fp32' if name == 'fp32' else 'GPT'})", fontsize=7,
                     transform=ax.get_yaxis_transform())
-    ax.set_xticks(range(len(keys)), [k.replace("_", "\n") for k in keys], fontsize=7)
+    params = {str(r["row"]): int(float(r["params"])) for r in lines}
+    ax.set_xticks(range(len(keys)), [k.replace("_", " ") + f"\n{params[k]:,} params"
+                                     for k in keys], fontsize=7)
     ax.set_xlim(-0.5, len(keys) - 0.5)
     ax.set_ylim(0, 4.2)
     ax.set_ylabel("certified memorized bits per parameter")
-    ax.set_title("GPT-2 on uniform random tokens: best at a budget of S steps, each seed "
-                 "(circles) and the mean", fontsize=9)
+    ax.set_title("GPT-2 on uniform random tokens, certified: best at a budget of s steps "
+                 "(each seed a circle, the mean a bar)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
