@@ -1,34 +1,41 @@
 """Certified memorized bits of GPT-2 models trained on uniform random tokens
-(Morris et al. 2025, "How much do language models memorize?", section 3, scaled down to a CPU).
+(Morris et al. 2025, "How much do language models memorize?", section 3, scaled down to a CPU),
+three seeds a row, each certificate's SHA-256 recorded.
 
 Usage: ``python scripts/reproduce_capacity.py [--quick] [--out docs/results] [--work DIR]
-[--only ROW ...] [--train-only] [--float-only] [--check-shards K]`` (a finished row is kept in
-``DIR`` and reused when the script is run again; ``--only d28L2_N2048_s25000 ...`` redoes
-those rows and keeps the others from the CSV; ``--train-only`` trains without certifying;
-``--float-only`` estimates the training-budget rows ``FLOAT_ROWS`` in float64 only).
+[--only ROW ...] [--seeds S ...] [--train-only] [--check-shards K]`` trains, certifies and
+checks every row of ``ROWS`` for every seed (default 0 1 2); a finished (row, seed) is kept
+in ``DIR`` and reused when the script is run again, and the (row, seed) pairs not run are
+kept from the CSV in ``--out``.  ``--verify ROW --seeds S`` re-derives one row in a fresh
+directory and compares its certificate's SHA-256 with the one the CSV records (exit 0 when
+they are equal, 1 when not).
 
-Recipe (seeds fixed, so a rerun trains the same models on the same data):
+Recipe (everything fixed by the row and its seed ``s``, so a rerun trains the same model on
+the same data):
 
-* data: ``N`` sequences of ``L = 17`` tokens drawn uniformly from ``V = 64`` tokens
-  (``numpy.random.default_rng(1000 + N)``); position ``t = 0..15`` predicts token ``t + 1``,
-  token 0 is not predicted, so the reference entropy is ``16 log2 64 = 96`` bits a sequence;
-* model: ``transformers.GPT2LMHeadModel`` (``n_positions = 16``, ``gelu_new``, tied head,
-  ``layer_norm_epsilon = 1e-5``, dropout 0), float32, init from ``torch.manual_seed(0)``;
-* training: AdamW (lr 2e-3, betas (0.9, 0.98), weight decay 0), batch 64, cross-entropy on all
-  16 positions, full passes over the data with a linear decay to 0 over ``steps`` steps, one
-  torch thread;
-* certification: ``exactmem certify-model MODEL DATA --partial`` (the dataset labels every
-  position with its next token, so the certificate carries per-sequence code-length upper
-  bounds), then ``exactmem check CERT`` in a subprocess; the certified bits are the checker's
-  lower bound ``sum_i max(0, 96 - C_i)`` (docs/memorized-bits.md);
+* data: ``exactmem.uniform-tokens/1`` from seed ``s`` (:mod:`exactmem.datasets.uniform_tokens`,
+  recorded in the dataset, so that ``exactmem check`` regenerates it and states memorized
+  bits): ``N`` sequences of ``L = S + 1`` tokens uniform over ``V``; position ``t = 0..S-1``
+  predicts token ``t + 1`` (token 0 is context only), ``S log2 V`` bits a sequence;
+* model: ``transformers.GPT2LMHeadModel`` (``n_positions = S``, ``gelu_new``, tied head,
+  ``layer_norm_epsilon = 1e-5``, dropout 0), float32, init from ``torch.manual_seed(s)``;
+* training: AdamW (lr 2e-3, betas (0.9, 0.98), weight decay 0), batch 64, cross-entropy on
+  all ``S`` positions, full passes over the data in the order of
+  ``torch.randperm(generator=torch.Generator().manual_seed(s))``, a linear decay to 0 over
+  ``steps`` steps, one torch thread (deterministic on one machine and torch build);
+* certification: ``exactmem certify-model MODEL DATA --partial`` (weights embedded), then
+  ``exactmem check CERT --shards K`` in a subprocess; the certified bits are the checker's
+  lower bound ``sum_i max(0, S log2 V - C_i)`` (docs/memorized-bits.md); ``cert_sha256`` is
+  the SHA-256 of the certificate file;
 * float estimate: the producer's float64 forward pass of the same weights
   (``exactmem info --json``'s ``float_memorized_bits``), and independently plain torch
-  (``GPT2LMHeadModel`` in float64, ``log_softmax``) for the note.
+  (``GPT2LMHeadModel`` in float64, ``log_softmax``).
 
-Writes ``capacity_gpt2.csv`` (both sums: ``certified_bits`` is Morris et al.'s per-sample
-clipped sum, ``certified_bits_unclipped`` beside it) and ``capacity_gpt2.png`` to ``--out``,
-gzip certificates of the two smallest models (``capacity_gpt2_<name>_N<N>.json.gz``), and
-with ``--float-only`` ``capacity_gpt2_float.csv``.  Progress on stderr.
+Writes ``capacity_gpt2.csv`` (one line per row and seed), ``capacity_gpt2_summary.csv``
+(per row: seeds, mean, min and max), ``capacity_gpt2.png``, and the gzip certificate of each
+(row, seed) whose compressed size is at most ``COMMIT_LIMIT`` bytes
+(``capacity_gpt2_<row>_seed<s>.json.gz``; ``cert_file`` in the CSV names it, empty where only
+the hash is kept).  Progress on stderr.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -44,45 +52,48 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-VOCAB, LENGTH = 64, 17
-# name, d_model, layers, heads, N, training steps
-ROWS: list[tuple[str, int, int, int, int, int]] = [
-    ("d28L2", 28, 2, 2, 128, 1500),
-    ("d28L2", 28, 2, 2, 512, 3000),
-    ("d28L2", 28, 2, 2, 1024, 5000),
-    ("d28L2", 28, 2, 2, 1024, 15000),
-    ("d28L2", 28, 2, 2, 1024, 25000),
-    ("d28L2", 28, 2, 2, 2048, 25000),
-    ("d28L2", 28, 2, 2, 4096, 25000),
-    ("d28L2", 28, 2, 2, 8192, 25000),
-    ("d48L2", 48, 2, 2, 128, 1500),
-    ("d48L2", 48, 2, 2, 1024, 16000),
-    ("d48L2", 48, 2, 2, 2048, 16000),
-    ("d64L4", 64, 4, 4, 48, 800),
-    ("d128L3", 128, 3, 4, 16, 400),
+
+class Row(NamedTuple):
+    """One configuration of the table: model shape, data shape, training budget."""
+
+    name: str
+    d: int
+    layers: int
+    heads: int
+    vocab: int
+    length: int  # tokens a sequence, L = S + 1
+    n: int  # sequences
+    steps: int
+
+    @property
+    def key(self) -> str:
+        """The row's name on the command line and in ``--work``: ``d28L2_V64_S16_N2048_s25000``."""
+        return f"{self.name}_V{self.vocab}_S{self.length - 1}_N{self.n}_s{self.steps}"
+
+    @property
+    def params(self) -> int:
+        """Dense parameters of the tied-head GPT-2 (embeddings, blocks, final LayerNorm)."""
+        d = self.d
+        return self.layers * (12 * d * d + 13 * d) + (self.vocab + self.length - 1) * d + 2 * d
+
+    @property
+    def bits_per_sequence(self) -> float:
+        return (self.length - 1) * math.log2(self.vocab)
+
+
+ROWS: list[Row] = [
+    Row("d28L2", 28, 2, 2, 64, 17, 128, 1500),
+    Row("d28L2", 28, 2, 2, 64, 17, 2048, 25000),
+    Row("d48L2", 48, 2, 2, 2048, 65, 64, 500),
 ]
-# trained for the training-budget study, estimated in float64 only (``--float-only``)
-FLOAT_ROWS: list[tuple[str, int, int, int, int, int]] = [
-    ("d28L2", 28, 2, 2, 8192, 6250),
-    ("d28L2", 28, 2, 2, 2048, 12500),
-    ("d28L2", 28, 2, 2, 4096, 12500),
-    ("d28L2", 28, 2, 2, 8192, 12500),
-    ("d28L2", 28, 2, 2, 16384, 25000),
-    ("d28L2", 28, 2, 2, 2048, 35000),
-    ("d28L2", 28, 2, 2, 4096, 35000),
-    ("d28L2", 28, 2, 2, 8192, 35000),
-    ("d48L2", 48, 2, 2, 4096, 8000),
-    ("d48L2", 48, 2, 2, 4096, 16000),
-    ("d48L2", 48, 2, 2, 8192, 16000),
-]
-QUICK: list[tuple[str, int, int, int, int, int]] = [
-    ("d28L2", 28, 2, 2, 32, 400),
-    ("d48L2", 48, 2, 2, 32, 400),
-]
+QUICK: list[Row] = [Row("d28L2", 28, 2, 2, 64, 17, 32, 400),
+                    Row("d16L1", 16, 1, 2, 2048, 65, 4, 200)]
+SEEDS = (0, 1, 2)
+COMMIT_LIMIT = 2_000_000  # bytes of a gzip certificate committed beside the CSV
 MORRIS = {"fp32": 3.83, "all": 3.6, "bf16": 3.51}
 
 
@@ -90,34 +101,38 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def tokens(n_seq: int) -> np.ndarray:
-    return np.random.default_rng(1000 + n_seq).integers(0, VOCAB, (n_seq, LENGTH))
+def tokens(row: Row, seed: int) -> np.ndarray:
+    """The row's ``N x L`` tokens, ``exactmem.uniform-tokens/1`` from ``seed``."""
+    from exactmem.datasets.uniform_tokens import uniform_rows
+
+    return np.array(uniform_rows(seed, row.vocab, row.n, row.length), dtype=np.int64)
 
 
-def train(path: Path, d: int, layers: int, heads: int, data: np.ndarray, steps: int) -> float:
-    """Train a GPT-2 on ``data`` and save it to ``path``; returns the seconds taken."""
+def train(path: Path, row: Row, seed: int, data: np.ndarray) -> float:
+    """Train the row's GPT-2 on ``data`` and save it to ``path``; returns the seconds taken."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=LENGTH - 1, n_embd=d, n_layer=layers,
-                     n_head=heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                     bos_token_id=0, eos_token_id=0)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=row.vocab, n_positions=row.length - 1, n_embd=row.d,
+                     n_layer=row.layers, n_head=row.heads, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / row.steps))
     x = torch.tensor(data, dtype=torch.long)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     clock = time.perf_counter()
     step, loss, shown = 0, float("nan"), 0
-    while step < steps:
+    while step < row.steps:
         for idx in torch.randperm(len(x), generator=gen).split(64):
             batch = x[idx]
             logits = model(batch[:, :-1]).logits
-            out = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+            out = torch.nn.functional.cross_entropy(logits.reshape(-1, row.vocab),
                                                     batch[:, 1:].reshape(-1))
             opt.zero_grad()
             out.backward()
@@ -125,23 +140,19 @@ def train(path: Path, d: int, layers: int, heads: int, data: np.ndarray, steps: 
             sched.step()
             step += 1
             loss = float(out.detach())
-            if step >= steps:
+            if step >= row.steps:
                 break
-        if step - shown >= 500 or step >= steps:
+        if step - shown >= 500 or step >= row.steps:
             shown = step
-            say(f"  train step {step}/{steps}: loss {loss:.4f} nats/token")
+            say(f"  train step {step}/{row.steps}: loss {loss:.4f} nats/token")
     model.save_pretrained(str(path))
     return time.perf_counter() - clock
 
 
-def torch_float64_bits(path: Path, data: np.ndarray) -> float:
-    """Memorized bits, sum_i max(0, 96 - code length_i), from the checkpoint's own forward
-    pass in float64 with ``log_softmax`` (plain torch, independent of exactmem)."""
-    return torch_float64_sums(path, data)[0]
-
-
-def torch_float64_sums(path: Path, data: np.ndarray) -> tuple[float, float]:
-    """``(clipped, unclipped)``: :func:`torch_float64_bits` and ``sum_i (96 - C_i)``."""
+def torch_float64_sums(path: Path, row: Row, data: np.ndarray) -> tuple[float, float]:
+    """``(clipped, unclipped)`` memorized bits, ``sum_i max(0, S log2 V - C_i)`` and
+    ``sum_i (S log2 V - C_i)``, from the checkpoint's own forward pass in float64 with
+    ``log_softmax`` (plain torch, independent of exactmem)."""
     import torch
     from transformers import GPT2LMHeadModel
 
@@ -150,172 +161,135 @@ def torch_float64_sums(path: Path, data: np.ndarray) -> tuple[float, float]:
     with torch.no_grad():
         lp = torch.log_softmax(model(x[:, :-1]).logits, dim=-1)
     nll = -lp.gather(-1, x[:, 1:, None])[..., 0].sum(-1) / math.log(2)
-    h = (LENGTH - 1) * math.log2(VOCAB)
+    h = row.bits_per_sequence
     return float(torch.clamp(h - nll, min=0).sum()), float((h - nll).sum())
 
 
-def float_row(row: tuple[str, int, int, int, int, int], work: Path) -> dict[str, Any]:
-    """A row's float64 estimate only (plain torch), training the model if it is missing:
-    no certificate, for the training-budget study (``FLOAT_ROWS``)."""
-    name, d, layers, _, n_seq, steps = row
-    t_train = train_row(row, work)
-    base = work / key(row)
-    clipped, unclipped = torch_float64_sums(base / "model", tokens(n_seq))
-    params = layers * (12 * d * d + 13 * d) + (VOCAB + LENGTH - 1) * d + 2 * d  # tied head
-    return {"model": name, "params": params, "N": n_seq, "reference_bits": n_seq * 96.0,
-            "torch_float64_bits": round(clipped, 3),
-            "torch_float64_bits_unclipped": round(unclipped, 3),
-            "float_bits_per_param": round(clipped / params, 4), "train_steps": steps,
-            "train_s": t_train}
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def train_row(row: tuple[str, int, int, int, int, int], work: Path) -> float | str:
-    """Train ``row``'s model into ``work`` unless it is there; returns the training seconds
-    ("" where a resumed checkpoint has none recorded)."""
-    name, d, layers, heads, n_seq, steps = row
-    base = work / f"{name}_N{n_seq}_s{steps}"
-    base.mkdir(parents=True, exist_ok=True)
-    timing = base / "train_s.json"
-    if (base / "model" / "config.json").exists():  # resume: trained before
-        return json.loads(timing.read_text()) if timing.exists() else ""
-    say(f"{name} N={n_seq}: training {steps} steps")
-    t_train = round(train(base / "model", d, layers, heads, tokens(n_seq), steps), 1)
-    timing.write_text(json.dumps(t_train))
-    return t_train
-
-
-def key(row: tuple[str, int, int, int, int, int]) -> str:
-    """A row's name on the command line and in ``--work``: ``d28L2_N1024_s15000``."""
-    return f"{row[0]}_N{row[4]}_s{row[5]}"
-
-
-def run_row(row: tuple[str, int, int, int, int, int], work: Path,
-            check_shards: int = 1) -> dict[str, Any]:
+def run_row(row: Row, seed: int, base: Path, check_shards: int = 1,
+            train_only: bool = False) -> dict[str, Any]:
+    """Train, certify and check ``row`` with ``seed`` in ``base`` (reusing what is there);
+    returns its CSV line."""
     from exactmem.api.lm import certify_lm
+    from exactmem.datasets.uniform_tokens import uniform_dataset
     from exactmem.lm.certfile import lm_info
-    from exactmem.lm.tokens import next_token_dataset
     from exactmem.model.dataset import save_dataset
 
-    name, d, layers, heads, n_seq, steps = row
-    base = work / f"{name}_N{n_seq}_s{steps}"
+    base.mkdir(parents=True, exist_ok=True)
     done = base / "row.json"
     if done.exists() and (base / "cert.json").exists():  # resume: this row was finished
         return dict(json.loads(done.read_text()))
-    data = tokens(n_seq)
-    t_train = train_row(row, work)
-    save_dataset(next_token_dataset(data, VOCAB), base / "data.json")
-    say(f"{name} N={n_seq}: certifying")
+    data = tokens(row, seed)
+    timing = base / "train_s.json"
+    if not (base / "model" / "config.json").exists():
+        say(f"{row.key} seed {seed}: training {row.steps} steps")
+        timing.write_text(json.dumps(round(train(base / "model", row, seed, data), 1)))
+    t_train = json.loads(timing.read_text())
+    if train_only:
+        return {}
+    save_dataset(uniform_dataset(seed, row.vocab, row.n, row.length), base / "data.json")
+    say(f"{row.key} seed {seed}: certifying")
     clock = time.perf_counter()
-    res = certify_lm(base / "model", base / "data.json", base / "cert.json", partial=True)
+    res = certify_lm(base / "model", base / "data.json", base / "cert.json", partial=True,
+                     bind_weights=False)
     t_cert = time.perf_counter() - clock
     if not res.written:
-        raise SystemExit(f"{name} N={n_seq}: no position proved, nothing certified")
+        raise SystemExit(f"{row.key} seed {seed}: no position proved, nothing certified")
+    say(f"{row.key} seed {seed}: checking")
     clock = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(base / "cert.json"),
                            "--shards", str(check_shards)],
                           capture_output=True, text=True, check=False)
     t_check = time.perf_counter() - clock
     if proc.returncode != 0 or "s VERIFIED" not in proc.stdout:
-        raise SystemExit(f"{name} N={n_seq}: check failed: {proc.stdout}{proc.stderr[-2000:]}")
-    claimed = re.search(r"at least (-?\d+) bits", proc.stdout)
+        raise SystemExit(f"{row.key} seed {seed}: check failed: {proc.stdout}"
+                         f"{proc.stderr[-2000:]}")
+    claim = next((s for s in proc.stdout.splitlines() if "memorized bits" in s), "")
+    claimed = re.search(r"at least (-?[\d,]+) bits", claim)
+    (base / "check.txt").write_text(proc.stdout)
     info = lm_info(json.loads((base / "cert.json").read_text()))
     cert_bits = info["certified_memorized_bits"]
     float_bits = info["float_memorized_bits"]
-    out = {"model": name, "params": info["params"], "d_model": d, "layers": layers,
-            "N": n_seq, "tokens": n_seq * LENGTH, "reference_bits": info["reference_bits"],
-            "float_bits": round(float_bits, 3),
-            "torch_float64_bits": round(torch_float64_bits(base / "model", data), 3),
-            "certified_bits": math.floor(cert_bits * 1000) / 1000,
-            "certified_bits_unclipped":
-                math.floor(info["certified_memorized_bits_unclipped"] * 1000) / 1000,
-            "float_bits_unclipped": round(info["float_memorized_bits_unclipped"], 3),
-            "checker_bits": int(claimed.group(1)) if claimed else "",
-            "certified_over_float": round(cert_bits / float_bits, 9) if float_bits else "",
-            "certified_bits_per_param": round(cert_bits / info["params"], 4),
-            "certified_positions": info["certified_positions"],
-            "positions": info["positions"], "train_steps": steps,
-            "train_s": t_train, "certify_s": round(t_cert, 1),
-            "check_s": round(t_check, 1)}
+    clipped, unclipped = torch_float64_sums(base / "model", row, data)
+    out = {"row": row.key, "seed": seed, "model": row.name, "params": info["params"],
+           "d_model": row.d, "layers": row.layers, "V": row.vocab, "S": row.length - 1,
+           "N": row.n, "train_steps": row.steps, "reference_bits": info["reference_bits"],
+           "float_bits": round(float_bits, 3), "torch_float64_bits": round(clipped, 3),
+           "torch_float64_bits_unclipped": round(unclipped, 3),
+           "certified_bits": math.floor(cert_bits * 1000) / 1000,
+           "certified_bits_unclipped":
+               math.floor(info["certified_memorized_bits_unclipped"] * 1000) / 1000,
+           "checker_bits": int(claimed.group(1).replace(",", "")) if claimed else "",
+           "checker_says_memorized": "regenerated from seed" in claim,
+           "certified_bits_per_param": round(cert_bits / info["params"], 4),
+           "certified_positions": info["certified_positions"], "positions": info["positions"],
+           "train_s": t_train, "certify_s": round(t_cert, 1), "check_s": round(t_check, 1),
+           "check_shards": check_shards, "cert_sha256": sha256_file(base / "cert.json")}
     done.write_text(json.dumps(out) + "\n")
     return out
 
 
-def plot(rows: list[dict[str, Any]], path: Path,
-         float_rows: list[dict[str, Any]] | None = None) -> None:
-    """Left: certified and float64 bits against parameters with Morris et al.'s lines.
-    Right: certified bits per parameter against the dataset's bits, one curve per model
-    and training budget (the plateau, or how far from it a budget stops); ``float_rows``
-    (float64 estimates only) dashed, marked x."""
+def summarize(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per row: its seeds, and mean, min and max of the certified bits, bits per parameter
+    and positions proved."""
+    by_row: dict[str, list[dict[str, Any]]] = {}
+    for r in lines:
+        by_row.setdefault(str(r["row"]), []).append(r)
+    out = []
+    for rs in by_row.values():
+        first = rs[0]
+        s: dict[str, Any] = {k: first[k] for k in ("row", "model", "params", "V", "S", "N",
+                                                    "train_steps", "reference_bits")}
+        s["seeds"] = " ".join(str(r["seed"]) for r in sorted(rs, key=lambda r: int(r["seed"])))
+        for col in ("certified_bits", "certified_bits_per_param", "certified_positions"):
+            vals = [float(r[col]) for r in rs]
+            s[f"{col}_mean"] = round(sum(vals) / len(vals), 4)
+            s[f"{col}_min"], s[f"{col}_max"] = min(vals), max(vals)
+        out.append(s)
+    return out
+
+
+def plot(lines: list[dict[str, Any]], path: Path) -> None:
+    """Certified bits per parameter of every (row, seed), one column per row, with Morris et
+    al.'s bits per parameter at convergence for orientation."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 5))
-    ps = np.array([r["params"] for r in rows], dtype=float)
-    xs = np.geomspace(ps.min() * 0.8, ps.max() * 1.25, 50)
-    for key_, value in MORRIS.items():
-        if key_ != "bf16":
-            ax.plot(xs, value * xs, "--", lw=1, label=f"{value} bits/param (Morris et al., "
-                                                      f"{'fp32' if key_ == 'fp32' else 'GPT'})")
-    ax.scatter(ps, [r["float_bits"] for r in rows], marker="x", s=50, label="float64 estimate")
-    ax.scatter(ps, [r["certified_bits"] for r in rows], marker="o", facecolors="none",
-               edgecolors="k", s=70, label="certified lower bound")
-    ax.scatter(ps, [r["reference_bits"] for r in rows], marker="_", s=120, c="gray",
-               label="data entropy (96 bits x N)")
-    for r in rows:
-        ax.annotate(f"N={int(r['N'])}", (r["params"], r["certified_bits"]), fontsize=7,
-                    xytext=(4, -10), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("parameters (dense)")
-    ax.set_ylabel("memorized bits")
-    ax.set_title("GPT-2 on uniform random tokens (V=64, 16 predicted)")
-    ax.legend(fontsize=7)
-
-    names = [str(r["model"]) for r in rows + (float_rows or [])]
-    budgets = sorted({(str(r["model"]), int(r["train_steps"])) for r in rows + (float_rows or [])})
-    tab20 = matplotlib.colormaps["tab20"]
-    colour = {b: tab20(i % 20) for i, b in enumerate(budgets)}  # one per model and budget
-    for data, field, style, what in ((rows, "certified_bits_per_param", "o-", "certified"),
-                                     (float_rows or [], "float_bits_per_param", "x--",
-                                      "float64 only")):
-        series: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for r in data:
-            if names.count(str(r["model"])) < 2:  # one dataset size: no curve to show
-                continue
-            series.setdefault((str(r["model"]), int(r["train_steps"])), []).append(r)
-        for (name, steps), rs in sorted(series.items()):
-            rs = sorted(rs, key=lambda r: r["N"])
-            bx.plot([r["reference_bits"] for r in rs], [r[field] for r in rs], style, ms=4,
-                    c=colour[name, steps],
-                    label=f"{name} ({int(rs[0]['params']):,} params), {steps:,} steps, {what}")
-    for key_, value in MORRIS.items():
-        if key_ != "bf16":
-            bx.axhline(value, ls="--", lw=1, c="gray")
-            bx.text(0.01, value + 0.03, f"{value} (Morris et al., "
-                    f"{'fp32' if key_ == 'fp32' else 'GPT'})", fontsize=7,
-                    transform=bx.get_yaxis_transform())
-    bx.set_xscale("log")
-    bx.set_ylim(0, 4.2)
-    bx.set_xlabel("data entropy (bits: 96 x N)")
-    bx.set_ylabel("memorized bits per parameter")
-    bx.set_title("capacity: bits/param against dataset size")
-    bx.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    keys = list(dict.fromkeys(str(r["row"]) for r in lines))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for i, key in enumerate(keys):
+        ys = [float(r["certified_bits_per_param"]) for r in lines if r["row"] == key]
+        ax.scatter([i] * len(ys), ys, marker="o", facecolors="none", edgecolors="k", s=50)
+        ax.hlines(sum(ys) / len(ys), i - 0.2, i + 0.2, colors="C0")
+    for name, value in MORRIS.items():
+        if name != "bf16":
+            ax.axhline(value, ls="--", lw=1, c="gray")
+            ax.text(0.01, value + 0.03, f"{value} at convergence (Morris et al., "
+                    f"{'fp32' if name == 'fp32' else 'GPT'})", fontsize=7,
+                    transform=ax.get_yaxis_transform())
+    params = {str(r["row"]): int(float(r["params"])) for r in lines}
+    ax.set_xticks(range(len(keys)), [k.replace("_", " ") + f"\n{params[k]:,} params"
+                                     for k in keys], fontsize=7)
+    ax.set_xlim(-0.5, len(keys) - 0.5)
+    ax.set_ylim(0, 4.2)
+    ax.set_ylabel("certified memorized bits per parameter")
+    ax.set_title("GPT-2 on uniform random tokens, certified: best at a budget of s steps "
+                 "(each seed a circle, the mean a bar)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def kept_rows(csv_path: Path) -> dict[str, dict[str, Any]]:
-    """The rows of an existing CSV by :func:`key` (kept when a run does not redo them; a
-    column missing there, such as the unclipped sums of rows written before they were
-    recorded, is left empty)."""
+def kept_lines(csv_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The lines of an existing CSV by (row, seed)."""
     if not csv_path.exists():
         return {}
     rows = list(csv.DictReader(csv_path.read_text().splitlines()))
-    return {f"{r['model']}_N{r['N']}_s{r['train_steps']}": dict(r) for r in rows}
+    return {(r["row"], int(r["seed"])): dict(r) for r in rows}
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -327,15 +301,34 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
         w.writerows(rows)
 
 
-def numeric(row: dict[str, Any]) -> dict[str, Any]:
-    """A CSV row with its numbers as numbers again (for the plot)."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        try:
-            out[k] = float(v) if isinstance(v, str) and v else v
-        except ValueError:
-            out[k] = v
-    return out
+def commit_certificate(src: Path, out: Path, line: dict[str, Any]) -> None:
+    """Gzip ``src`` beside the CSV when it is at most :data:`COMMIT_LIMIT` bytes compressed;
+    ``line["cert_file"]`` names it (empty: only the hash is kept)."""
+    dst = out / f"capacity_gpt2_{line['row']}_seed{line['seed']}.json.gz"
+    with src.open("rb") as fi, gzip.GzipFile(dst, "wb", mtime=0) as fo:
+        shutil.copyfileobj(fi, fo)
+    if dst.stat().st_size <= COMMIT_LIMIT:
+        line["cert_file"] = dst.name
+    else:
+        dst.unlink()
+        line["cert_file"] = ""
+
+
+def verify(row: Row, seed: int, work: Path, csv_path: Path, check_shards: int) -> int:
+    """Re-derive ``row`` with ``seed`` in a fresh directory; 0 when its certificate's SHA-256
+    is the one ``csv_path`` records, 1 when it differs."""
+    recorded = kept_lines(csv_path).get((row.key, seed))
+    if recorded is None:
+        say(f"error: --verify: {csv_path} records no {row.key} seed {seed}")
+        return 2
+    base = work / "verify" / f"{row.key}_seed{seed}"
+    if base.exists():
+        shutil.rmtree(base)
+    line = run_row(row, seed, base, check_shards)
+    same = line["cert_sha256"] == recorded["cert_sha256"]
+    print(f"{row.key} seed {seed}: certificate sha256 {line['cert_sha256']} "
+          f"{'equals' if same else 'differs from'} the recorded {recorded['cert_sha256']}")
+    return 0 if same else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,71 +337,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/results", help="where the CSV, plot, certificates go")
     ap.add_argument("--work", default="capacity_work", help="checkpoints and certificates")
     ap.add_argument("--only", nargs="+", metavar="ROW", default=None,
-                    help="run only these rows (e.g. d28L2_N4096_s25000); the other rows of "
-                         "the table are kept from the CSV in --out")
+                    help="run only these rows (e.g. d28L2_V64_S16_N2048_s25000); the other "
+                         "lines of the table are kept from the CSV in --out")
+    ap.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), metavar="S",
+                    help="the seeds to run (default 0 1 2)")
+    ap.add_argument("--verify", metavar="ROW", default=None,
+                    help="re-derive ROW for each of --seeds in a fresh directory and compare "
+                         "the certificate's SHA-256 with the CSV's")
     ap.add_argument("--train-only", action="store_true",
                     help="train the rows' checkpoints into --work, certify nothing")
-    ap.add_argument("--float-only", action="store_true",
-                    help="the training-budget rows (FLOAT_ROWS): train what is missing, "
-                         "write their float64 estimates to capacity_gpt2_float.csv, certify "
-                         "nothing")
     ap.add_argument("--check-shards", type=int, default=1, metavar="K",
                     help="`exactmem check --shards K` for each certificate (default 1)")
     args = ap.parse_args(argv)
     out, work = Path(args.out), Path(args.work)
-    specs = QUICK if args.quick else FLOAT_ROWS if args.float_only else ROWS
-    if args.only is not None:
-        unknown = sorted(set(args.only) - {key(r) for r in specs})
-        if unknown:
-            say(f"error: --only: no such row {unknown[0]} (rows: "
-                f"{', '.join(key(r) for r in specs)})")
+    specs = QUICK if args.quick else ROWS
+    names = {r.key for r in specs}
+    for wanted in (args.only or []) + ([args.verify] if args.verify else []):
+        if wanted not in names:
+            say(f"error: --only/--verify: no such row {wanted} (rows: {', '.join(sorted(names))})")
             return 2
     if args.check_shards < 1:
         say(f"error: --check-shards: expected a positive number, found {args.check_shards}")
         return 2
-    out.mkdir(parents=True, exist_ok=True)
+    if any(s < 0 for s in args.seeds):
+        say(f"error: --seeds: expected seeds >= 0, found {min(args.seeds)}")
+        return 2
     csv_path = out / "capacity_gpt2.csv"
-    float_path = out / "capacity_gpt2_float.csv"
-    if args.float_only:
-        kept = kept_rows(float_path)
-        frows = [float_row(spec, work) if args.only is None or key(spec) in args.only
-                 else kept[key(spec)] for spec in specs
-                 if args.only is None or key(spec) in args.only or key(spec) in kept]
-        write_csv(frows, float_path)
-        certified = [numeric(r) for r in kept_rows(csv_path).values()]
-        if certified:
-            plot(certified, out / "capacity_gpt2.png", [numeric(r) for r in frows])
-        say(f"wrote {float_path}")
-        return 0
-    old = kept_rows(csv_path)
-    rows: list[dict[str, Any]] = []
-    for at, spec in enumerate(specs):
-        if args.only is not None and key(spec) not in args.only:
-            if key(spec) in old:
-                rows.append(old[key(spec)])
-            continue
+    if args.verify:
+        row = next(r for r in specs if r.key == args.verify)
+        return max(verify(row, s, work, csv_path, args.check_shards) for s in args.seeds)
+    out.mkdir(parents=True, exist_ok=True)
+    old = kept_lines(csv_path)
+    todo = [(r, s) for r in specs for s in args.seeds if args.only is None or r.key in args.only]
+    new: dict[tuple[str, int], dict[str, Any]] = {}
+    for row, seed in todo:
+        base = work / f"{row.key}_seed{seed}"
+        line = run_row(row, seed, base, args.check_shards, args.train_only)
         if args.train_only:
-            train_row(spec, work)
             continue
-        rows.append(run_row(spec, work, args.check_shards))
-        say(json.dumps(rows[-1]))
-        later = [old[key(r)] for r in specs[at + 1:] if key(r) in old]  # kept if interrupted
-        write_csv(rows + later, csv_path)
-    if args.train_only or not rows:
+        commit_certificate(base / "cert.json", out, line)
+        new[row.key, seed] = line
+        say(json.dumps(line))
+        merged = {**old, **new}
+        order = [(r.key, s) for r in specs for s in sorted({k[1] for k in merged})]
+        lines = [merged[k] for k in order if k in merged]
+        write_csv(lines, csv_path)  # after every row, so an interrupted run keeps its lines
+        write_csv(summarize(lines), out / "capacity_gpt2_summary.csv")
+    if args.train_only or not new:
         return 0
-    write_csv(rows, csv_path)
-    rows = [numeric(r) for r in rows]
-    plot(rows, out / "capacity_gpt2.png", [numeric(r) for r in kept_rows(float_path).values()])
-    smallest = sorted({(r["params"], r["model"]) for r in rows})[:2]
-    for _, name in smallest:
-        r = min((r for r in rows if r["model"] == name), key=lambda r: r["N"])
-        src = work / f"{name}_N{int(r['N'])}_s{int(r['train_steps'])}" / "cert.json"
-        dst = out / f"capacity_gpt2_{name}_N{int(r['N'])}.json.gz"
-        if not src.exists():  # kept from an earlier run: the committed file stays
-            continue
-        with src.open("rb") as fi, gzip.GzipFile(dst, "wb", mtime=0) as fo:
-            shutil.copyfileobj(fi, fo)
-    say(f"wrote {csv_path}, {out / 'capacity_gpt2.png'}")
+    plot(list(kept_lines(csv_path).values()), out / "capacity_gpt2.png")
+    say(f"wrote {csv_path}, {out / 'capacity_gpt2_summary.csv'}, {out / 'capacity_gpt2.png'}")
     return 0
 
 
