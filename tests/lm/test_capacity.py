@@ -26,7 +26,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 SMALLEST = "capacity_gpt2_d28L2_V64_S16_N128_s1500_seed0.json.gz"
 # (row, seed) lines of scripts/reproduce_capacity.py not run yet (docs/memorized-bits.md,
 # "Best at a budget of S steps"); an entry goes when its line is added to the table
-NOT_RUN = {("d28L2_V64_S16_N2048_s25000", 2)}
+NOT_RUN: set[tuple[str, int]] = set()
 
 
 def lines() -> list[dict[str, str]]:
