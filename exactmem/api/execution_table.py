@@ -20,18 +20,6 @@ import numpy as np
 FORMATS = ("float64", "float32", "bfloat16", "float16")
 
 
-def _claimed(cert: dict[str, Any], n_seq: int, n: int) -> list[list[int]]:
-    from exactmem.errors import SpecError
-
-    claims = cert.get("claims")
-    rows = claims.get("positions") if isinstance(claims, dict) else None
-    if (not isinstance(rows, list) or len(rows) != n_seq
-            or not all(isinstance(r, list) and all(type(p) is int and 0 <= p < n for p in r)
-                       for r in rows)):
-        raise SpecError("claims.positions: expected one list of positions per sequence")
-    return rows
-
-
 def _torch_held(spec: Any, tokens: np.ndarray, labels: np.ndarray, dtype: str,
                 claimed: list[list[int]]) -> int:
     """Certified positions where torch, run on the weights rounded to ``dtype``, keeps the
@@ -59,7 +47,7 @@ def lm_precision(path: str | Path, cert: dict[str, Any], ulps: int | None = None
     base = Path(path).parent
     spec = lm.spec_of(cert, base)
     tokens, labels = lm.tokens_of(spec, dataset_from_certificate(cert, base))
-    claimed = _claimed(cert, len(tokens), tokens.shape[1])
+    claimed = lm.claimed_positions(cert, tokens)
     total = sum(map(len, claimed))
     try:
         refuse_execution(spec)

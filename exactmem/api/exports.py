@@ -146,11 +146,7 @@ def _export_lm(cert: dict[str, Any], base: Path, name: str, out: Path, format: s
     spec = lm.spec_of(cert, base)
     tokens, labels = lm.tokens_of(spec, dataset_from_certificate(cert, base))
     claims = cert.get("claims")
-    claimed = claims.get("positions") if isinstance(claims, dict) else None
-    if (not isinstance(claimed, list) or len(claimed) != len(tokens)
-            or not all(isinstance(r, list) and all(type(p) is int and 0 <= p < tokens.shape[1]
-                                                   for p in r) for r in claimed)):
-        raise SpecError("claims.positions: expected one list of positions per sequence")
+    claimed = lm.claimed_positions(cert, tokens)
     with atomic_path(out) as tmp:  # removed unless the block ends without an error
         lm.write(format, spec, tmp, dtype,
                  {"exactmem.certificate_digest": str(cert.get("digest", ""))})

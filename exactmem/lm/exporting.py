@@ -196,3 +196,15 @@ def execution_line(claims: Any, dtype: str, checked: bool, ok: np.ndarray) -> st
         line += (f"; the run above loses {lost} of them, so that runtime is outside the "
                  "execution model (e.g. TF32 or approximate kernels)")
     return line
+
+
+def claimed_positions(cert: dict[str, Any], tokens: np.ndarray) -> list[list[int]]:
+    """The certificate's ``claims.positions``, one list of positions per sequence of
+    ``tokens`` (else a :class:`SpecError`)."""
+    claims = cert.get("claims")
+    rows = claims.get("positions") if isinstance(claims, dict) else None
+    if (not isinstance(rows, list) or len(rows) != len(tokens)
+            or not all(isinstance(r, list) and all(type(p) is int and 0 <= p < tokens.shape[1]
+                                                   for p in r) for r in rows)):
+        raise SpecError("claims.positions: expected one list of positions per sequence")
+    return rows
