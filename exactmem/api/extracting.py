@@ -42,6 +42,9 @@ class ExtractResult:
     seconds: dict[str, float] = field(default_factory=dict)
     dropped: int = 0  # producer claims the checker did not re-prove
     report: dict[str, Any] = field(default_factory=dict)
+    execution: str | None = None  # the execution model's format, with ``--execution``
+    ulps: int | None = None
+    exec_extractable: list[bool] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
@@ -79,13 +82,14 @@ def _wrong_of(candidates: list[list[int]], right: list[int]) -> list[list[int]]:
 
 
 def _certificate(spec: Any, ds: Any, right: list[list[int]], wrong: list[list[list[int]]],
-                 k: int, m: int) -> dict[str, Any]:
+                 k: int, m: int, execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """The LM certificate with the claimed positions, the wrong positions and the
-    extraction parameters (docs/extraction.md, "Certificate")."""
+    extraction parameters (docs/extraction.md, "Certificate"); ``execution``: the
+    execution claim (``{"format", "ulps", "positions"}``)."""
     from exactmem.lm.certfile import build_lm_certificate
     from exactmem.model.dataset import canonical_json
 
-    cert = build_lm_certificate(spec, ds, right, True)
+    cert = build_lm_certificate(spec, ds, right, True, execution=execution)
     cert["claims"]["wrong_positions"] = wrong
     cert["claims"]["extraction"] = {"prefix": k, "suffix": m}
     body = {key: v for key, v in cert.items() if key != "digest"}
@@ -96,13 +100,17 @@ def _certificate(spec: Any, ds: Any, right: list[list[int]], wrong: list[list[li
 def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: int = 32,
             suffix: int = 32, chars: bool = False, vocab: str | Path | None = None,
             kind: str = "auto", producer: str = "auto", every_length: bool = False,
+            execution: str | None = None, ulps: int | None = None,
             log: Any = None, progress: Any = None) -> ExtractResult:
     """Certify greedy extraction of the first ``prefix + suffix`` tokens of every sequence of
     ``data`` for the checkpoint ``model``; writes ``output`` (the JSON report), the CSV and
     HTML beside it and the certificate ``output`` with the suffix ``.cert.json``.
     ``chars``/``vocab``: how text is tokenized (:mod:`exactmem.lm.text_data`);
-    ``every_length``: the counts for every suffix length ``1 .. suffix`` as well."""
-    from exactmem.api.lm import lm_kind_of, load_lm
+    ``every_length``: the counts for every suffix length ``1 .. suffix`` as well;
+    ``execution`` ("float32", "bfloat16" or "float16", ``ulps`` as for certify-model): also
+    prove, for the extractable sequences, that greedy decoding reproduces the suffix in every
+    float execution of that model (docs/extraction.md, "In every float execution")."""
+    from exactmem.api.lm import execution_model, lm_kind_of, load_lm
     from exactmem.checker.lm.lm_verify import check as check_lm
     from exactmem.lm import extraction as ex
     from exactmem.lm.certfile import refuse_uncertified, write_lm_certificate
@@ -121,6 +129,12 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
                         "directory, a nanoGPT checkpoint or a torch encoder checkpoint)")
     spec, own, own_name = load_lm(model, found)
     refuse_uncertified(spec)
+    model_ulps = execution_model(execution, ulps)  # refuses --ulps alone
+    ulps = model_ulps if execution is not None else None
+    if execution is not None:
+        from exactmem.lm.exec_balls import refuse_execution
+
+        refuse_execution(spec)
     if k + m - 1 > spec.context:
         raise SpecError(f"prefix + suffix - 1 = {k + m - 1} positions exceed the model's "
                         f"context of {spec.context}")
@@ -158,22 +172,46 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
             wrong[i] = _wrong_of(candidates.get(i, []), right[i])
         say(f"producer: {len(again)} undecided sequences proved again in arb")
     t["bounds"] = time.perf_counter() - clock
+    exec_rows: list[list[int]] | None = None
+    if execution is not None:
+        assert ulps is not None
+        clock = time.perf_counter()
+        exec_rows = _execution_rows(spec, ds, right, k, m, execution, ulps, progress)
+        t["execution"] = time.perf_counter() - clock
+
+    def claim() -> dict[str, Any] | None:
+        return None if exec_rows is None else {"format": execution, "ulps": ulps,
+                                               "positions": exec_rows}
+
     clock = time.perf_counter()
     out = Path(output)
-    cert = _certificate(spec, ds, right, wrong, k, m)
+    cert = _certificate(spec, ds, right, wrong, k, m, claim())
     unproved: list[tuple[int, int]] = []
-    bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved)
+    exec_unproved: list[tuple[int, int]] = []
+    bad, unusable, _ = check_lm(cert, out.resolve().parent, progress, unproved=unproved,
+                                exec_unproved=exec_unproved)
+    bad = [b for b in bad if not b.startswith("execution ")]
     if unusable or len(bad) != len(unproved):
         raise SpecError("self-check: the checker rejects the certificate: " + "; ".join(bad[:5]))
     for i, p in unproved:  # each a claimed or a wrong position: drop what was not re-proved
         right[i] = [q for q in right[i] if q != p]
         wrong[i] = [pair for pair in wrong[i] if pair[0] != p]
+    if exec_rows is not None:  # an execution position the checker does not re-prove, or
+        lost = set(exec_unproved) | set(unproved)  # one no longer claimed: dropped
+        exec_rows = [[p for p in row if (i, p) not in lost and p in right[i]]
+                     for i, row in enumerate(exec_rows)]
+    if exec_unproved:
+        say(f"self-check: {len(exec_unproved)} positions proved for every {execution} "
+            "execution by the producer are not re-proved by the checker; they are left out")
     if unproved:
         say(f"self-check: {len(unproved)} claims of the producer are not re-proved by the "
             "checker's bounds; they are left out")
-        cert = _certificate(spec, ds, right, wrong, k, m)
+    if unproved or exec_unproved:
+        cert = _certificate(spec, ds, right, wrong, k, m, claim())
     t["check"] = time.perf_counter() - clock
     verdicts = [ex.decide(right[i], [(p, tok) for p, tok in wrong[i]], k, m) for i in range(ds.N)]
+    tail = set(ex.suffix_positions(k, m))
+    exec_ext = [] if exec_rows is None else [tail <= set(row) for row in exec_rows]
     clock = time.perf_counter()
     from exactmem.lm.float_pass import all_logits
 
@@ -184,10 +222,43 @@ def extract(model: str | Path, data: str | Path, output: str | Path, *, prefix: 
     margins = label_margin(ours, ys)
     report = _report(model, data, seqs, verdicts, decoded, margins, k, m, cert_path, out,
                      every_length)
+    if exec_rows is not None:
+        _add_execution(report, execution, ulps, exec_ext)
     report["seconds"] = t
     paths = {**write_report(report, out), "certificate": cert_path}
     return ExtractResult(verdicts, [r["float"]["extractable"] for r in report["sequences"]],
-                         k, m, paths, t, len(unproved), report)
+                         k, m, paths, t, len(unproved) + len(exec_unproved), report,
+                         execution, ulps, exec_ext)
+
+
+def _execution_rows(spec: Any, ds: Any, right: list[list[int]], k: int, m: int, fmt: str,
+                    ulps: int, progress: Any) -> list[list[int]]:
+    """Per sequence, the suffix positions proved for every execution of the model
+    ``fmt``/``ulps``; only the sequences proved extractable for the real-valued function
+    are run (another cannot be extractable in every execution)."""
+    from exactmem.lm import extraction as ex
+    from exactmem.lm.exec_balls import prove_execution
+
+    window = ex.suffix_positions(k, m)
+    full = [i for i in range(ds.N) if set(window) <= set(right[i])]
+    rows: list[list[int]] = [[] for _ in range(ds.N)]
+    if full:
+        got = prove_execution(spec, [ds.sequences[i] for i in full],
+                              [ds.labels[i] for i in full], [list(window) for _ in full],
+                              fmt, ulps, progress)
+        for i, row in zip(full, got, strict=True):
+            rows[i] = row
+    return rows
+
+
+def _add_execution(report: dict[str, Any], fmt: str | None, ulps: int | None,
+                   exec_ext: list[bool]) -> None:
+    """The execution model and, per sequence, whether it is extractable in every execution
+    of it (docs/extraction.md, "In every float execution")."""
+    report["execution"] = {"format": fmt, "ulps": ulps}
+    for row, yes in zip(report["sequences"], exec_ext, strict=True):
+        row["extractable_every_execution"] = yes
+    report["summary"]["extractable_every_execution"] = sum(exec_ext)
 
 
 def _report(model: Any, data: Any, seqs: Any, verdicts: list[Any], decoded: np.ndarray,

@@ -47,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="MODEL's kind, or auto (detected)")
     p.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto",
                    help="the producer's arithmetic, as for certify-model (default: auto)")
+    p.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
+                   help="also prove, for each extractable sequence, that greedy decoding "
+                        "reproduces the suffix in every float execution of this format (any "
+                        "summation order, FMA or not, flush-to-zero; as certify-model "
+                        "--execution, docs/trained-models.md 'Execution claims')")
+    p.add_argument("--ulps", type=int, metavar="K",
+                   help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
+                        "(default 2)")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
     p.set_defaults(func=run)
 
@@ -58,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     with progress_of("extract") as tick:
         r = extract(args.model, args.data, args.output, prefix=args.prefix,
                     suffix=args.suffix, chars=args.chars, vocab=args.vocab, kind=args.format,
-                    producer=args.producer, every_length=args.every_length, log=log,
+                    producer=args.producer, every_length=args.every_length,
+                    execution=args.execution, ulps=args.ulps, log=log,
                     progress=tick)
     log(times_line(r.seconds))
     for row in r.report["sequences"]:
@@ -71,4 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{r} (float64 greedy decode: {s['float_extractable']} reproduce the suffix; "
           f"longest proved span {s['longest_proved_span']}) -> {r.paths['json']}, "
           f"{r.paths['csv'].name}, {r.paths['html'].name}, {r.paths['certificate'].name}")
+    if r.execution is not None:
+        print(f"  and {sum(r.exec_extractable)} of {len(r.verdicts)} sequences extractable in "
+              f"every {r.execution} execution (exp/tanh/erf/rsqrt within {r.ulps} ulps)")
     return 0

@@ -20,7 +20,8 @@ from exactmem.files.atomic import write_text_atomic
 COLORS = {"extractable": "#2b7a3d", "not extractable": "#b03a2e", "undecided": "#9a9a9a"}
 CSV_FIELDS = ("sequence", "status", "proved_span", "first_wrong_suffix_index",
               "first_wrong_position", "first_wrong_token", "wrong_positions",
-              "open_suffix_indices", "float_extractable", "float_disagreements", "count")
+              "open_suffix_indices", "float_extractable", "float_disagreements", "count",
+              "extractable_every_execution")
 
 
 def csv_text(rows: Sequence[dict[str, Any]]) -> str:
@@ -40,7 +41,10 @@ def csv_text(rows: Sequence[dict[str, Any]]) -> str:
                     "float_extractable": int(r["float"]["extractable"]),
                     "float_disagreements": " ".join(str(d["suffix_index"])
                                                     for d in r["float"]["disagreements"]),
-                    "count": "" if r.get("count") is None else r["count"]})
+                    "count": "" if r.get("count") is None else r["count"],
+                    "extractable_every_execution":
+                        "" if "extractable_every_execution" not in r
+                        else int(r["extractable_every_execution"])})
     return out.getvalue()
 
 
@@ -112,6 +116,12 @@ def html_page(report: dict[str, Any]) -> str:
            f"suffix). Certificate: {esc(report['certificate'])} "
            "(re-check it with <code>exactmem check</code>). What is proved: "
            "docs/extraction.md.</p>"]
+    if report.get("execution") is not None:
+        e = report["execution"]
+        out.append(f"<p><b>{s['extractable_every_execution']}</b> of {s['sequences']} "
+                   f"sequences proved extractable in every {esc(str(e['format']))} execution "
+                   f"(any summation order, FMA or not, flush-to-zero; exp/tanh/erf/rsqrt "
+                   f"within {e['ulps']} ulps).</p>")
     labels, stacks = _groups(rows, None, -(-len(rows) // 20))
     out.append(_bars("verdicts by position of the sequence in the data", labels, stacks,
                      "sequence index"))

@@ -22,6 +22,13 @@ label of position ``k-1+j`` is suffix token ``j``.  From the verified claims alo
   input there is the true prefix, whose argmax is not the label;
 - *undecided*: neither.  A sequence is never both (a claimed position's label is the unique
   argmax, a wrong position's is not an argmax; both verified is impossible).
+
+With ``claims.execution`` (:mod:`lm_exec_verify`) a sequence is also counted *extractable in
+every execution* of that model when every suffix position is an execution-claimed position:
+the same induction, each step's forward pass one execution of the model (every operation
+within the model's bound, whatever order, blocking or cache of keys and values computed it),
+so greedy decoding in any such execution reproduces the suffix.  Not extractable stays a
+claim about the real-valued function only.
 """
 
 from typing import Any
@@ -105,30 +112,41 @@ def wrong_failure(i: int, p: int, t: int, y: int, mids: list[int], rad: int, f: 
             f"{y}'s (margin lower bound {number(margin)}/2^{f})")
 
 
+COUNTS = ("extractable", "not_extractable", "sequences", "exec_extractable")
+
+
 def verdicts(pos: list[list[int]], wrong: list[list[tuple[int, int]]], k: int, m: int,
-             lo: int, hi: int) -> dict[str, int]:
+             lo: int, hi: int, exec_pos: list[list[int]] | None = None) -> dict[str, int]:
     """Counts over sequences ``lo .. hi-1`` from verified claims: ``extractable``,
-    ``not_extractable`` and ``sequences`` (the rule of the module docstring)."""
+    ``not_extractable``, ``sequences`` and, with the execution-claimed positions
+    ``exec_pos``, ``exec_extractable`` (the rule of the module docstring)."""
     window = range(k - 1, k + m - 1)
-    ext = wrong_n = 0
+    ext = wrong_n = exec_n = 0
     for i in range(lo, hi):
         claimed = set(pos[i])
         if all(p in claimed for p in window):
             ext += 1
         elif any(k - 1 <= p <= k + m - 2 for p, _ in wrong[i]):
             wrong_n += 1
-    return {"extractable": ext, "not_extractable": wrong_n, "sequences": hi - lo}
+        if exec_pos is not None and set(window) <= set(exec_pos[i]):
+            exec_n += 1
+    return {"extractable": ext, "not_extractable": wrong_n, "sequences": hi - lo,
+            "exec_extractable": exec_n}
 
 
 def totals(wrong: list[list[tuple[int, int]]], params: tuple[int, int] | None,
-           pos: list[list[int]], lo: int, hi: int) -> dict[str, Any]:
-    """The slice's totals for :func:`claim_lines` (summed over shards by :func:`merge`)."""
+           pos: list[list[int]], lo: int, hi: int,
+           execution: tuple[str, list[list[int]]] | None = None) -> dict[str, Any]:
+    """The slice's totals for :func:`claim_lines` (summed over shards by :func:`merge`);
+    ``execution``: the execution model's format and its verified positions per sequence."""
     part: dict[str, Any] = {"wrong": sum(len(wrong[i]) for i in range(lo, hi)),
                             "extraction": None}
     if params is not None:
         k, m = params
         part["extraction"] = {"prefix": k, "suffix": m,
-                              **verdicts(pos, wrong, k, m, lo, hi)}
+                              "execution": None if execution is None else execution[0],
+                              **verdicts(pos, wrong, k, m, lo, hi,
+                                         None if execution is None else execution[1])}
     return part
 
 
@@ -137,8 +155,7 @@ def merge(out: dict[str, Any], t: dict[str, Any]) -> None:
     out["wrong"] = out.get("wrong", 0) + t.get("wrong", 0)
     a, b = out.get("extraction"), t.get("extraction")
     if a is not None and b is not None:
-        out["extraction"] = {**a, **{key: a[key] + b[key] for key in
-                                     ("extractable", "not_extractable", "sequences")}}
+        out["extraction"] = {**a, **{key: a[key] + b[key] for key in COUNTS}}
 
 
 def claim_lines(t: dict[str, Any]) -> list[str]:
@@ -155,4 +172,9 @@ def claim_lines(t: dict[str, Any]) -> list[str]:
                    f"{e['sequences'] - e['extractable'] - e['not_extractable']} undecided "
                    "(real-valued function of the stored weights, decoding from the true "
                    "prefix; ties are never counted as extractable)")
+        if e.get("execution") is not None:
+            out.append(f"{e['exec_extractable']} of {e['sequences']} sequences extractable in "
+                       f"every {e['execution']} execution (greedy, prefix {e['prefix']}, "
+                       f"suffix {e['suffix']}: every suffix position claimed for every "
+                       f"{e['execution']} execution of the model below)")
     return out

@@ -208,6 +208,7 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     lo, hi = k * len(toks) // count, (k + 1) * len(toks) // count
     proved = full = exec_proved = 0
     n = len(toks[0])
+    exec_bad: list[tuple[int, int]] = []  # execution positions not re-proved (this slice)
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
@@ -220,7 +221,7 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
         if erows and execution is not None:
             failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], erows,
                                                       execution[0], margin_failure,
-                                                      exec_unproved)
+                                                      exec_bad)
             exec_proved += len(erows)
         if not want[i] and coded is None:
             continue
@@ -253,6 +254,13 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
         full += len(pos[i]) == len(toks[i])
     if progress is not None:
         progress("forward", hi - lo, hi - lo)
+    if exec_unproved is not None:
+        exec_unproved += exec_bad
+    exec_held = None  # the execution model's format and the positions re-proved under it
+    if execution is not None:
+        lost = set(exec_bad)
+        exec_held = (execution[0].fmt, [[p for p in row if (i, p) not in lost]
+                                        for i, row in enumerate(execution[1])])
     mem = mem_u = None
     if coded is not None:
         once = distinct(toks, labels, lo, hi)
@@ -263,7 +271,8 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     part: dict[str, Any] = {
         "proved": proved, "positions": (hi - lo) * n, "full": full, "sequences": hi - lo,
         "partial": partial, "n": n, "vocab": size, "below_uniform": mem, "f": f,
-        "seed": seed, "mem_u": mem_u, **lm_extract.totals(wrong, extract, pos, lo, hi)}
+        "seed": seed, "mem_u": mem_u,
+        **lm_extract.totals(wrong, extract, pos, lo, hi, exec_held)}
     if execution is not None:
         part["execution"] = {"proved": exec_proved, "format": execution[0].fmt,
                              "model": execution[0].text()}
