@@ -12,6 +12,14 @@ advance.  Written to a file (``2> run.log``), progress is one line per stage: th
 line, with the stage's count, rate and total time.  A task opened with ``heartbeat=True``
 keeps printing its elapsed time from a background thread even when nothing calls
 :meth:`Task.update` (a stage without a natural counter, such as building a construction).
+A counted stage that will take long says so once, as soon as its first units are done
+(in every mode, a log file included)::
+
+    check forward: expected about 35:10 in all (1 of 1,000 in 0:02; --shards K splits it
+    over K processes)
+
+when the projection from its rate so far is at least :data:`EXPECT_AFTER` seconds; the hint
+after the semicolon is the stage's, given by the verb (which flags skip or split it).
 ``configure(quiet=True)`` (every verb's ``--quiet``) or ``EXACTMEM_QUIET=1`` turns
 everything off.  Progress never touches stdout.
 
@@ -36,6 +44,7 @@ T = TypeVar("T")
 
 LOG_INTERVAL = 1.0  # seconds between plain progress lines when stderr is not a terminal
 RATE_WINDOW = 30.0  # seconds of recent progress that the rate and the ETA are measured on
+EXPECT_AFTER = 60.0  # a counted stage projected to take this long says so once
 
 _state: dict[str, Any] = {"quiet": None}
 _lock = threading.RLock()  # one writer at a time: the main thread and heartbeat threads
@@ -146,8 +155,10 @@ class Task:
     """
 
     def __init__(self, description: str, total: int | None = None, unit: str = "it",
-                 heartbeat: bool = False) -> None:
+                 heartbeat: bool = False, hint: str | None = None) -> None:
         self.description, self.total, self.unit = description, total, unit
+        self.hint = hint  # said with the expected duration: which flags skip or split it
+        self._expected = False
         self.done = 0
         self._start = self._last = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque([(self._start, 0)])
@@ -199,16 +210,39 @@ class Task:
             self.description = description
         if self._quiet:
             return
+        now = time.monotonic()
+        if not self._expected and self.total and 0 < self.done < self.total:
+            self._expect(now)
         if self._bar is not None:
             self._bar.update(self._id, completed=self.done, total=self.total or None,
                              description=self.description)
             return
-        now = time.monotonic()
         if self._per_stage:
             return
         if _due(self._start, self._last, now):
             with _lock:
                 self._emit(now)
+
+    def expected(self, now: float) -> float:
+        """The stage's projected total seconds from its rate since the start."""
+        return (now - self._start) * (self.total or 0) / max(self.done, 1)
+
+    def _expect(self, now: float) -> None:
+        """Say once, when the projection reaches :data:`EXPECT_AFTER`, how long the stage
+        is expected to take."""
+        total = self.expected(now)
+        if total < EXPECT_AFTER:
+            return
+        self._expected = True
+        text = (f"{self.description}: expected about {_fmt_seconds(total)} in all "
+                f"({_fmt_count(self.done)} of {_fmt_count(self.total or 0)} in "
+                f"{_fmt_seconds(now - self._start)}"
+                + (f"; {self.hint}" if self.hint else "") + ")")
+        with _lock:
+            if self._bar is not None:
+                self._bar.console.print(text, highlight=False)
+            else:
+                _print(text)
 
     def _rate(self, now: float, final: bool) -> float:
         """Units per second over the last :data:`RATE_WINDOW` seconds (the whole run for
@@ -305,10 +339,12 @@ def track(items: Iterable[T], description: str, total: int | None = None,
 
 
 def hook(prefix: str, heartbeat: bool = False, unit: str = "it",
+         hints: dict[str, str] | None = None,
          ) -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
     """A ``progress(stage, done, total)`` callback for stdlib-only code (the checker), and a
     function that closes whatever it opened.  A new ``stage`` starts a new line/bar, named
-    ``"{prefix} {stage}"``; ``total = 0`` means "no counter" (elapsed time only)."""
+    ``"{prefix} {stage}"``; ``total = 0`` means "no counter" (elapsed time only);
+    ``hints[stage]``: said with the stage's expected duration (:meth:`Task._expect`)."""
     current: dict[str, Any] = {"stage": None, "task": None}
 
     def close() -> None:
@@ -320,7 +356,8 @@ def hook(prefix: str, heartbeat: bool = False, unit: str = "it",
         if stage != current["stage"]:
             close()
             current["stage"] = stage
-            current["task"] = Task(f"{prefix} {stage}".strip(), total or None, unit, heartbeat)
+            current["task"] = Task(f"{prefix} {stage}".strip(), total or None, unit, heartbeat,
+                                   (hints or {}).get(stage))
         current["task"].update(done=done, total=total or None)
 
     return progress, close

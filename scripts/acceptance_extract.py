@@ -87,6 +87,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
     ap.add_argument("--d", type=int, default=32, help="model width (default 32)")
     ap.add_argument("--layers", type=int, default=2, help="blocks (default 2)")
+    ap.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
+                    help="also extract with --execution FORMAT (sequences extractable in "
+                         "every float execution of it)")
     args = ap.parse_args()
     from exactmem.lm.checkpoints.nanogpt_train import train_nanogpt
 
@@ -111,7 +114,8 @@ def main() -> int:
 
     clock = time.perf_counter()
     run = exactmem("extract", ckpt, work / "data.jsonl", "--vocab", work / "vocab.json",
-                   "--prefix", K, "--suffix", M, "--every-length", "-o", work / "report.json")
+                   "--prefix", K, "--suffix", M, "--every-length", "-o", work / "report.json",
+                   *(("--execution", args.execution) if args.execution else ()))
     t_extract = time.perf_counter() - clock
     say(run.stderr[-2000:])
     if run.returncode:
@@ -158,7 +162,9 @@ def main() -> int:
           f"(40 sequences x duplication {COUNTS})")
     print(f"extract ({t_extract:.1f} s): {s['extractable']} extractable, "
           f"{s['not_extractable']} not extractable, {s['undecided']} undecided of "
-          f"{s['sequences']}; longest proved span {s['longest_proved_span']}")
+          f"{s['sequences']}; longest proved span {s['longest_proved_span']}"
+          + (f"; {s['extractable_every_execution']} extractable in every {args.execution} "
+             "execution" if args.execution else ""))
     print(f"float64 greedy decode (training code's forward): {sum(reproduces)} of "
           f"{len(reproduces)} reproduce the suffix")
     for c, ss in by_count.items():

@@ -34,12 +34,13 @@ def stderr_log(quiet: bool) -> Callable[[str], None]:
 
 
 @contextmanager
-def progress_of(prefix: str) -> Iterator[Progress]:
+def progress_of(prefix: str, hints: dict[str, str] | None = None) -> Iterator[Progress]:
     """A ``progress(stage, done, total)`` callback for one API call, with a heartbeat,
-    closed when the call ends however it ends (:func:`exactmem.progress.hook`)."""
+    closed when the call ends however it ends (:func:`exactmem.progress.hook`); ``hints``:
+    per stage, what to say with its expected duration (the flags that skip or split it)."""
     from exactmem import progress
 
-    tick, close = progress.hook(prefix, heartbeat=True)
+    tick, close = progress.hook(prefix, heartbeat=True, hints=hints)
     try:
         yield tick
     finally:

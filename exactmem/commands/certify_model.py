@@ -102,6 +102,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+HINTS = {"bounds": "the producer's proof; --shards K splits it over K processes",
+         "forward": "the self-check, the checker's own proof; --no-self-check skips it "
+                    "(then `exactmem check CERT`), --shards K splits it",
+         "check": "the self-check, the checker's own proof; --no-self-check skips it",
+         "execution": "the --execution claim; without --execution it is skipped"}
+
+
 def run(args: argparse.Namespace) -> int:
     from exactmem.api.model import certify_model
     from exactmem.api.result_types import CertifyResult
@@ -114,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             structure = Path(args.structure).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"cannot read the structure file {args.structure}: {exc}") from None
-    with progress_of("certify-model") as tick:
+    with progress_of("certify-model", HINTS) as tick:
         result = certify_model(args.model, args.data, output=Path(args.output),
                                skeleton=structure, epsilon=args.epsilon,
                                bind_dataset=args.bind_dataset, log=log, progress=tick,

@@ -63,7 +63,8 @@ def _check(args: argparse.Namespace) -> CheckResult:
                              scheduler=args.scheduler, weights=args.weights,
                              reference=args.reference)
     else:
-        with progress_of("check") as tick:
+        with progress_of("check", {"forward": "--shards K splits it over K processes"}) \
+                as tick:
             tick("read", 0, 0)  # reading and parsing, until the checker's first callback
             result = verbs.check(args.certificate, progress=tick, weights=args.weights,
                                  reference=args.reference)

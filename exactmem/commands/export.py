@@ -78,7 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from exactmem.api.exports import NotExported, export
 
-    with progress_of("check") as tick:  # minutes at 10^6 parameters
+    with progress_of("check", {"forward": "--no-check skips it; a certificate this "
+                                          "checker verified before is not checked again"}) \
+            as tick:  # minutes at 10^6 parameters
         try:
             result = export(args.certificate, args.output, args.format, args.dtype,
                             sidecar=args.sidecar, check=not args.no_check,

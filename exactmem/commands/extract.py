@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     from exactmem.api.extracting import extract
 
     log = stderr_log(args.quiet)
-    with progress_of("extract") as tick:
+    with progress_of("extract", {"forward": "the self-check, the checker's own proof of "
+                                            "the report's certificate"}) as tick:
         r = extract(args.model, args.data, args.output, prefix=args.prefix,
                     suffix=args.suffix, chars=args.chars, vocab=args.vocab, kind=args.format,
                     producer=args.producer, every_length=args.every_length,

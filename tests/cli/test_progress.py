@@ -245,3 +245,33 @@ def test_progress_written_to_a_file_is_a_line_per_stage(tmp_path: Path,
     monkeypatch.setattr("sys.stderr", pipe)
     _stages()
     assert len(pipe.getvalue().splitlines()) > 2
+
+
+def test_a_long_stage_says_its_expected_duration_once(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 3600.0)  # no throttled lines
+    t = progress.Task("check forward", total=100, hint="--shards K splits it")
+    t._start -= 10.0  # as if the first unit took ten seconds: about 1,000 s in all
+    t.update(done=1)
+    t.update(done=2)
+    short = progress.Task("quick", total=100)
+    short.update(done=50)  # a projection of well under a minute: nothing said
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert re.fullmatch(r"check forward: expected about 1[67]:\d\d in all \(1 of 100 in "
+                        r"0:1\d; --shards K splits it\)", err[0]), err
+    t.close(), short.close()
+
+
+def test_the_expected_duration_reaches_a_log_file(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with open(tmp_path / "run.log", "w", encoding="utf-8") as fh:
+        monkeypatch.setattr("sys.stderr", fh)
+        tick, close = progress.hook("check", hints={"forward": "a hint"})
+        tick("forward", 0, 50)
+        monkeypatch.setattr(progress.time, "monotonic", lambda: time.perf_counter() + 1e6)
+        tick("forward", 1, 50)  # a million seconds for the first of 50
+        close()
+    lines = (tmp_path / "run.log").read_text().splitlines()
+    assert lines[0].startswith("check forward: expected about ") and "; a hint)" in lines[0]
+    assert lines[1].startswith("check forward: 1/50") and lines[1].endswith(" - done")
