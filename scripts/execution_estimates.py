@@ -41,8 +41,8 @@ class Taps:
     """The forward pass of a pre-LN GPT-2 spec in float64 torch with every rounded value
     made a leaf of the graph (``tap``) beside its float32 and bfloat16 bounds."""
 
-    def __init__(self, spec: Any, torch: Any, welford: bool = True) -> None:
-        self.spec, self.torch, self.welford = spec, torch, welford
+    def __init__(self, spec: Any, torch: Any, welford: bool = True, block: int = 0) -> None:
+        self.spec, self.torch, self.welford, self.block = spec, torch, welford, block
         self.w = {k: torch.tensor(spec.get(k), dtype=torch.float64) for k in spec.shapes()}
         self.taps: list[tuple[Any, Any, Any, str]] = []
 
@@ -66,7 +66,13 @@ class Taps:
     def lin(self, x: Any, name: str) -> Any:
         w, b = self.w[name + ".weight"], self.w[name + ".bias"]
         mag = x.abs() @ w.abs() + b.abs()
-        return self.tap(x @ w + b, (w.shape[0] + 3) * U * mag, 2 * BF * mag, "products")
+        return self.tap(x @ w + b, (self.depth(w.shape[0]) + 3) * U * mag, 2 * BF * mag,
+                        "products")
+
+    def depth(self, k: int) -> int:
+        """Roundings a term of a ``k``-term sum meets: ``k``, or with ``--block B`` (blocks
+        of ``B`` summed in order, then the block sums) ``B + ceil(k / B)``."""
+        return k if not self.block else self.block + -(-k // self.block)
 
     def forward(self, toks: Any) -> Any:
         torch, spec, w = self.torch, self.spec, self.w
@@ -97,16 +103,16 @@ class Taps:
         head = w["wte" if spec.tied_head else "head"]
         f = self.ln(x, "lnf")
         mag = f.abs() @ head.abs().T
-        return self.tap(f @ head.T, (d + 3) * U * mag, 2 * BF * mag, "products")
+        return self.tap(f @ head.T, (self.depth(d) + 3) * U * mag, 2 * BF * mag, "products")
 
 
-def first_order(spec: Any, toks: np.ndarray, ys: np.ndarray,
-                welford: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+def first_order(spec: Any, toks: np.ndarray, ys: np.ndarray, welford: bool = True,
+                block: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """Per position: margin, first-order worst case (float32, bfloat16), and the float32
     worst case per kind of rounded value."""
     import torch
 
-    net = Taps(spec, torch, welford)
+    net = Taps(spec, torch, welford, block)
     z = net.forward(torch.from_numpy(toks))
     n = len(toks)
     lab = torch.from_numpy(ys)
@@ -222,6 +228,8 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=16)
     ap.add_argument("--two-pass", action="store_true",
                     help="LayerNorm statistics by the two-pass algorithm only (no Welford term)")
+    ap.add_argument("--block", type=int, default=0, metavar="B",
+                    help="a narrower model: the weight products summed in blocks of B")
     args = ap.parse_args()
     from exactmem.lm.checkpoints.gpt2 import load_gpt2
 
@@ -250,7 +258,8 @@ def main() -> None:
     names = [name for name, _ in forward_radii(spec, toks[0])]
     print("per-coordinate forward radius (float32, largest): " + "; ".join(
         f"{name} {r:.2e}" for name, r in zip(names, radii, strict=True)))
-    cols = [first_order(spec, t, y, not args.two_pass) for t, y in zip(toks, ys, strict=True)]
+    cols = [first_order(spec, t, y, not args.two_pass, args.block)
+            for t, y in zip(toks, ys, strict=True)]
     m, b32, bbf = (np.concatenate([c[j] for c in cols]) for j in range(3))
     print(f"margin: {q(m)}")
     print(f"first-order worst case, float32: {q(b32)}; below the margin at "
