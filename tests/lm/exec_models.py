@@ -124,10 +124,30 @@ class Transposed(TorchOps):
     head = Blocked.head
 
 
+def onnxruntime_run(spec: LMSpec) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The float32 ONNX graph of ``spec`` (:func:`exactmem.lm.onnx_graph.build_onnx`, the
+    graph ``exactmem export`` writes) run in onnxruntime on the CPU; None without
+    onnxruntime."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    from exactmem.lm.onnx_graph import build_onnx
+
+    sess = ort.InferenceSession(build_onnx(spec, "float32").SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+
+    def go(toks: np.ndarray) -> np.ndarray:
+        out = sess.run(["logits"], {"tokens": np.asarray(toks, dtype=np.int64)})[0]
+        return np.asarray(out, dtype=np.float64)
+    return go
+
+
 def runs(spec: LMSpec, fmt: str) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """Named torch executions of ``spec`` in ``fmt`` (float32: one matmul, blocked in two
-    block sizes, transposed, one sequence at a time; bfloat16: the model in bfloat16, and
-    float32 weights under CPU bfloat16 autocast with and without flush-to-zero)."""
+    """Named executions of ``spec`` in ``fmt`` (float32: torch with one matmul, blocked in
+    two block sizes, transposed, one sequence at a time, and onnxruntime when installed;
+    bfloat16: the model in bfloat16, and float32 weights under CPU bfloat16 autocast with
+    and without flush-to-zero)."""
     import torch
 
     def run(make: Callable[[], TorchOps], batch: int | None = None, autocast: bool = False,
@@ -151,12 +171,16 @@ def runs(spec: LMSpec, fmt: str) -> dict[str, Callable[[np.ndarray], np.ndarray]
 
     if fmt == "float32":
         f32 = _state(spec, torch.float32)
-        return {"matmul": run(lambda: TorchOps(spec, f32)),
-                "blocked-4": run(lambda: Blocked(spec, f32, 4)),
-                "blocked-3": run(lambda: Blocked(spec, f32, 3)),
-                "transposed": run(lambda: Transposed(spec, f32)),
-                "batch-1": run(lambda: TorchOps(spec, f32), batch=1),
-                "ftz": run(lambda: TorchOps(spec, f32), ftz=True)}
+        out = {"matmul": run(lambda: TorchOps(spec, f32)),
+               "blocked-4": run(lambda: Blocked(spec, f32, 4)),
+               "blocked-3": run(lambda: Blocked(spec, f32, 3)),
+               "transposed": run(lambda: Transposed(spec, f32)),
+               "batch-1": run(lambda: TorchOps(spec, f32), batch=1),
+               "ftz": run(lambda: TorchOps(spec, f32), ftz=True)}
+        ort_run = onnxruntime_run(spec)
+        if ort_run is not None:
+            out["onnxruntime"] = ort_run
+        return out
     bf = _state(spec, torch.bfloat16)
     f32 = _state(spec, torch.float32)
     return {"bf16-model": run(lambda: TorchOps(spec, bf)),
