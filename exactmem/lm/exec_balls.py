@@ -33,6 +33,25 @@ MAX_ULPS = 1 << 16
 SAFE = 1.0 + 2.0 ** -20  # covers the float64 rounding of the bounds below
 
 
+def tree_mean_error(d: int, xinf: np.ndarray) -> np.ndarray:
+    """The mean's error for any tree of Welford steps and Chan merges (the checker's
+    ``lm_exec_moments.mean_error``; its docstring has the proof)."""
+    c = (d + 2) * gamma(9) / 2
+    return np.where(2 * c < 1, c * xinf / (1 - c), np.inf)
+
+
+def tree_variance_error(d: int, xinf: np.ndarray, e: np.ndarray,
+                        vhi: np.ndarray) -> np.ndarray:
+    """The variance's error for any such tree (``lm_exec_moments.variance_error``)."""
+    eps = 2 * e + U * (2 * xinf + 2 * e)
+    a = eps + 2 * e
+    g5, g, g2 = gamma(5), gamma(2 * d), gamma(2)
+    b = d.bit_length()
+    k = (eps * eps + 2 * eps * e) * (1 + g5) + 2 * g5 * a * a
+    psi = 2 * (eps + e) * (1 + g5) * np.sqrt(vhi * b / 4) + 2 * g5 * vhi + k * b / 4
+    return (1 + g2) * (psi + g * vhi) / (1 - g) * SAFE + g2 * vhi
+
+
 def gamma(k: int) -> float:
     return k * U / (1 - k * U) if 2 * k * U < 1 else np.inf
 
@@ -104,9 +123,12 @@ class ExecBalls(NormWeights):
         vlo = t * t / d + self.spec.layer_norm_eps
         shi = 1.0 / np.sqrt(vlo)
         e_mu = np.maximum(gamma(d + 1) * mean_abs, gamma(d + 5 * d.bit_length()) * xinf)
+        e_mu = np.maximum(e_mu, tree_mean_error(d, xinf))
         g2 = gamma(d + 3)
         w = 4 * xinf * e_mu + e_mu * e_mu + 3 * U * (2 * xinf + e_mu) ** 2
         ev = np.maximum(e_mu * e_mu * (1 + g2) + g2 * msq, w + gamma(d + 1) * (msq + w))
+        vhi = (np.sqrt((c * c).sum(-1)) + np.sqrt(d) * rho) ** 2 / d * SAFE
+        ev = np.maximum(ev, tree_variance_error(d, xinf, e_mu, vhi))
         nu = (ev + U * (msq + ev + self.spec.layer_norm_eps)) / vlo
         rel_s = nu + (self.fn + U) * (1 + nu)
         ca = np.abs(c) + rho[..., None] + e_mu[..., None]

@@ -12,10 +12,10 @@ execution's result.  The bounds (``|x| <= max|m| + r`` over a position's vector)
 
 - ``x W + b`` (``k`` inputs): ``dot(k) (sum_i |x_i| |W_ij| + |b_j|) + dot_abs``, the sum
   bounded by ``min(max|x| ||W_j||_1, ||x||_2 ||W_j||_2)``;
-- LayerNorm, two-pass or Welford: mean within ``d_mu = gamma_{d+1} max|x|``, variance within
-  ``d_mu**2 (1 + g) + g mean(x**2)`` (``g = gamma_{4d+8}``: two-pass gives ``var + d_mu**2``
-  within ``gamma_{d+3}``; Welford and Chan's pairwise updates are within ``O(d u) mean(x**2)``,
-  Chan, Golub and LeVeque 1983), so ``1/sqrt(var + eps)`` within a relative ``nu +
+- LayerNorm, two-pass, Welford, or any tree of Welford steps and Chan merges (torch's CPU
+  and CUDA kernels; :mod:`lm_exec_moments`): the mean within the widest of the three
+  bounds ``d_mu``, the variance within the widest (two-pass gives ``var + d_mu**2`` within
+  ``gamma_{d+3}``), so ``1/sqrt(var + eps)`` within a relative ``nu +
   (ulps + 1) U (1 + nu)``, ``nu`` the variance error over the variance's lower bound plus
   ``eps``; then four rounded operations and the storage;
 - GELU: the argument of ``tanh`` / ``erf`` within a relative ``theta`` (7 / 2 rounded
@@ -33,7 +33,7 @@ from fractions import Fraction
 from math import isqrt
 from typing import Any
 
-from . import lm_attention, lm_forward
+from . import lm_attention, lm_exec_moments, lm_forward
 from .lm_attention import Rows
 from .lm_bounds import cdiv, rsqrt
 from .lm_exec_model import TINY, Model, NotProved, U, gamma, grow, up
@@ -146,17 +146,20 @@ def layernorm(params: LnParams, m: list[int], r: int, rho: int, eps: tuple[int, 
     # (x_k - M_{k-1}) / k within U (d (X + E) + 4.1 X H_d), H_d <= bits(d) (error ε_{k-1}
     # carried as (1 - 1/k) ε_{k-1}, three roundings per step)
     e_mu = max(gamma(d + 1) * mean_abs, gamma(d + 5 * d.bit_length()) * xinf) + 2 * TINY
+    e_mu = max(e_mu, lm_exec_moments.mean_error(d, xinf))  # any Welford/Chan merge tree
     g2 = gamma(d + 3)  # two-pass: sum (x_i - mu')**2 / d = var + (mu - mu')**2, rounded
     ev = e_mu * e_mu * (1 + g2) + g2 * msq
     # Welford: each term (x - M_{k-1})(x - M_k) within 4 X e_mu + e_mu**2 + 3 U (2X + e_mu)**2
     w = 4 * xinf * e_mu + e_mu * e_mu + 3 * U * (2 * xinf + e_mu) ** 2
-    ev = max(ev, w + gamma(d + 1) * (msq + w)) + (d + 2) * TINY + U * eps_hi
+    ev = max(ev, w + gamma(d + 1) * (msq + w))
+    c2 = Fraction(isqrt(sum(x * x for x in c)) + 1 + sqrt_up(d * r * r) + rho, 1 << f)
+    ev = max(ev, lm_exec_moments.variance_error(d, xinf, e_mu, c2 * c2 / d))
+    ev += (d + 2) * TINY + U * eps_hi
     nu = (ev + U * (msq + ev + eps_hi)) / denom
     if 2 * nu >= 1:
         raise NotProved("LayerNorm: the float variance may be off by half")
     rel_s = nu + (mod.fn + U) * (1 + nu)
-    # ||x - mu||_2 <= ||m - mu'||_2 + sqrt(d) r + rho (the centring is the nearest shift)
-    c2 = Fraction(isqrt(sum(x * x for x in c)) + 1 + sqrt_up(d * r * r) + rho, 1 << f)
+    # c2: ||x - mu||_2 <= ||m - mu'||_2 + sqrt(d) r + rho (the centring is the nearest shift)
     root = sqrt_up(d)
     rel_out = (1 + U) ** 4 * (1 + mod.s) * (1 + mod.sw) ** 2 - 1
     # the four operations as (x - mu) s g + b, or as x (s g) + (b - mu s g) (torch's CPU
