@@ -127,7 +127,7 @@ def prepare(args: argparse.Namespace, work: Path) -> tuple[Path, Path]:
         save_dataset(Dataset(task="seq2seq", inputs="token-ids", vocab_size=vocab,
                              sequences=tuple(tuple(map(int, s)) for s in toks),
                              labels=tuple(tuple(map(int, r)) for r in labels)), data)
-    np.save(work / "tokens.npy", toks)
+    np.save(data.with_suffix(".tokens.npy"), toks)
     return model, data
 
 
@@ -239,10 +239,11 @@ def main() -> int:
                "PYTHONPATH")])])}
     os.environ.update({k: env[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     args.workdir.mkdir(parents=True, exist_ok=True)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     model, data = prepare(args, args.workdir)
     load_before = load()
     fwd = run([sys.executable, __file__, "--threads", t, "--forward-child", str(model),
-               str(args.workdir / "tokens.npy")], env)
+               str(data.with_suffix(".tokens.npy"))], env)
     if fwd["rc"] != 0:
         raise SystemExit(f"bench_shapes: the float32 forward exited {fwd['rc']}")
     info = json.loads(fwd["out"].strip().splitlines()[-1])
@@ -259,7 +260,7 @@ def main() -> int:
     if prod["rc"] not in (0, 1):
         raise SystemExit(f"bench_shapes: certify-model exited {prod['rc']}")
     row: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
+        "date": started, "commit": commit(),
         "shape": args.shape + (" (tiny)" if args.tiny else ""), "params": info["params"],
         "sequences": args.sequences, "tokens": args.tokens,
         "positions": args.sequences * args.tokens, "float32_right": right,
