@@ -75,3 +75,22 @@ def test_benchmarks_tiny(args: list[str], tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / args[0]), *args[1:], *extra],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_bench_shapes_tiny(tmp_path: Path) -> None:
+    """scripts/bench_shapes.py end to end on the shrunk LLaMA shape (1 layer, d 32): the
+    producer, check and the default certify-model; one row with every position verified."""
+    import csv
+
+    out = tmp_path / "shapes.csv"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_shapes.py"),
+                           "--shape", "llama-small", "--tiny", "--sequences", "2", "--tokens",
+                           "4", "--check", "--default", "--workdir", str(tmp_path),
+                           "--out", str(out)], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with out.open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["shape"] == "llama-small (tiny)" and row["positions"] == "8"
+    assert row["certified"] == row["check_verified"] == row["default_certified"] == "8"
+    assert row["check_verdict"] == "s VERIFIED" and float(row["certify_peak_mb"]) > 0
