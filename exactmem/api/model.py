@@ -29,10 +29,10 @@ CONSTRUCTION = "imported-model"
 MODEL_KINDS = {
     "gpt2": "a GPT-2 save_pretrained directory (config.json and weights; transformers' "
             "GPT2LMHeadModel)",
-    "gpt-neox": "a GPT-NeoX save_pretrained directory (rotary positions, parallel "
-                "residuals; proved, not yet written as a certificate)",
-    "llama": "a LLaMA-style save_pretrained directory (LLaMA, Qwen2, Mistral; proved, not "
-             "yet written as a certificate)",
+    "gpt-neox": "a GPT-NeoX save_pretrained directory (Pythia: rotary positions, parallel "
+                "residuals)",
+    "llama": "a LLaMA-style save_pretrained directory (LLaMA, Qwen2, Mistral: RMSNorm, "
+             "SwiGLU, rotary positions, grouped-query attention)",
     "nanogpt": "a nanoGPT checkpoint (ckpt.pt with model_args and model)",
     "torch-encoder": "a torch checkpoint of a stack of nn.TransformerEncoderLayer with an "
                      "embedding and a head (docs/trained-models.md)",
@@ -119,8 +119,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     reference module built from the saved config, after the config's reading is compared
     with the other readings of its tensors (``strict_config``; docs/certify-model.md,
     "Which function").  ``kind``: "auto" (detected), "export", or a language-model
-    importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder"; the rotary models
-    are proved but not yet written as certificates: docs/trained-models.md).
+    importer ("gpt2", "gpt-neox", "llama", "nanogpt", "torch-encoder";
+    docs/trained-models.md).
     ``self_check`` False writes a language model's proof without running the checker.
     ``reference``: a language model's reference checkpoint for Morris et al.'s ``mem_U``
     (docs/memorized-bits.md).  ``bind_weights``: a language model's certificate binds a
