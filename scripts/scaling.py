@@ -19,8 +19,8 @@ keeps what it measured.  Floats appear only here, in the report.  ``commit`` is 
 each row was measured on.  ``cpu_s`` is the row's CPU time (user + system, the whole
 process, generation included, and the processes of the parallel piecewise passes, whose
 number is ``processes``, ``EXACTMEM_JOBS`` or the CPUs): on a shared machine it says more
-than the wall times.  ``peak_rss_mb`` is the row process's peak plus ``processes - 1`` times
-the largest child's (a bound on their sum at any time).
+than the wall times.  ``peak_rss_mb`` is the larger of the row process's peak and the
+largest sum of its and its children's resident memory, sampled twice a second.
 Progress goes to stderr; ``--quiet`` turns it off.
 """
 
@@ -34,6 +34,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,9 +67,14 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
              ) -> dict[str, object]:
     measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
+    stop, together = threading.Event(), [0]
+    sampler = threading.Thread(target=_sample_rss, args=(stop, together), daemon=True)
+    sampler.start()
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
+    stop.set()
+    sampler.join()
     use = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the piecewise passes' processes
     jobs = piecewise_jobs(N * (n if task == "seq2seq" else 1))  # processes of a deep pass
@@ -78,10 +84,35 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
             "cpu": round(use.ru_utime + use.ru_stime + kids.ru_utime + kids.ru_stime, 2),
             "cpu_children": round(kids.ru_utime + kids.ru_stime, 2),
             "verified": outcome.report.verified,
-            "peak_rss_mb": round((use.ru_maxrss + (jobs - 1) * kids.ru_maxrss) / 1024, 1),
-            "peak_rss_parent_mb": round(use.ru_maxrss / 1024, 1),
-            "peak_rss_child_mb": round(kids.ru_maxrss / 1024, 1), "processes": jobs,
+            "peak_rss_mb": round(max(use.ru_maxrss, together[0]) / 1024, 1),
+            "peak_rss_parent_mb": round(use.ru_maxrss / 1024, 1), "processes": jobs,
             "commit": measured_on}
+
+
+def _rss_kb(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
+    """``peak[0]``: the largest sum (kB) of the resident memory of this process and its
+    children (the parallel passes' processes), sampled twice a second from /proc (Linux;
+    pages the processes share count once per process)."""
+    me = str(os.getpid())
+    while not stop.wait(0.5):
+        kids = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/stat") as fh:
+                        if fh.read().rsplit(")", 1)[1].split()[1] == me:
+                            kids.append(pid)
+                except (OSError, IndexError):
+                    continue
+        peak[0] = max(peak[0], _rss_kb(me) + sum(map(_rss_kb, kids)))
 
 
 def _in_process(args: list[str]) -> dict[str, object]:

@@ -45,6 +45,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from fractions import Fraction
+from itertools import repeat
 from typing import Any
 
 from exactmem.arith import ScaledMatrix
@@ -92,21 +93,19 @@ def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
     Each multiset seen so far keeps its key (its counts of the chosen tokens, in order); a
     newly chosen token extends every key by one count instead of recomputing them all."""
     chosen: list[Any] = []
-    keys: list[int] = []
-    seen: dict[int, int] = {}
-    base = 1 + max((max(ms.values(), default=0) for ms in multisets), default=0)
+    keys: list[tuple[int, ...]] = []
+    seen: dict[tuple[int, ...], int] = {}
     for i, ms in enumerate(multisets):
-        key = 0  # the counts of the chosen tokens as the digits of one integer (base ``base``)
-        for c in map(ms.__getitem__, chosen):  # Counter: 0 for a missing token
-            key = key * base + c
+        # dict.get, not Counter's [] (which calls __missing__ in Python for a missing token)
+        key = tuple(map(ms.get, chosen, repeat(0)))
         j = seen.get(key)
         if j is not None:
             other = multisets[j]
             t = next(t for t in sorted({*ms, *other}, key=repr) if ms[t] != other[t])
             chosen.append(t)
-            keys = [k * base + m[t] for k, m in zip(keys, multisets, strict=False)]
+            keys = [k + (m.get(t, 0),) for k, m in zip(keys, multisets, strict=False)]
             seen = {k: h for h, k in enumerate(keys)}
-            key = key * base + ms[t]
+            key += (ms.get(t, 0),)
         keys.append(key)
         seen[key] = i
     if not chosen:
