@@ -16,8 +16,11 @@ A row too long for one sweep can be run as two ``--row`` runs whose JSON outputs
 ``--add-row TASK N n OURS.json LOOKUP.json`` puts into the table.  Rows are appended to
 the CSV as they finish (``--append`` keeps the rows already there), so an interrupted run
 keeps what it measured.  Floats appear only here, in the report.  ``commit`` is the commit
-each row was measured on.  ``cpu_s`` is the row process's CPU time (user + system, the
-whole process: generation included): on a shared machine it says more than the wall times.
+each row was measured on.  ``cpu_s`` is the row's CPU time (user + system, the whole
+process, generation included, and the processes of the parallel piecewise passes, whose
+number is ``processes``, ``EXACTMEM_JOBS`` or the CPUs): on a shared machine it says more
+than the wall times.  ``peak_rss_mb`` is the larger of the row process's peak and the
+largest sum of its and its children's resident memory, sampled twice a second.
 Progress goes to stderr; ``--quiet`` turns it off.
 """
 
@@ -31,11 +34,13 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from exactmem import progress
 from exactmem.datasets.draw import generate
+from exactmem.model.piecewise import default_jobs as piecewise_jobs
 from exactmem.pipeline import certify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +48,7 @@ FIELDS = ["task", "N", "n", "points", "params_dense", "params_nonzero", "depth",
           "max_bits", "build_s", "evaluate_s", "certificate_s", "check_s", "total_s", "cpu_s",
           "check_over_evaluate", "peak_rss_mb", "verified", "lookup_nonzero", "lookup_max_bits",
           "lookup_total_s", "lookup_verified", "ratio_lookup_over_ours",
-          "time_ours_over_lookup", "load_avg", "commit"]
+          "time_ours_over_lookup", "load_avg", "commit", "processes"]
 
 
 def commit() -> str:
@@ -62,15 +67,52 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
              ) -> dict[str, object]:
     measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
+    stop, together = threading.Event(), [0]
+    sampler = threading.Thread(target=_sample_rss, args=(stop, together), daemon=True)
+    sampler.start()
     start = time.perf_counter()
     outcome = certify(ds, name, {"seed": seed})
     total = time.perf_counter() - start
+    stop.set()
+    sampler.join()
     use = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the piecewise passes' processes
+    jobs = piecewise_jobs(N * (n if task == "seq2seq" else 1))  # processes of a deep pass
     return {"sizes": outcome.certificate["sizes"], "timings": outcome.timings,
             "cpu_timings": {k: round(v, 2) for k, v in outcome.cpu_timings.items()},
             "total": total,
-            "cpu": round(use.ru_utime + use.ru_stime, 2), "verified": outcome.report.verified,
-            "peak_rss_mb": round(use.ru_maxrss / 1024, 1), "commit": measured_on}
+            "cpu": round(use.ru_utime + use.ru_stime + kids.ru_utime + kids.ru_stime, 2),
+            "cpu_children": round(kids.ru_utime + kids.ru_stime, 2),
+            "verified": outcome.report.verified,
+            "peak_rss_mb": round(max(use.ru_maxrss, together[0]) / 1024, 1),
+            "peak_rss_parent_mb": round(use.ru_maxrss / 1024, 1), "processes": jobs,
+            "commit": measured_on}
+
+
+def _rss_kb(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
+    """``peak[0]``: the largest sum (kB) of the resident memory of this process and its
+    children (the parallel passes' processes), sampled twice a second from /proc (Linux;
+    pages the processes share count once per process)."""
+    me = str(os.getpid())
+    while not stop.wait(0.5):
+        kids = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/stat") as fh:
+                        if fh.read().rsplit(")", 1)[1].split()[1] == me:
+                            kids.append(pid)
+                except (OSError, IndexError):
+                    continue
+        peak[0] = max(peak[0], _rss_kb(me) + sum(map(_rss_kb, kids)))
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
@@ -106,7 +148,8 @@ def combine(task: str, N: int, n: int, ours: dict[str, object],  # noqa: N803
             "lookup_total_s": round(ltotal, 2), "lookup_verified": look["verified"],
             "ratio_lookup_over_ours": round(lsz["params_nonzero"] / sz["params_nonzero"], 3),
             "time_ours_over_lookup": round(total / max(ltotal, 1e-9), 2),
-            "load_avg": round(os.getloadavg()[0], 2), "commit": ours.get("commit", "unknown")}
+            "load_avg": round(os.getloadavg()[0], 2), "commit": ours.get("commit", "unknown"),
+            "processes": ours.get("processes", 1)}
 
 
 def slope(rows: list[dict[str, object]], key: str) -> float:

@@ -16,9 +16,12 @@ per point; a Lemma C.1 network's block rows are constant on each block, so its c
 the number of blocks, not of points.
 """
 
+import multiprocessing
+import os
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from itertools import accumulate, compress, repeat
 from math import gcd
 from operator import add, itemgetter, lt, mul, ne, neg, or_, sub
@@ -211,17 +214,24 @@ def _share_starts(rows: list[Row]) -> list[Row]:
     return out
 
 
-def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
-             relu_first: bool = False, tick: Callable[[int], object] | None = None,
-             ) -> tuple[list[tuple[int, ...]], int]:
-    """``maps`` (a ReLU network, ReLU between maps) on the scalar columns ``xs_cols``
-    (1-tuples over ``den``); ``relu_first``: a ReLU precedes the first map.  Returns the
-    output columns and their denominator (not reduced)."""
-    order = sorted(range(len(xs_cols)), key=lambda i: xs_cols[i][0])
-    xs = [xs_cols[i][0] for i in order]
+MAX_JOBS = 8
+MIN_POINTS_PER_JOB = 1 << 17
+
+
+def default_jobs(points: int) -> int:
+    """Processes for a pass over ``points`` points: ``EXACTMEM_JOBS`` (a positive integer)
+    or the CPUs, at most :data:`MAX_JOBS`, and at least :data:`MIN_POINTS_PER_JOB` points
+    each (below that a process costs more than it saves)."""
+    env = os.environ.get("EXACTMEM_JOBS", "").strip()
+    cap = int(env) if env.isdigit() and int(env) > 0 else min(os.cpu_count() or 1, MAX_JOBS)
+    return max(1, min(cap, points // MIN_POINTS_PER_JOB))
+
+
+def sorted_pass(maps: Sequence[Map], xs: list[int], den: int, relu_first: bool = False,
+                tick: Callable[[int], object] | None = None) -> tuple[list[list[int]], int]:
+    """The network on the sorted points ``xs``: per output row, its numerators at the
+    points in order, and their denominator."""
     size = len(xs)
-    if not size:
-        return [], den
     rows: list[Row] = [([0], [1], [0])]
     keep = [not relu_first]
     for i, ((w, wd), (b, bd)) in enumerate(maps):
@@ -248,6 +258,50 @@ def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
             else:
                 vals += map(add, map(mul, repeat(slopes[p]), xs[st:end]), repeat(icepts[p]))
         values.append(vals)
+    return values, den
+
+
+def _parallel_pass(maps: Sequence[Map], xs: list[int], den: int, relu_first: bool, jobs: int,
+                   tick: Callable[[int], object] | None) -> tuple[list[list[int]], int]:
+    """:func:`sorted_pass` on ``jobs`` consecutive ranges of the sorted points, the first
+    here, the others in fresh processes (this module and the standard library only); the
+    parts over their least common denominator.  A piece restricted to a range keeps its
+    coefficients, so every point gets the value one pass gives it (the denominator may be
+    a multiple of that pass's: callers reduce)."""
+    bounds = [len(xs) * k // jobs for k in range(jobs + 1)]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx) as pool:
+        futures = [pool.submit(sorted_pass, maps, xs[lo:hi], den, relu_first)
+                   for lo, hi in zip(bounds[1:-1], bounds[2:])]
+        parts = [sorted_pass(maps, xs[:bounds[1]], den, relu_first, tick)]
+        parts += [f.result() for f in futures]
+    common = 1
+    for _, d in parts:
+        common = _lcm(common, d)
+    values: list[list[int]] = [[] for _ in parts[0][0]]
+    for vals, d in parts:
+        f = common // d
+        for row, part in zip(values, vals):
+            row += part if f == 1 else map(mul, repeat(f), part)
+    return values, common
+
+
+def evaluate(maps: Sequence[Map], xs_cols: Sequence[tuple[int, ...]], den: int,
+             relu_first: bool = False, tick: Callable[[int], object] | None = None,
+             jobs: int | None = None) -> tuple[list[tuple[int, ...]], int]:
+    """``maps`` (a ReLU network, ReLU between maps) on the scalar columns ``xs_cols``
+    (1-tuples over ``den``); ``relu_first``: a ReLU precedes the first map.  Returns the
+    output columns and their denominator (not reduced).  ``jobs``: processes, each on a
+    range of the sorted points (``None``: :func:`default_jobs`); ``tick`` counts the first
+    range's rows."""
+    order = sorted(range(len(xs_cols)), key=lambda i: xs_cols[i][0])
+    xs = [xs_cols[i][0] for i in order]
+    size = len(xs)
+    if not size:
+        return [], den
+    jobs = default_jobs(size) if jobs is None else max(1, min(jobs, size))
+    values, den = _parallel_pass(maps, xs, den, relu_first, jobs, tick) if jobs > 1 \
+        else sorted_pass(maps, xs, den, relu_first, tick)
     out: list[tuple[int, ...]] = [()] * size
     for pos, col in zip(order, zip(*values)):
         out[pos] = col

@@ -45,6 +45,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from fractions import Fraction
+from itertools import repeat
 from typing import Any
 
 from exactmem.arith import ScaledMatrix
@@ -95,15 +96,16 @@ def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
     keys: list[tuple[int, ...]] = []
     seen: dict[tuple[int, ...], int] = {}
     for i, ms in enumerate(multisets):
-        key = tuple(map(ms.__getitem__, chosen))  # Counter: 0 for a missing token
+        # dict.get, not Counter's [] (which calls __missing__ in Python for a missing token)
+        key = tuple(map(ms.get, chosen, repeat(0)))
         j = seen.get(key)
         if j is not None:
             other = multisets[j]
             t = next(t for t in sorted({*ms, *other}, key=repr) if ms[t] != other[t])
             chosen.append(t)
-            keys = [k + (m[t],) for k, m in zip(keys, multisets, strict=False)]
+            keys = [k + (m.get(t, 0),) for k, m in zip(keys, multisets, strict=False)]
             seen = {k: h for h, k in enumerate(keys)}
-            key += (ms[t],)
+            key += (ms.get(t, 0),)
         keys.append(key)
         seen[key] = i
     if not chosen:
@@ -185,22 +187,26 @@ def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> Buil
     layers.append(Attention((Head(query=zero, key=zero, value=ScaledMatrix.row([1, 0, 0]),
                                   output=ScaledMatrix.column([0, 0, 1])),),
                             kind="uniform", residual=True))
-    contexts: dict[tuple[Fraction, ...], tuple[int, int]] = {}
+    # a context (f(t), coord(t), mean f) is one (token, multiset) pair: coord is one-to-one
+    # on tokens and the sums on multisets (token_weights), so pairs of small integers key it
+    slot = {t: h for h, t in enumerate(tokens)}
+    contexts: dict[tuple[int, int], tuple[int, int]] = {}
     for i, seq in enumerate(ds.sequences):
         positions = range(n) if every else (n - 1,)
         for k, y in zip(positions, ds.position_labels(i), strict=True):
-            t = seq[k]
-            s = (Fraction(f.get(t, 0)), coord[t], Fraction(sums[seq_ms[i]], n))
-            prev = contexts.setdefault(s, (y, i))
+            prev = contexts.setdefault((slot[seq[k]], seq_ms[i]), (y, i))
             if prev[0] != y:
                 raise ConstructionError(f"context of sequence {i} position {k} equals that of "
                                         f"sequence {prev[1]} but the labels differ")
-    points = list(contexts)
+    f_of = [Fraction(f.get(t, 0)) for t in tokens]
+    coords = [coord[t] for t in tokens]
+    means = [Fraction(v, n) for v in sums]
+    points = [(f_of[h], coords[h], means[m]) for h, m in contexts]
     proj2 = stage_one_projection(points, rng)
     prog2 = Program(["phi", "F", "mean"])
     w2 = proj2.weight
     prog2.step({"x": {"phi": w2[0], "F": w2[1], "mean": w2[2], "1": proj2.bias}})
-    lay2, out2 = emit_chain(prog2, list(proj2.values), [contexts[s][0] + 1 for s in points],
+    lay2, out2 = emit_chain(prog2, list(proj2.values), [y + 1 for y, _ in contexts.values()],
                             (), block_size, group)
     prog2.step({"y": out2})
     layers.append(prog2.feedforward())

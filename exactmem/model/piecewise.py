@@ -13,9 +13,13 @@ the common refinement of their pieces; a ReLU splits each piece where ``a x + b`
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
@@ -177,20 +181,25 @@ def _reduce(rows: list[Rows], den: int) -> tuple[list[Rows], int]:
     return [Rows(r.starts, None if r.a is None else r.a // g, r.b // g) for r in rows], den // g
 
 
-def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool = False,
-             tick: Callable[[], None] | None = None) -> tuple[np.ndarray, int]:
-    """``maps`` (ReLU between consecutive maps; also before the first with ``relu_first``)
-    on the scalars ``x / den`` (one per column).  Returns the (rows, columns) numerators
-    (object array) and their denominator; ``tick()`` after each map."""
-    x = np.asarray(x)
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    if xs.dtype != object and (xs.size == 0 or int(np.abs(xs).max()) >= _I64.max // 2):
-        xs = xs.astype(object)
+def default_jobs(points: int) -> int:
+    """Processes for a pass over ``points`` sorted points: ``EXACTMEM_JOBS`` (a positive
+    integer) or the CPUs, at most :data:`MAX_JOBS`, and at least :data:`MIN_POINTS_PER_JOB`
+    points each (below that a process costs more than it saves)."""
+    env = os.environ.get("EXACTMEM_JOBS", "").strip()
+    cap = int(env) if env.isdigit() and int(env) > 0 else min(os.cpu_count() or 1, MAX_JOBS)
+    return max(1, min(cap, points // MIN_POINTS_PER_JOB))
+
+
+MAX_JOBS = 8
+MIN_POINTS_PER_JOB = 1 << 17
+
+
+def _sorted_pass(maps: tuple[Affine, ...], xs: np.ndarray, den: int, relu_first: bool,
+                 tick: Callable[[], None] | None = None) -> tuple[np.ndarray, int]:
+    """The network on the sorted points ``xs``: the (rows, points) numerators in the order
+    of ``xs`` and their denominator."""
     size = len(xs)
     rows = [Rows(np.zeros(1, dtype=np.int64), _obj([1]), _obj([0]))]
-    if size == 0:
-        return np.zeros((maps[-1].out_dim, 0), dtype=object), den
     keep = [not relu_first]
     for i, aff in enumerate(maps):
         if i or relu_first:
@@ -214,5 +223,50 @@ def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool
     for k, r in enumerate(rows):
         lengths = np.diff(np.append(r.starts, size))
         b = np.repeat(r.b, lengths)
-        out[k, order] = b if r.a is None else np.repeat(r.a, lengths) * xo + b
+        out[k] = b if r.a is None else np.repeat(r.a, lengths) * xo + b
+    return out, den
+
+
+def _parallel_pass(maps: tuple[Affine, ...], xs: np.ndarray, den: int, relu_first: bool,
+                   jobs: int, tick: Callable[[], None] | None) -> tuple[np.ndarray, int]:
+    """:func:`_sorted_pass` on ``jobs`` consecutive ranges of the sorted points, the first
+    here and the others in fresh processes; the parts are put over their least common
+    denominator.  Each point's value is its own (a piece restricted to a range keeps its
+    coefficients), so the values equal one pass's; the denominator may be a multiple of
+    its (callers reduce)."""
+    bounds = [len(xs) * k // jobs for k in range(jobs + 1)]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx) as pool:
+        futures = [pool.submit(_sorted_pass, maps, xs[lo:hi], den, relu_first)
+                   for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
+        parts = [_sorted_pass(maps, xs[:bounds[1]], den, relu_first, tick)]
+        parts += [f.result() for f in futures]
+    common = reduce(lambda p, q: p * q // math.gcd(p, q), (d for _, d in parts), 1)
+    return np.concatenate([o if d == common else o * (common // d) for o, d in parts],
+                          axis=1), common
+
+
+def evaluate(maps: tuple[Affine, ...], x: np.ndarray, den: int, relu_first: bool = False,
+             tick: Callable[[], None] | None = None, jobs: int | None = None,
+             ) -> tuple[np.ndarray, int]:
+    """``maps`` (ReLU between consecutive maps; also before the first with ``relu_first``)
+    on the scalars ``x / den`` (one per column).  Returns the (rows, columns) numerators
+    (object array) and a denominator (not reduced); ``tick()`` after each map (of the
+    first range of points when in parallel).  ``jobs``: processes, each on a range of the
+    sorted points (``None``: :func:`default_jobs`)."""
+    x = np.asarray(x)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    if xs.dtype != object and (xs.size == 0 or int(np.abs(xs).max()) >= _I64.max // 2):
+        xs = xs.astype(object)
+    size = len(xs)
+    if size == 0:
+        return np.zeros((maps[-1].out_dim, 0), dtype=object), den
+    jobs = default_jobs(size) if jobs is None else max(1, min(jobs, size))
+    if jobs > 1:
+        part, den = _parallel_pass(maps, xs, den, relu_first, jobs, tick)
+    else:
+        part, den = _sorted_pass(maps, xs, den, relu_first, tick)
+    out = np.empty(part.shape, dtype=object)
+    out[:, order] = part
     return out, den

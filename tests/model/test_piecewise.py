@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from exactmem.model import forward as mforward
 from exactmem.model import piecewise as mpiece
 from exactmem.model.evaluate import Evaluation
 from exactmem.model.spec import Affine, FeedForward
+from exactmem.pipeline import certify
 
 small = st.fractions(min_value=-4, max_value=4, max_denominator=3)
 
@@ -131,3 +133,38 @@ def test_constructions_equal_the_row_major_pass(task: str, monkeypatch: pytest.M
     assert verify.run(net, layers, readout["positions"], toks) == cfast
     assert [[v[0] for v in row] for row in cfast] == [
         [Fraction(y) for y in ds.position_labels(i)] for i in range(ds.N)]
+
+
+def test_parallel_pass_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sorted points split into ranges, the ranges evaluated in separate processes and
+    joined: the same certificate as one pass (producer and checker), and the same values of
+    the deep block in both."""
+    ds = generate("next-token", N=200, n=8, vocab=12, classes=3, seed=7)  # type: ignore[arg-type]
+    one = certify(ds, "kajitsuka2025-next-token", {"seed": 7})
+    calls = {"model": 0, "checker": 0}
+    for name, mod in (("model", mpiece), ("checker", cpiece)):
+        real = mod._parallel_pass
+
+        def counted(*a: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(mod, "_parallel_pass", counted)
+        monkeypatch.setattr(mod, "MIN_POINTS_PER_JOB", 1)
+    monkeypatch.setenv("EXACTMEM_JOBS", "2")
+    par = certify(ds, "kajitsuka2025-next-token", {"seed": 7})
+    assert calls == {"model": 1, "checker": 1}
+    assert par.report.verified and par.certificate == one.certificate
+
+    spec = get("kajitsuka2025-next-token").build(ds, {"seed": 7}).spec
+    deep = next(la for la in spec.layers if isinstance(la, FeedForward) and len(la.layers) > 20)
+    maps = deep.layers[1:]
+    x = np.random.default_rng(3).integers(-50, 5000, size=40)
+    seq, sden = mpiece.evaluate(maps, x, 3, relu_first=True, jobs=1)
+    par3, pden = mpiece.evaluate(maps, x, 3, relu_first=True, jobs=3)
+    assert _fractions(par3, pden, False) == _fractions(seq, sden, False)
+    cols = [(int(v),) for v in x]
+    cseq, csden = cpiece.evaluate(_checker_maps(FeedForward(maps)), cols, 3, True, jobs=1)
+    cpar, cpden = cpiece.evaluate(_checker_maps(FeedForward(maps)), cols, 3, True, jobs=3)
+    assert _fractions(cpar, cpden, True) == _fractions(cseq, csden, True) == _fractions(
+        seq, sden, False)
