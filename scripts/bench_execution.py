@@ -26,6 +26,19 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def standin(folder: Path, sequences: int) -> tuple[Path, Dataset]:
+    """The random stand-in of the 1M GPT-2 shape (4 layers, d 128, weights of std 0.05, seed
+    0) in ``folder / "standin"`` (made once) and ``sequences`` self-labelled sequences of
+    64 tokens."""
+    from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
+
+    model = folder / "standin"
+    if not model.exists():
+        random_gpt2(model, seed=0, layers=4, d_model=128, heads=4, vocab=2048, context=64,
+                    std=0.05, bias_std=0.02)
+    return model, self_labelled(model, sequences, 64, seed=0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("model", nargs="?")
@@ -38,13 +51,7 @@ def main() -> None:
                     help="only the execution runs (ratios against the first of them)")
     args = ap.parse_args()
     if args.standin:
-        from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
-
-        model = Path(args.standin) / "standin"
-        if not model.exists():
-            random_gpt2(model, seed=0, layers=4, d_model=128, heads=4, vocab=2048, context=64,
-                        std=0.05, bias_std=0.02)
-        ds = self_labelled(model, args.sequences, 64, seed=0)
+        model, ds = standin(Path(args.standin), args.sequences)
     else:
         model = Path(args.model)
         ds = load_dataset(args.data)

@@ -44,7 +44,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -143,14 +142,9 @@ def forward_child(model: str, tokens: str, threads: int) -> None:
     logging.disable_progress_bar()
     torch.set_num_threads(threads)
     net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
-    ids = torch.as_tensor(np.load(tokens), dtype=torch.long)
-    with torch.no_grad():
-        top = net(ids).logits.argmax(-1).numpy()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            net(ids)
-            best = min(best, time.perf_counter() - t0)
+    from bench_gpt2_1m import best_forward
+
+    best, top = best_forward(net, torch.as_tensor(np.load(tokens), dtype=torch.long))
     print(json.dumps({"seconds": best, "argmax": top.tolist(),
                       "params": sum(p.numel() for p in net.parameters())}))
 
@@ -178,13 +172,10 @@ def exactmem(*args: str) -> list[str]:
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The processor's name (bench_gpt2_1m's reading of /proc/cpuinfo)."""
+    from bench_gpt2_1m import cpu_name as name
+
+    return name()
 
 
 def commit() -> str:

@@ -234,13 +234,9 @@ def main() -> None:
     from exactmem.lm.checkpoints.gpt2 import load_gpt2
 
     if args.standin:
-        from exactmem.lm.checkpoints.random_models import random_gpt2, self_labelled
+        from bench_execution import standin
 
-        model = Path(args.standin) / "standin"
-        if not model.exists():
-            random_gpt2(model, seed=0, layers=4, d_model=128, heads=4, vocab=2048, context=64,
-                        std=0.05, bias_std=0.02)
-        ds = self_labelled(model, args.sequences, 64, seed=0)
+        model, ds = standin(Path(args.standin), args.sequences)
     else:
         from exactmem.model.dataset import load_dataset
 
