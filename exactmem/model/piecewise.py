@@ -181,6 +181,10 @@ def _reduce(rows: list[Rows], den: int) -> tuple[list[Rows], int]:
     return [Rows(r.starts, None if r.a is None else r.a // g, r.b // g) for r in rows], den // g
 
 
+MAX_JOBS = 8
+MIN_POINTS_PER_JOB = 1 << 17
+
+
 def default_jobs(points: int) -> int:
     """Processes for a pass over ``points`` sorted points: ``EXACTMEM_JOBS`` (a positive
     integer) or the CPUs, at most :data:`MAX_JOBS`, and at least :data:`MIN_POINTS_PER_JOB`
@@ -188,10 +192,6 @@ def default_jobs(points: int) -> int:
     env = os.environ.get("EXACTMEM_JOBS", "").strip()
     cap = int(env) if env.isdigit() and int(env) > 0 else min(os.cpu_count() or 1, MAX_JOBS)
     return max(1, min(cap, points // MIN_POINTS_PER_JOB))
-
-
-MAX_JOBS = 8
-MIN_POINTS_PER_JOB = 1 << 17
 
 
 def _sorted_pass(maps: tuple[Affine, ...], xs: np.ndarray, den: int, relu_first: bool,
