@@ -22,6 +22,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def execution_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--execution FORMAT`` and ``--ulps K`` (docs/trained-models.md, "Execution claims");
+    ``what``: what the verb then also proves, for the help text."""
+    p.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
+                   help=f"also {what} in every float execution of this format "
+                        "(bfloat16/float16: storage in that format, float32 accumulation), "
+                        "any summation order, FMA or not, flush-to-zero; pre-LN decoders with "
+                        "LayerNorm (docs/trained-models.md, 'Execution claims')")
+    p.add_argument("--ulps", type=int, metavar="K",
+                   help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
+                        "(default 2: the largest float32 error CUDA documents for expf, "
+                        "tanhf, erff and rsqrtf)")
+
+
 def stderr_log(quiet: bool) -> Callable[[str], None]:
     """The verb's notes: a line each on stderr, none with ``--quiet`` (whose progress
     :func:`exactmem.cli.main` turns off)."""

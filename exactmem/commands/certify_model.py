@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exactmem.commands._args import progress_of, stderr_log, times_line
+from exactmem.commands._args import execution_args, progress_of, stderr_log, times_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,16 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="language models: write the producer's proof without running the "
                         "checker first (the output says 'not checked yet: run exactmem check "
                         "CERT'; no code-length claims); the default checks before writing")
-    p.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
-                   help="language models (pre-LN with LayerNorm, GPT-2's function): also "
-                        "claim the positions whose label is the unique argmax in every "
-                        "float execution of this format (bfloat16/float16: storage in that "
-                        "format, float32 accumulation), any summation order, FMA or not, "
-                        "flush-to-zero (docs/trained-models.md, 'Execution claims')")
-    p.add_argument("--ulps", type=int, metavar="K",
-                   help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
-                        "(default 2: the largest float32 error CUDA documents for expf, "
-                        "tanhf, erff and rsqrtf)")
+    execution_args(p, "claim the positions whose label is the unique argmax")
     weights = p.add_mutually_exclusive_group()
     weights.add_argument("--bind-weights", dest="bind_weights", action="store_const",
                          const=True, default=None,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from exactmem.commands._args import positive_int, progress_of, stderr_log, times_line
+from exactmem.commands._args import (
+    execution_args,
+    positive_int,
+    progress_of,
+    stderr_log,
+    times_line,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,14 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="MODEL's kind, or auto (detected)")
     p.add_argument("--producer", choices=("auto", "fast", "hybrid", "arb"), default="auto",
                    help="the producer's arithmetic, as for certify-model (default: auto)")
-    p.add_argument("--execution", choices=("float32", "bfloat16", "float16"),
-                   help="also prove, for each extractable sequence, that greedy decoding "
-                        "reproduces the suffix in every float execution of this format (any "
-                        "summation order, FMA or not, flush-to-zero; as certify-model "
-                        "--execution, docs/trained-models.md 'Execution claims')")
-    p.add_argument("--ulps", type=int, metavar="K",
-                   help="with --execution: exp, tanh, erf and rsqrt within K float32 ulps "
-                        "(default 2)")
+    execution_args(p, "prove, for each extractable sequence, that greedy decoding reproduces "
+                      "the suffix")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary")
     p.set_defaults(func=run)
 
