@@ -12,13 +12,14 @@ advance.  Written to a file (``2> run.log``), progress is one line per stage: th
 line, with the stage's count, rate and total time.  A task opened with ``heartbeat=True``
 keeps printing its elapsed time from a background thread even when nothing calls
 :meth:`Task.update` (a stage without a natural counter, such as building a construction).
-A counted stage that will take long says so once, as soon as its first units are done
-(in every mode, a log file included)::
+A counted stage that will take long says so once, as soon as its rate is known (in every
+mode, a log file included)::
 
-    check forward: expected about 35:10 in all (1 of 1,000 in 0:02; --shards K splits it
+    check forward: expected about 35:10 in all (3 of 1,000 in 0:06; --shards K splits it
     over K processes)
 
-when the projection from its rate so far is at least :data:`EXPECT_AFTER` seconds; the hint
+when the projection from its rate so far is at least :data:`EXPECT_AFTER` seconds, judged
+after :data:`EXPECT_SETTLE` seconds of the stage at the earliest; the hint
 after the semicolon is the stage's, given by the verb (which flags skip or split it).
 ``configure(quiet=True)`` (every verb's ``--quiet``) or ``EXACTMEM_QUIET=1`` turns
 everything off.  Progress never touches stdout.
@@ -45,6 +46,8 @@ T = TypeVar("T")
 LOG_INTERVAL = 1.0  # seconds between plain progress lines when stderr is not a terminal
 RATE_WINDOW = 30.0  # seconds of recent progress that the rate and the ETA are measured on
 EXPECT_AFTER = 60.0  # a counted stage projected to take this long says so once
+EXPECT_SETTLE = 5.0  # ... judged from at least this many seconds of its rate (the first
+# units often carry the stage's start-up and would overstate it)
 
 _state: dict[str, Any] = {"quiet": None}
 _lock = threading.RLock()  # one writer at a time: the main thread and heartbeat threads
@@ -230,6 +233,8 @@ class Task:
     def _expect(self, now: float) -> None:
         """Say once, when the projection reaches :data:`EXPECT_AFTER`, how long the stage
         is expected to take."""
+        if now - self._start < EXPECT_SETTLE:
+            return
         total = self.expected(now)
         if total < EXPECT_AFTER:
             return

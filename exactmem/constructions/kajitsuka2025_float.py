@@ -56,7 +56,7 @@ from exactmem.constructions._retrieval import Edge, solve_tables
 from exactmem.constructions.base import BuildResult
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.dataset_checks import multiset_key, require_consistent
+from exactmem.model.dataset_checks import multiset_keys, require_consistent
 from exactmem.model.spec import Attention, Embedding, Head, Layer, NetworkSpec, Readout
 
 SLACK = 1.24  # table slots per context (peeling threshold ~1.222)
@@ -91,10 +91,10 @@ def layout(M: int, P: int, b: int, block_words: int = 0) -> tuple[int, int, int]
 def _contexts(ds: Dataset, every: bool) -> dict[tuple[tuple[Any, ...], Any], int]:
     ctx: dict[tuple[tuple[Any, ...], Any], int] = {}
     n = ds.n
-    for i, seq in enumerate(ds.sequences):
-        positions = range(n) if every else (n - 1,)
+    positions = range(n) if every else (n - 1,)
+    for i, (seq, ms) in enumerate(zip(ds.sequences, multiset_keys(ds), strict=True)):
         for k, y in zip(positions, ds.position_labels(i), strict=True):
-            ctx.setdefault((multiset_key(seq), seq[k]), int(y))
+            ctx.setdefault((ms, seq[k]), int(y))
     return ctx
 
 

@@ -56,7 +56,7 @@ from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import (
     distinct_tokens,
-    multiset_key,
+    multiset_keys,
     require_consistent,
     separation_squared,
 )
@@ -114,14 +114,15 @@ def distinguishing_vocabulary(multisets: list[Counter[Any]]) -> list[Any]:
 
 
 def token_weights(multisets: list[Counter[Any]], vocab: list[Any],
-                  rng: random.Random) -> tuple[dict[Any, int], int]:
-    """Random ``f : A -> {1..K}`` with pairwise distinct sums over the multisets (exact)."""
+                  rng: random.Random) -> tuple[dict[Any, int], int, list[int]]:
+    """Random ``f : A -> {1..K}`` with pairwise distinct sums over the multisets (exact);
+    returns ``f``, ``K`` and the sums, one per multiset."""
     K = max(16, len(multisets) ** 2)
     for _ in range(MAX_TRIES):
         f = {t: rng.randint(1, K) for t in vocab}
-        sums = {sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets}
-        if len(sums) == len(multisets):
-            return f, K
+        sums = [sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets]
+        if len(set(sums)) == len(multisets):
+            return f, K, sums
     raise ConstructionError(f"no injective token weights in {MAX_TRIES} draws from 1..{K}")
 
 
@@ -150,13 +151,10 @@ def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> Buil
     rng = random.Random(seed)
     n = ds.n
     ms_index: dict[tuple[Any, ...], int] = {}
-    seq_ms: list[int] = []
-    for seq in ds.sequences:
-        seq_ms.append(ms_index.setdefault(multiset_key(seq), len(ms_index)))
+    seq_ms = [ms_index.setdefault(key, len(ms_index)) for key in multiset_keys(ds)]
     multisets = [Counter(k) for k in ms_index]
     vocab_a = distinguishing_vocabulary(multisets)
-    f, K = token_weights(multisets, vocab_a, rng)
-    sums = [sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets]
+    f, K, sums = token_weights(multisets, vocab_a, rng)
     tokens = distinct_tokens(ds)
     layers: list[Layer] = []
     notes: list[str] = []

@@ -45,7 +45,7 @@ from exactmem.constructions._indicators import point_indicator_bank
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import ConstructionError
 from exactmem.model.dataset import Dataset
-from exactmem.model.dataset_checks import distinct_tokens, multiset_key, require_consistent
+from exactmem.model.dataset_checks import distinct_tokens, multiset_keys, require_consistent
 from exactmem.model.spec import (
     Affine,
     Attention,
@@ -63,7 +63,7 @@ MAX_TRIES = 50
 
 def _token_weights(ds: Dataset, tokens: list[Any], rng: random.Random) -> dict[Any, int]:
     """Random integer weights whose multiset sums are pairwise distinct (exact check)."""
-    multisets = list({multiset_key(s): None for s in ds.sequences})
+    multisets = list(dict.fromkeys(multiset_keys(ds)))
     K = max(16, 2 * len(multisets) ** 2)
     for _ in range(MAX_TRIES):
         f = {t: rng.randint(1, K) for t in tokens}
@@ -199,9 +199,9 @@ def _build_float_ready(ds: Dataset, P: int, rng: random.Random, seed: int) -> Bu
     tokens = distinct_tokens(ds)
     positions = (n - 1,) if ds.task == "next-token" else tuple(range(n))
     ctx: dict[tuple[Any, Any], int] = {}
-    for i, seq in enumerate(ds.sequences):
+    for i, (seq, ms) in enumerate(zip(ds.sequences, multiset_keys(ds), strict=True)):
         for k, y in zip(positions, ds.position_labels(i), strict=True):
-            ctx.setdefault((multiset_key(seq), seq[k]), y)
+            ctx.setdefault((ms, seq[k]), y)
     contexts = [(ms, tok, y) for (ms, tok), y in ctx.items()]
     if max(y for _, _, y in contexts) >= 1 << P:
         raise ConstructionError(f"max_bits = {P}: a label does not fit in {P} bits")

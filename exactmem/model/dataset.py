@@ -41,6 +41,10 @@ class Dataset:
     dim: int | None = None
     # the recorded generator of generated data (docs/dataset-format.md, "Generated datasets")
     generator: dict[str, Any] | None = field(default=None, hash=False)
+    # facts derived from the (immutable) sequences and labels, computed once
+    # (exactmem.model.dataset_checks); not part of the dataset's value
+    memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False,
+                                 hash=False)
 
     def __post_init__(self) -> None:
         if self.task not in ("next-token", "seq2seq"):

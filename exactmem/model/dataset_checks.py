@@ -9,12 +9,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from exactmem.errors import DatasetError, InconsistentLabelsError
 from exactmem.model.dataset import Dataset
+
+_T = TypeVar("_T")
+
+
+def _once(ds: Dataset, name: str, compute: Callable[[], _T]) -> _T:
+    """``compute()`` once per dataset (a dataset is immutable: validation and a
+    construction's own checks read the same facts)."""
+    if name not in ds.memo:
+        ds.memo[name] = compute()
+    value: _T = ds.memo[name]
+    return value
 
 
 def multiset_key(seq: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -22,8 +34,18 @@ def multiset_key(seq: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(sorted(seq))
 
 
+def multiset_keys(ds: Dataset) -> list[tuple[Any, ...]]:
+    """:func:`multiset_key` of every sequence, in order (computed once per dataset; do not
+    modify the list)."""
+    return _once(ds, "multiset_keys", lambda: list(map(multiset_key, ds.sequences)))
+
+
 def find_conflicting_duplicate(ds: Dataset) -> tuple[int, int] | None:
     """First pair ``(i, j)``, ``i < j``, of identical sequences with different labels."""
+    return _once(ds, "conflicting_duplicate", lambda: _conflicting_duplicate(ds))
+
+
+def _conflicting_duplicate(ds: Dataset) -> tuple[int, int] | None:
     first: dict[tuple[Any, ...], int] = {}
     for j, seq in enumerate(ds.sequences):
         i = first.setdefault(seq, j)
@@ -38,9 +60,12 @@ def find_inconsistency(ds: Dataset) -> tuple[int, int, int] | None:
     Next-token: same multiset and same last token, different labels.
     Seq2seq: same multiset, ``X_i[:, k] = X_j[:, l]``, different labels ``y_i[k] != y_j[l]``.
     """
+    return _once(ds, "inconsistency", lambda: _inconsistency(ds))
+
+
+def _inconsistency(ds: Dataset) -> tuple[int, int, int] | None:
     seen: dict[tuple[Any, Any], tuple[int, int, int]] = {}
-    for j, seq in enumerate(ds.sequences):
-        ms = multiset_key(seq)
+    for j, (seq, ms) in enumerate(zip(ds.sequences, multiset_keys(ds), strict=True)):
         positions = (len(seq) - 1,) if ds.task == "next-token" else range(len(seq))
         labels = ds.position_labels(j)
         for idx, k in enumerate(positions):
@@ -77,12 +102,16 @@ def require_consistent(ds: Dataset) -> None:
 
 
 def distinct_tokens(ds: Dataset) -> list[Any]:
-    """Distinct tokens in first-appearance order."""
+    """Distinct tokens in first-appearance order (a new list)."""
+    return list(_once(ds, "distinct_tokens", lambda: tuple(_first_seen(ds))))
+
+
+def _first_seen(ds: Dataset) -> dict[Any, None]:
     seen: dict[Any, None] = {}
     for seq in ds.sequences:
         for t in seq:
             seen.setdefault(t, None)
-    return list(seen)
+    return seen
 
 
 def _sq_dist(a: tuple[Fraction, ...], b: tuple[Fraction, ...]) -> Fraction:
@@ -156,5 +185,5 @@ def validate(ds: Dataset) -> DatasetReport:
 
 
 __all__ = ["DatasetError", "DatasetReport", "distinct_tokens", "find_conflicting_duplicate",
-           "find_inconsistency", "multiset_key", "require_consistent",
+           "find_inconsistency", "multiset_key", "multiset_keys", "require_consistent",
            "require_no_conflicting_duplicates", "separation_squared", "validate"]

@@ -263,6 +263,21 @@ def test_a_long_stage_says_its_expected_duration_once(
     t.close(), short.close()
 
 
+def test_the_expected_duration_waits_for_the_rate_to_settle(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 3600.0)  # no throttled lines
+    t = progress.Task("evaluate forward", total=10_000)
+    t._start -= 1.0  # the first unit (with the stage's start-up) in one second
+    t.update(done=1)  # would project 10,000 s: too early to say
+    assert capsys.readouterr().err == ""
+    t._start -= progress.EXPECT_SETTLE  # later: the rate has settled
+    t.update(done=100)  # 6 s for 100 of 10,000: about 600 s in all
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert re.match(r"evaluate forward: expected about 10:\d\d in all \(100 of", err[0]), err
+    t.close()
+
+
 def test_the_expected_duration_reaches_a_log_file(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     with open(tmp_path / "run.log", "w", encoding="utf-8") as fh:

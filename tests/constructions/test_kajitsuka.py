@@ -120,7 +120,7 @@ def test_distinguishing_vocabulary_and_weights() -> None:
     a = distinguishing_vocabulary(counters)
     restricted = {tuple(c[t] for t in a) for c in counters}
     assert len(restricted) == len(counters)
-    f, _ = token_weights(counters, a, rng)
+    f, _, _ = token_weights(counters, a, rng)
     assert len({sum(c[t] * f[t] for t in a) for c in counters}) == len(counters)
 
 

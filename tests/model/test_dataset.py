@@ -124,3 +124,23 @@ def test_the_loader_refuses_binary_and_device_files(tmp_path: Path) -> None:
         load_dataset("/dev/zero")
     with pytest.raises(DatasetError, match="not a regular file"):
         load_dataset(tmp_path)
+
+
+def test_derived_facts_are_the_datasets_own() -> None:
+    """Facts computed once per dataset (validation, then a construction's own checks) are
+    not part of its value, and a slice computes its own."""
+    from exactmem.model.dataset_checks import distinct_tokens, find_inconsistency, multiset_keys
+
+    ds = ids([(1, 2, 3), (2, 1, 3), (4, 4, 0)], [0, 1, 1])
+    fresh = ids([(1, 2, 3), (2, 1, 3), (4, 4, 0)], [0, 1, 1])
+    assert find_inconsistency(ds) == (0, 1, 2) and multiset_keys(ds)[1] == (1, 2, 3)
+    assert ds == fresh and hash(ds) == hash(fresh) and ds.sha256() == fresh.sha256()
+    assert "memo" not in repr(ds)
+    tail = ds.slice(1, 3)
+    assert find_inconsistency(tail) is None
+    assert multiset_keys(tail) == [(1, 2, 3), (0, 4, 4)]
+    toks = distinct_tokens(tail)
+    toks.append(99)  # the caller's own list
+    assert distinct_tokens(tail) == [2, 1, 3, 4, 0]
+    with pytest.raises(InconsistentLabelsError):
+        require_consistent(ds)
