@@ -22,11 +22,16 @@ from exactmem.certificate.build import digest_of
 from exactmem.checker import CheckReport, check_certificate
 from exactmem.checker.floatexact import CLAIMS as FLOAT_CLAIMS
 from exactmem.checker.sharded import check_certificate_sharded
+from exactmem.constructions.base import BuildResult
 from exactmem.errors import CertificateError, ConstructionError, ExactmemError
+from exactmem.model import overlap
 from exactmem.model.dataset import Dataset
 from exactmem.model.dataset_checks import validate
+from exactmem.model.evaluate import Evaluation
+from exactmem.model.interval import has_softmax_scores
 from exactmem.model.interval_verdict import evaluate_certified
 from exactmem.model.shards import Submit, evaluate_sharded
+from exactmem.model.spec import NetworkSpec
 
 
 @dataclass(slots=True)
@@ -113,36 +118,41 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         say(line)
     with _stage("build", t):
         result = con.build(ds, opts)
-    say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
-    with _stage("evaluate", t, ticking=False), _hook("evaluate", "start") as tick:
-        evaluation = evaluate_certified(result.spec, ds, result.hints, tick) if not sharded \
-            else evaluate_sharded(result.spec, ds, result.hints, shards, submit, tick)
-    if evaluation.failures:
-        say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
-    with _stage("certificate", t):
-        cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
     formats = list(float_exact) if float_exact is not None else list(con.claims) or \
         float_format_for(int(opts.get("max_bits", 0) or 0))
-    if formats:  # claimed up front: the checker's own float-exact pass decides
-        unknown = [f for f in formats if f not in FLOAT_CLAIMS]
-        if unknown:
-            raise CertificateError(f"float format: expected some of {sorted(FLOAT_CLAIMS)}, "
-                                    f"found {unknown}")
-        cert["claims"] = {**cert["claims"], "float_exact": formats}
-        cert["digest"] = digest_of(cert)
-    asked = bool(formats)
-    report = _check(cert, base, shards, submit, t)
-    if formats and _only_float(report):
-        del cert["claims"]["float_exact"]  # not written: the failure stays in the report
-        cert["digest"] = digest_of(cert)
-        if float_exact is None:  # the default claim: claim the formats that hold, re-check
-            with _stage("float-exact", t):
-                formats = claim_float_exact(cert, formats, base)
-            report = _check(cert, base, shards, submit, t)
-    if asked:
-        held = formats if report.verified else []
-        say(f"float-exact claim: {', '.join(held) or 'none'}"
-            + (f"; does not hold: {report.failures[0]}" if _only_float(report) else ""))
+    unknown = [f for f in formats if f not in FLOAT_CLAIMS]
+    if unknown:
+        raise CertificateError(f"float format: expected some of {sorted(FLOAT_CLAIMS)}, "
+                               f"found {unknown}")
+    spec = result.spec
+    beside = not sharded and not has_softmax_scores(spec) and \
+        overlap.available(ds.N * len(spec.read_positions()))
+    if not beside:
+        say(f"built {construction} in {t['build']:.2f}s; evaluating exactly")
+        with _stage("evaluate", t, ticking=False), _hook("evaluate", "start") as tick:
+            evaluation = evaluate_certified(spec, ds, result.hints, tick) if not sharded \
+                else evaluate_sharded(spec, ds, result.hints, shards, submit, tick)
+        _failures(evaluation, say)
+        cert, report = _claim_and_check(ds, result, construction, evaluation, rel, formats,
+                                        float_exact is None, base, shards, submit, t, say)
+    else:
+        say(f"built {construction} in {t['build']:.2f}s; evaluating exactly in a second "
+            "process while the checker checks the labels as claims")
+        guess = overlap.labels_as_predictions(ds, spec.readout.kind == "scalar")
+        child = overlap.Forked(_timed_evaluation, spec, ds)
+        try:
+            cert, report = _claim_and_check(ds, result, construction, guess, rel, formats,
+                                            float_exact is None, base, shards, submit, t, say)
+            evaluation, t["evaluate"], t["cpu:evaluate"] = child.result()
+        finally:
+            child.close()
+        _failures(evaluation, say)
+        if evaluation.predictions != guess.predictions:  # not memorized: claim what it does
+            say("the network's outputs differ from the labels: the certificate claims them "
+                "and is checked again")
+            cert, report = _claim_and_check(ds, result, construction, evaluation, rel,
+                                            formats, float_exact is None, base, shards,
+                                            submit, t, say)
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:
         with _stage("write", t):
@@ -152,6 +162,48 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     say("stage times: " + ", ".join(f"{k} {v:.2f}s" for k, v in wall.items())
         + " (CPU: " + ", ".join(f"{k} {v:.2f}s" for k, v in cpu.items()) + ")")
     return CertifyOutcome(cert, report, wall, tuple(result.notes), cpu)
+
+
+def _timed_evaluation(spec: NetworkSpec, ds: Dataset) -> tuple[Evaluation, float, float]:
+    """The exact evaluation (no progress: it runs beside the check), its wall and CPU
+    seconds."""
+    clock, cpu = time.perf_counter(), time.process_time()
+    evaluation = evaluate_certified(spec, ds)
+    return evaluation, time.perf_counter() - clock, time.process_time() - cpu
+
+
+def _failures(evaluation: Evaluation, say: Callable[[str], None]) -> None:
+    if evaluation.failures:
+        say(f"exact evaluation: {len(evaluation.failures)} positions not memorized")
+
+
+def _claim_and_check(ds: Dataset, result: BuildResult, construction: str,
+                     evaluation: Evaluation, rel: str | None, formats: list[str],
+                     default_formats: bool, base: Path, shards: int, submit: Submit | None,
+                     t: dict[str, float], say: Callable[[str], None],
+                     ) -> tuple[dict[str, Any], CheckReport]:
+    """The certificate claiming ``evaluation``'s outputs (and the float ``formats``), and
+    the checker's report on it.  A float format that does not hold is dropped; with
+    ``default_formats`` the formats that hold are claimed instead and checked again."""
+    with _stage("certificate", t):
+        cert = build_certificate(ds, result, construction, evaluation, dataset_path=rel)
+    if formats:  # claimed up front: the checker's own float-exact pass decides
+        cert["claims"] = {**cert["claims"], "float_exact": formats}
+        cert["digest"] = digest_of(cert)
+    asked = bool(formats)
+    report = _check(cert, base, shards, submit, t)
+    if formats and _only_float(report):
+        del cert["claims"]["float_exact"]  # not written: the failure stays in the report
+        cert["digest"] = digest_of(cert)
+        if default_formats:  # the default claim: claim the formats that hold, re-check
+            with _stage("float-exact", t):
+                formats = claim_float_exact(cert, formats, base)
+            report = _check(cert, base, shards, submit, t)
+    if asked:
+        held = formats if report.verified else []
+        say(f"float-exact claim: {', '.join(held) or 'none'}"
+            + (f"; does not hold: {report.failures[0]}" if _only_float(report) else ""))
+    return cert, report
 
 
 def _only_float(report: CheckReport) -> bool:

@@ -20,7 +20,10 @@ each row was measured on.  ``cpu_s`` is the row's CPU time (user + system, the w
 process, generation included, and the processes of the parallel piecewise passes, whose
 number is ``processes``, ``EXACTMEM_JOBS`` or the CPUs): on a shared machine it says more
 than the wall times.  ``peak_rss_mb`` is the larger of the row process's peak and the
-largest sum of its and its children's resident memory, sampled twice a second.
+largest sum of its and all its descendants' resident memory, sampled twice a second (an
+upper bound: a page a forked child shares with its parent counts in both); the ``--row``
+JSON adds ``peak_pss_mb``, the largest sum of their proportional set sizes (each shared
+page counted once).
 Progress goes to stderr; ``--quiet`` turns it off.
 """
 
@@ -67,7 +70,7 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
              ) -> dict[str, object]:
     measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
-    stop, together = threading.Event(), [0]
+    stop, together = threading.Event(), [0, 0]
     sampler = threading.Thread(target=_sample_rss, args=(stop, together), daemon=True)
     sampler.start()
     start = time.perf_counter()
@@ -85,6 +88,7 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
             "cpu_children": round(kids.ru_utime + kids.ru_stime, 2),
             "verified": outcome.report.verified,
             "peak_rss_mb": round(max(use.ru_maxrss, together[0]) / 1024, 1),
+            "peak_pss_mb": round(together[1] / 1024, 1),
             "peak_rss_parent_mb": round(use.ru_maxrss / 1024, 1), "processes": jobs,
             "commit": measured_on}
 
@@ -97,22 +101,39 @@ def _rss_kb(pid: str) -> int:
         return 0
 
 
+def _pss_kb(pid: str) -> int:
+    """Proportional set size: a page shared by k processes counts 1/k in each (Linux 4.14+;
+    0 where /proc/PID/smaps_rollup is missing)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            return next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
-    """``peak[0]``: the largest sum (kB) of the resident memory of this process and its
-    children (the parallel passes' processes), sampled twice a second from /proc (Linux;
-    pages the processes share count once per process)."""
-    me = str(os.getpid())
+    """``peak[0]``: the largest sum (kB) of the resident memory of this process and all its
+    descendants (the forked evaluation and the parallel passes' processes), sampled twice a
+    second from /proc (Linux; pages the processes share count once per process, so a
+    forked child's shared pages count twice: an upper bound); ``peak[1]``: the largest sum
+    of their proportional set sizes (each shared page counted once in all)."""
+    me = os.getpid()
     while not stop.wait(0.5):
-        kids = []
+        parent: dict[int, int] = {}
         for pid in os.listdir("/proc"):
             if pid.isdigit():
                 try:
                     with open(f"/proc/{pid}/stat") as fh:
-                        if fh.read().rsplit(")", 1)[1].split()[1] == me:
-                            kids.append(pid)
-                except (OSError, IndexError):
+                        parent[int(pid)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
                     continue
-        peak[0] = max(peak[0], _rss_kb(me) + sum(map(_rss_kb, kids)))
+        tree, grew = {me}, True
+        while grew:
+            more = {p for p, pp in parent.items() if pp in tree} - tree
+            tree |= more
+            grew = bool(more)
+        peak[0] = max(peak[0], sum(_rss_kb(str(p)) for p in tree))
+        peak[1] = max(peak[1], sum(_pss_kb(str(p)) for p in tree))
 
 
 def _in_process(args: list[str]) -> dict[str, object]:

@@ -1,0 +1,98 @@
+"""The producer's evaluation in a forked process beside the check (exactmem.model.overlap):
+the same certificate, verdict and failures as evaluating first and checking after, when the
+network memorizes, when the labels are not its outputs, and when the evaluation fails."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from exactmem import pipeline
+from exactmem.constructions import get
+from exactmem.datasets.draw import generate
+from exactmem.errors import ConstructionError
+from exactmem.model import overlap
+from exactmem.model.dataset import Dataset
+from exactmem.pipeline import certify
+
+pytestmark = pytest.mark.skipif(not overlap.available(1 << 30),
+                                reason="needs os.fork and two CPUs")
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, ds: Dataset, name: str,
+          ) -> tuple[pipeline.CertifyOutcome, pipeline.CertifyOutcome]:
+    """(evaluate then check, evaluate beside the check) of the same build."""
+    monkeypatch.setenv("EXACTMEM_JOBS", "1")
+    first = certify(ds, name, {"seed": 3})
+    monkeypatch.delenv("EXACTMEM_JOBS")
+    monkeypatch.setattr(overlap, "MIN_POSITIONS", 1)
+    said: list[str] = []
+    beside = certify(ds, name, {"seed": 3}, log=said.append)
+    assert any("in a second process" in line for line in said), said
+    return first, beside
+
+
+@pytest.mark.parametrize("name", ["kajitsuka2025-next-token", "lookup"])
+def test_a_memorizing_network_gets_the_same_certificate(monkeypatch: pytest.MonkeyPatch,
+                                                        name: str) -> None:
+    ds = generate("next-token", N=40, n=5, vocab=8, classes=3, seed=1)
+    first, beside = _both(monkeypatch, ds, name)
+    assert first.report.verified and beside.report.verified
+    assert beside.certificate == first.certificate
+    assert beside.timings["evaluate"] > 0 and "check" in beside.timings
+
+
+def test_a_wrong_guess_is_claimed_again_from_the_evaluation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = generate("next-token", N=30, n=4, vocab=6, classes=3, seed=2)
+    real = overlap.labels_as_predictions
+
+    def shifted(data: Dataset, scalar: bool) -> overlap.Evaluation:
+        ev = real(data, scalar)
+        return dataclasses.replace(ev, predictions=tuple(
+            tuple(p + 1 for p in row) if i == 7 else row  # type: ignore[operator]
+            for i, row in enumerate(ev.predictions)))
+
+    monkeypatch.setattr(overlap, "labels_as_predictions", shifted)
+    first, beside = _both(monkeypatch, ds, "kajitsuka2025-next-token")
+    assert first.report.verified and beside.report.verified
+    assert beside.certificate == first.certificate
+
+
+def test_a_network_that_does_not_memorize_gets_the_same_verdict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = generate("next-token", N=30, n=4, vocab=6, classes=3, seed=4)
+    wrong = dataclasses.replace(ds, labels=tuple((y + 1) % 3 if i % 5 == 2 else y
+                                                 for i, y in enumerate(ds.labels)))
+    con = get("kajitsuka2025-next-token")
+
+    class Stale:  # the network of the right labels, certified against the wrong ones
+        tasks, inputs, claims = con.tasks, con.inputs, con.claims
+
+        @staticmethod
+        def defaults() -> dict[str, Any]:
+            return con.defaults()
+
+        @staticmethod
+        def build(_: Dataset, opts: dict[str, Any]) -> Any:
+            return con.build(ds, opts)
+
+    monkeypatch.setattr(pipeline.constructions, "get", lambda _name: Stale)
+    first, beside = _both(monkeypatch, wrong, "kajitsuka2025-next-token")
+    assert not first.report.verified and not beside.report.verified
+    assert beside.certificate == first.certificate
+    assert beside.report.failures == first.report.failures
+
+
+def test_an_error_in_the_forked_evaluation_reaches_the_caller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> Any:
+        raise ConstructionError("no evaluation today")
+
+    monkeypatch.setattr(pipeline, "_timed_evaluation", broken)
+    monkeypatch.setattr(overlap, "MIN_POSITIONS", 1)
+    ds = generate("next-token", N=20, n=4, vocab=6, classes=3, seed=5)
+    with pytest.raises(ConstructionError, match="no evaluation today"):
+        certify(ds, "lookup", {"seed": 1})
