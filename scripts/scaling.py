@@ -116,9 +116,11 @@ def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
     descendants (the forked evaluation and the parallel passes' processes), sampled twice a
     second from /proc (Linux; pages the processes share count once per process, so a
     forked child's shared pages count twice: an upper bound); ``peak[1]``: the largest sum
-    of their proportional set sizes (each shared page counted once in all)."""
-    me = os.getpid()
+    of their proportional set sizes (each shared page counted once in all), sampled every
+    5 s (reading it walks the processes' page tables)."""
+    me, beat = os.getpid(), 0
     while not stop.wait(0.5):
+        beat += 1
         parent: dict[int, int] = {}
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -133,7 +135,8 @@ def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
             tree |= more
             grew = bool(more)
         peak[0] = max(peak[0], sum(_rss_kb(str(p)) for p in tree))
-        peak[1] = max(peak[1], sum(_pss_kb(str(p)) for p in tree))
+        if beat % 10 == 1:  # every 5 s: reading smaps_rollup walks the page tables
+            peak[1] = max(peak[1], sum(_pss_kb(str(p)) for p in tree))
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
