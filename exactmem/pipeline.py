@@ -138,16 +138,18 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     else:
         say(f"built {construction} in {t['build']:.2f}s; evaluating exactly in a second "
             "process while the checker checks the labels as claims")
-        guess = overlap.labels_as_predictions(ds, spec.readout.kind == "scalar")
+        scalar = spec.readout.kind == "scalar"
         child = overlap.Forked(_timed_evaluation, spec, ds)
         try:
-            cert, report = _claim_and_check(ds, result, construction, guess, rel, formats,
-                                            float_exact is None, base, shards, submit, t, say)
+            cert, report = _claim_and_check(ds, result, construction,
+                                            overlap.labels_as_predictions(ds, scalar), rel,
+                                            formats, float_exact is None, base, shards,
+                                            submit, t, say)
             evaluation, t["evaluate"], t["cpu:evaluate"] = child.result()
         finally:
             child.close()
         _failures(evaluation, say)
-        if evaluation.predictions != guess.predictions:  # not memorized: claim what it does
+        if not overlap.predicts_labels(evaluation, ds, scalar):  # claim what it does
             say("the network's outputs differ from the labels: the certificate claims them "
                 "and is checked again")
             cert, report = _claim_and_check(ds, result, construction, evaluation, rel,
@@ -165,11 +167,8 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
 
 
 def _timed_evaluation(spec: NetworkSpec, ds: Dataset) -> tuple[Evaluation, float, float]:
-    """The exact evaluation in the forked process, its wall and CPU seconds.  No progress
-    (it runs beside the check), and its deep block in this one process
-    (``EXACTMEM_JOBS=1`` here only): the check's passes have the other core, and a
-    second pass process would only add its memory."""
-    os.environ["EXACTMEM_JOBS"] = "1"
+    """The exact evaluation in the forked process (no progress: it runs beside the check),
+    its wall and CPU seconds."""
     clock, cpu = time.perf_counter(), time.process_time()
     evaluation = evaluate_certified(spec, ds)
     return evaluation, time.perf_counter() - clock, time.process_time() - cpu

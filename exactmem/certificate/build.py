@@ -37,6 +37,14 @@ def _claim(v: Fraction | int | None) -> str | None:
     return None if v is None else format_rational(v)
 
 
+def _claims(predictions: Sequence[Sequence[Fraction | int | None]]) -> list[list[str | None]]:
+    """The claimed outputs' texts; equal values share one string (a memorizing network
+    repeats its few label values N times)."""
+    text: dict[Fraction | int | None, str | None] = {}
+    return [[text[v] if v in text else text.setdefault(v, _claim(v)) for v in row]
+            for row in predictions]
+
+
 def build_certificate(ds: Dataset, result: BuildResult, construction: str,
                       evaluation: Evaluation | None = None,
                       dataset_path: str | None = None) -> dict[str, Any]:
@@ -60,7 +68,7 @@ def build_certificate(ds: Dataset, result: BuildResult, construction: str,
         "construction": {"name": construction, "params": dict(result.params)},
         "dataset": dataset,
         "network": spec_to_json(result.spec),
-        "claims": {"outputs": [[_claim(v) for v in row] for row in evaluation.predictions]},
+        "claims": {"outputs": _claims(evaluation.predictions)},
         "sizes": sizes(result.spec).as_dict(),
         "hints": dict(result.hints),
     }

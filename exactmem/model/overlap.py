@@ -48,11 +48,20 @@ def available(positions: int) -> bool:
 def labels_as_predictions(ds: Dataset, scalar: bool) -> Evaluation:
     """The evaluation of a network that memorizes ``ds``: every read position predicts its
     label (``Fraction(y)`` for a scalar readout, class ``y`` otherwise), no failures."""
+    value: dict[int, Fraction | int] = {}  # one object per label value: N rows share them
     preds: list[tuple[Fraction | int | None, ...]] = []
     for i in range(ds.N):
         labels = ds.position_labels(i)
-        preds.append(tuple(Fraction(y) for y in labels) if scalar else tuple(labels))
+        preds.append(tuple(value.setdefault(y, Fraction(y) if scalar else y) for y in labels))
     return Evaluation(tuple(preds), ())
+
+
+def predicts_labels(evaluation: Evaluation, ds: Dataset, scalar: bool) -> bool:
+    """Whether ``evaluation`` has the predictions of :func:`labels_as_predictions`."""
+    return len(evaluation.predictions) == ds.N and all(
+        row == tuple(ds.position_labels(i)) and all(
+            (type(p) is Fraction) == scalar for p in row)
+        for i, row in enumerate(evaluation.predictions))
 
 
 class Forked:
