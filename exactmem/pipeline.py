@@ -138,18 +138,16 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
     else:
         say(f"built {construction} in {t['build']:.2f}s; evaluating exactly in a second "
             "process while the checker checks the labels as claims")
-        scalar = spec.readout.kind == "scalar"
+        guess = overlap.labels_as_predictions(ds, spec.readout.kind == "scalar")
         child = overlap.Forked(_timed_evaluation, spec, ds)
         try:
-            cert, report = _claim_and_check(ds, result, construction,
-                                            overlap.labels_as_predictions(ds, scalar), rel,
-                                            formats, float_exact is None, base, shards,
-                                            submit, t, say)
+            cert, report = _claim_and_check(ds, result, construction, guess, rel, formats,
+                                            float_exact is None, base, shards, submit, t, say)
             evaluation, t["evaluate"], t["cpu:evaluate"] = child.result()
         finally:
             child.close()
         _failures(evaluation, say)
-        if not overlap.predicts_labels(evaluation, ds, scalar):  # claim what it does
+        if evaluation.predictions != guess.predictions:  # not what it claimed: claim that
             say("the network's outputs differ from the labels: the certificate claims them "
                 "and is checked again")
             cert, report = _claim_and_check(ds, result, construction, evaluation, rel,

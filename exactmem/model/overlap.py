@@ -56,14 +56,6 @@ def labels_as_predictions(ds: Dataset, scalar: bool) -> Evaluation:
     return Evaluation(tuple(preds), ())
 
 
-def predicts_labels(evaluation: Evaluation, ds: Dataset, scalar: bool) -> bool:
-    """Whether ``evaluation`` has the predictions of :func:`labels_as_predictions`."""
-    return len(evaluation.predictions) == ds.N and all(
-        row == tuple(ds.position_labels(i)) and all(
-            (type(p) is Fraction) == scalar for p in row)
-        for i, row in enumerate(evaluation.predictions))
-
-
 class Forked:
     """``fn(*args)`` running in a forked child; :meth:`result` waits for it."""
 
