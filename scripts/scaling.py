@@ -21,9 +21,8 @@ process, generation included, and the processes of the parallel piecewise passes
 number is ``processes``, ``EXACTMEM_JOBS`` or the CPUs): on a shared machine it says more
 than the wall times.  ``peak_rss_mb`` is the larger of the row process's peak and the
 largest sum of its and all its descendants' resident memory, sampled twice a second (an
-upper bound: a page a forked child shares with its parent counts in both); the ``--row``
-JSON adds ``peak_pss_mb``, the largest sum of their proportional set sizes (each shared
-page counted once).
+upper bound: a page a forked child shares with its parent counts in both; a memory cgroup's
+``memory.max_usage_in_bytes`` counts each page once, docs/scaling.md).
 Progress goes to stderr; ``--quiet`` turns it off.
 """
 
@@ -70,7 +69,7 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
              ) -> dict[str, object]:
     measured_on = commit()  # before the run: the code this process imports
     ds = generate(task, N=N, n=n, vocab=vocab, classes=2, seed=seed)  # type: ignore[arg-type]
-    stop, together = threading.Event(), [0, 0]
+    stop, together = threading.Event(), [0]
     sampler = threading.Thread(target=_sample_rss, args=(stop, together), daemon=True)
     sampler.start()
     start = time.perf_counter()
@@ -88,7 +87,6 @@ def _certify(task: str, N: int, n: int, vocab: int, seed: int, name: str,  # noq
             "cpu_children": round(kids.ru_utime + kids.ru_stime, 2),
             "verified": outcome.report.verified,
             "peak_rss_mb": round(max(use.ru_maxrss, together[0]) / 1024, 1),
-            "peak_pss_mb": round(together[1] / 1024, 1),
             "peak_rss_parent_mb": round(use.ru_maxrss / 1024, 1), "processes": jobs,
             "commit": measured_on}
 
@@ -101,26 +99,13 @@ def _rss_kb(pid: str) -> int:
         return 0
 
 
-def _pss_kb(pid: str) -> int:
-    """Proportional set size: a page shared by k processes counts 1/k in each (Linux 4.14+;
-    0 where /proc/PID/smaps_rollup is missing)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            return next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0)
-    except (OSError, ValueError):
-        return 0
-
-
 def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
     """``peak[0]``: the largest sum (kB) of the resident memory of this process and all its
     descendants (the forked evaluation and the parallel passes' processes), sampled twice a
     second from /proc (Linux; pages the processes share count once per process, so a
-    forked child's shared pages count twice: an upper bound); ``peak[1]``: the largest sum
-    of their proportional set sizes (each shared page counted once in all), sampled every
-    5 s (reading it walks the processes' page tables)."""
-    me, beat = os.getpid(), 0
+    forked child's shared pages count twice: an upper bound)."""
+    me = os.getpid()
     while not stop.wait(0.5):
-        beat += 1
         parent: dict[int, int] = {}
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -135,8 +120,6 @@ def _sample_rss(stop: threading.Event, peak: list[int]) -> None:
             tree |= more
             grew = bool(more)
         peak[0] = max(peak[0], sum(_rss_kb(str(p)) for p in tree))
-        if beat % 10 == 1:  # every 5 s: reading smaps_rollup walks the page tables
-            peak[1] = max(peak[1], sum(_pss_kb(str(p)) for p in tree))
 
 
 def _in_process(args: list[str]) -> dict[str, object]:
