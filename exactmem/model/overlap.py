@@ -14,8 +14,9 @@ copied through a pipe): objects alive at the fork are moved out of the cyclic co
 reach first (``gc.freeze``, so the child's collections do not touch, and copy, the
 parent's pages), the child reports nothing on the terminal (another thread may hold the
 terminal's lock at the fork) and leaves with ``os._exit``; its result (or its error, as
-text) comes back pickled through a pipe.  POSIX only: elsewhere, and below
-:data:`MIN_POSITIONS`, the pipeline evaluates first and checks after, as before.
+text) comes back pickled through a pipe.  POSIX only: elsewhere, below
+:data:`MIN_POSITIONS`, or with too little memory available, the pipeline evaluates first
+and checks after, as before.
 """
 
 from __future__ import annotations
@@ -39,10 +40,37 @@ MIN_POSITIONS = 1 << 17  # read positions below which a fork costs more than it 
 
 def available(positions: int) -> bool:
     """Whether to overlap an evaluation of ``positions`` read positions with the check:
-    ``os.fork`` exists, at least two CPUs, ``EXACTMEM_JOBS`` is not 1, and enough work."""
+    ``os.fork`` exists, at least two CPUs, ``EXACTMEM_JOBS`` is not 1, enough work, and
+    the memory the machine has available is at least :data:`MEMORY_FACTOR` times this
+    process's peak so far (the evaluation and the check then hold their states at once)."""
     jobs = os.environ.get("EXACTMEM_JOBS", "").strip()
-    return (hasattr(os, "fork") and sys.platform != "win32" and (os.cpu_count() or 1) > 1
-            and jobs != "1" and positions >= MIN_POSITIONS)
+    if not (hasattr(os, "fork") and sys.platform != "win32" and (os.cpu_count() or 1) > 1
+            and jobs != "1" and positions >= MIN_POSITIONS):
+        return False
+    free = _available_bytes()
+    return free is None or free >= MEMORY_FACTOR * _peak_bytes()
+
+
+MEMORY_FACTOR = 2
+
+
+def _available_bytes() -> int | None:
+    """``MemAvailable`` of /proc/meminfo (Linux), else ``None`` (not known)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _peak_bytes() -> int:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, else kB
 
 
 def labels_as_predictions(ds: Dataset, scalar: bool) -> Evaluation:

@@ -96,3 +96,14 @@ def test_an_error_in_the_forked_evaluation_reaches_the_caller(
     ds = generate("next-token", N=20, n=4, vocab=6, classes=3, seed=5)
     with pytest.raises(ConstructionError, match="no evaluation today"):
         certify(ds, "lookup", {"seed": 1})
+
+
+def test_too_little_memory_evaluates_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(overlap, "MIN_POSITIONS", 1)
+    assert overlap.available(10)
+    monkeypatch.setattr(overlap, "_available_bytes", lambda: overlap._peak_bytes())
+    assert not overlap.available(10)  # the evaluation and the check would not both fit
+    said: list[str] = []
+    ds = generate("next-token", N=20, n=4, vocab=6, classes=3, seed=5)
+    assert certify(ds, "lookup", {"seed": 1}, log=said.append).report.verified
+    assert not any("in a second process" in line for line in said), said
