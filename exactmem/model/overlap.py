@@ -16,7 +16,7 @@ parent's pages), the child reports nothing on the terminal (another thread may h
 terminal's lock at the fork) and leaves with ``os._exit``; its result (or its error, as
 text) comes back pickled through a pipe.  POSIX only: elsewhere, below
 :data:`MIN_POSITIONS`, or with too little memory available, the pipeline evaluates first
-and checks after, as before.
+and checks after, as before (also with ``EXACTMEM_OVERLAP=0``).
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ MIN_POSITIONS = 1 << 17  # read positions below which a fork costs more than it 
 
 def available(positions: int) -> bool:
     """Whether to overlap an evaluation of ``positions`` read positions with the check:
-    ``os.fork`` exists, at least two CPUs, ``EXACTMEM_JOBS`` is not 1, enough work, and
+    ``EXACTMEM_OVERLAP`` is not 0, ``os.fork`` exists, at least two CPUs, ``EXACTMEM_JOBS``
+    is not 1, enough work, and
     the memory the machine has available is at least :data:`MEMORY_FACTOR` times this
     process's peak so far (the evaluation and the check then hold their states at once)."""
     jobs = os.environ.get("EXACTMEM_JOBS", "").strip()
+    if os.environ.get("EXACTMEM_OVERLAP", "").strip() == "0":
+        return False
     if not (hasattr(os, "fork") and sys.platform != "win32" and (os.cpu_count() or 1) > 1
             and jobs != "1" and positions >= MIN_POSITIONS):
         return False

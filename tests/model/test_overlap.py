@@ -101,6 +101,9 @@ def test_an_error_in_the_forked_evaluation_reaches_the_caller(
 def test_too_little_memory_evaluates_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overlap, "MIN_POSITIONS", 1)
     assert overlap.available(10)
+    monkeypatch.setenv("EXACTMEM_OVERLAP", "0")
+    assert not overlap.available(10)
+    monkeypatch.delenv("EXACTMEM_OVERLAP")
     monkeypatch.setattr(overlap, "_available_bytes", lambda: overlap._peak_bytes())
     assert not overlap.available(10)  # the evaluation and the check would not both fit
     said: list[str] = []
