@@ -170,7 +170,7 @@ def model(m: Any, f: int = lm_forward.F, bound: Any = None, fast: bool = True) -
     if "weights" in m:
         if bound is None:
             raise Unusable("model.weights: the bound weights file was not read")
-        t = bound.tensors(req, opt, shape)
+        t = bound.tensors(req, opt, shape, fast=fast)
     else:
         ts = obj(m["tensors"], "model.tensors", req, opt)
         t = {k: tensor(v, f"model.tensors.{k}", shape[k]) for k, v in ts.items()}

@@ -34,6 +34,8 @@ from typing import Any
 from ..parse import integer, kind_of, obj, typed
 from ..strict_json import CHUNK, loads
 from ..verdict import Unusable
+from . import lm_fastweights
+from .lm_fastweights import index
 from .lm_model import MAX_SCALE, MAX_VALUE_BITS
 
 MAX_WEIGHTS_BYTES = 1 << 34  # a bound weights file (16 GiB), read into memory once
@@ -66,9 +68,10 @@ class Bound:
         return dtype, shape, memoryview(self.data)[begin:end]
 
     def tensors(self, required: Sequence[str], optional: Sequence[str],
-                shapes: Mapping[str, list[int]]) -> dict[str, Exact]:
+                shapes: Mapping[str, list[int]], fast: bool = False) -> dict[str, Exact]:
         """Every tensor the certificate names (``required`` all, ``optional`` any), each
-        checked against its shape in ``shapes`` and read exactly."""
+        checked against its shape in ``shapes`` and read exactly; ``fast``: decoded in bulk
+        (:mod:`lm_fastweights`, the same integers) when that path is available."""
         obj(self.names, "model.weights.tensors", required, optional)
         out = {}
         for key, name in self.names.items():
@@ -81,7 +84,13 @@ class Bound:
             if dtype not in FLOATS:
                 raise Unusable(f"{where}: dtype {dtype} is not read (the checker reads "
                                f"{', '.join(FLOATS)})")
-            out[key] = exact(self.raw(key)[2], dtype, shape, where)
+            raw = self.raw(key)[2]
+            if fast and lm_fastweights.available():
+                ebits, mbits = LAYOUTS[dtype]
+                out[key] = lm_fastweights.exact(raw, ebits, mbits, SIZES[dtype], where, shape,
+                                                MAX_SCALE, MAX_VALUE_BITS)
+            else:
+                out[key] = exact(raw, dtype, shape, where)
         return out
 
 
@@ -255,12 +264,3 @@ def exact(raw: memoryview, dtype: str, shape: list[int], where: str) -> Exact:
                        "bits (MAX_VALUE_BITS)")
     cols = (shape[1] if len(shape) == 2 else len(nums)) or 1
     return [nums[i:i + cols] for i in range(0, len(nums), cols)], e
-
-
-def index(k: int, shape: list[int]) -> list[int]:
-    """The multi-index of the ``k``-th value (row-major) of a tensor of ``shape``."""
-    out = []
-    for d in reversed(shape):
-        k, r = divmod(k, d) if d else (k, 0)
-        out.append(r)
-    return out[::-1]
