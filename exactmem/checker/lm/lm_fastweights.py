@@ -43,11 +43,10 @@ def index(k: int, shape: list[int]) -> list[int]:
 def _bits(v: Any) -> Any:
     """The bit length of each non-negative int64 of ``v`` (integer operations only)."""
     out = np.zeros(v.shape, dtype=np.int64)
-    v = v.copy()
     for b in (32, 16, 8, 4, 2, 1):
-        big = v >= (np.int64(1) << b)
-        out += np.where(big, b, 0)
-        v = np.where(big, v >> b, v)
+        step = (v >> b != 0) * np.int64(b)  # b where v has more than b bits, else 0
+        out += step
+        v = v >> step
     return out + (v > 0)
 
 
