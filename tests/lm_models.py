@@ -12,6 +12,19 @@ import numpy as np
 from exactmem.checker.cert_dataset import canonical
 from exactmem.checker.lm import lm_forward as L
 from exactmem.lm.decoder import LMSpec
+from exactmem.model.dataset import Dataset
+
+
+def self_labelled(spec: LMSpec, seed: int, shape: tuple[int, int]) -> Dataset:
+    """``shape`` (sequences, tokens) of random token ids, each position labelled with the
+    model's own float64 argmax (a seq2seq dataset)."""
+    from exactmem.lm.float64 import logits64
+
+    toks = np.random.default_rng(seed).integers(0, spec.vocab_size, size=shape)
+    labels = logits64(spec, toks).argmax(-1)
+    return Dataset(task="seq2seq", inputs="token-ids", vocab_size=spec.vocab_size,
+                   sequences=tuple(tuple(map(int, s)) for s in toks),
+                   labels=tuple(tuple(map(int, r)) for r in labels))
 
 
 def redigest(cert: dict[str, Any]) -> dict[str, Any]:

@@ -13,15 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_models import random_spec
+from lm_models import random_spec, self_labelled
 
 from exactmem.checker.lm import lm_fastweights, lm_weights
 from exactmem.checker.verdict import Unusable
 from exactmem.checker.verify import check_certificate
 from exactmem.lm.certfile import build_lm_certificate
-from exactmem.lm.float64 import logits64
 from exactmem.lm.weightsfile import write_weights
-from exactmem.model.dataset import Dataset
 
 pytestmark = pytest.mark.skipif(not lm_fastweights.available(), reason="NumPy not importable")
 
@@ -100,11 +98,7 @@ def test_wide_numerators_take_the_integer_route_and_the_limit_holds() -> None:
 @pytest.fixture(scope="module")
 def bound(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     spec = random_spec(np.random.default_rng(7), "gelu_tanh", tied=False)
-    toks = np.random.default_rng(3).integers(0, spec.vocab_size, size=(2, 5))
-    labels = logits64(spec, toks).argmax(-1)
-    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=spec.vocab_size,
-                 sequences=tuple(tuple(map(int, s)) for s in toks),
-                 labels=tuple(tuple(map(int, r)) for r in labels))
+    ds = self_labelled(spec, 3, (2, 5))
     folder = tmp_path_factory.mktemp("fw")
     with open(folder / "w.safetensors", "wb") as fh:
         binding = write_weights(spec, fh, "w.safetensors")

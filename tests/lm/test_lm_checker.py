@@ -10,12 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lm_models import random_spec, redigest
+from lm_models import random_spec, redigest, self_labelled
 
 from exactmem.checker.verify import check_certificate
 from exactmem.lm.certfile import build_lm_certificate
-from exactmem.lm.float64 import logits64
-from exactmem.model.dataset import Dataset
 
 Cert = dict[str, Any]
 
@@ -23,11 +21,7 @@ Cert = dict[str, Any]
 @pytest.fixture(scope="module")
 def cert() -> Cert:
     spec = random_spec(np.random.default_rng(11), "gelu_tanh", tied=True)
-    toks = np.random.default_rng(12).integers(0, spec.vocab_size, size=(2, 5))
-    labels = logits64(spec, toks).argmax(-1)
-    ds = Dataset(task="seq2seq", inputs="token-ids", vocab_size=spec.vocab_size,
-                 sequences=tuple(tuple(map(int, s)) for s in toks),
-                 labels=tuple(tuple(map(int, r)) for r in labels))
+    ds = self_labelled(spec, 12, (2, 5))
     return build_lm_certificate(spec, ds, [list(range(5))] * 2, partial=False)
 
 
