@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,9 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         raise CertificateError(f"float format: expected some of {sorted(FLOAT_CLAIMS)}, "
                                f"found {unknown}")
     spec = result.spec
+    claim = partial(_claim_and_check, ds, result, construction, rel=rel, formats=formats,
+                    default_formats=float_exact is None, base=base, shards=shards,
+                    submit=submit, t=t, say=say)
     beside = not sharded and not has_softmax_scores(spec) and \
         overlap.available(ds.N * len(spec.read_positions()))
     if not beside:
@@ -133,16 +137,14 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
             evaluation = evaluate_certified(spec, ds, result.hints, tick) if not sharded \
                 else evaluate_sharded(spec, ds, result.hints, shards, submit, tick)
         _failures(evaluation, say)
-        cert, report = _claim_and_check(ds, result, construction, evaluation, rel, formats,
-                                        float_exact is None, base, shards, submit, t, say)
+        cert, report = claim(evaluation)
     else:
         say(f"built {construction} in {t['build']:.2f}s; evaluating exactly in a second "
             "process while the checker checks the labels as claims")
         guess = overlap.labels_as_predictions(ds, spec.readout.kind == "scalar")
         child = overlap.Forked(_timed_evaluation, spec, ds)
         try:
-            cert, report = _claim_and_check(ds, result, construction, guess, rel, formats,
-                                            float_exact is None, base, shards, submit, t, say)
+            cert, report = claim(guess)
             evaluation, t["evaluate"], t["cpu:evaluate"] = child.result()
         finally:
             child.close()
@@ -150,9 +152,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         if evaluation.predictions != guess.predictions:  # not what it claimed: claim that
             say("the network's outputs differ from the labels: the certificate claims them "
                 "and is checked again")
-            cert, report = _claim_and_check(ds, result, construction, evaluation, rel,
-                                            formats, float_exact is None, base, shards,
-                                            submit, t, say)
+            cert, report = claim(evaluation)
     say(f"checker: {'verified' if report.verified else 'REJECTED'} in {t['check']:.2f}s")
     if report.verified and out is not None:
         with _stage("write", t):
@@ -178,7 +178,7 @@ def _failures(evaluation: Evaluation, say: Callable[[str], None]) -> None:
 
 
 def _claim_and_check(ds: Dataset, result: BuildResult, construction: str,
-                     evaluation: Evaluation, rel: str | None, formats: list[str],
+                     evaluation: Evaluation, *, rel: str | None, formats: list[str],
                      default_formats: bool, base: Path, shards: int, submit: Submit | None,
                      t: dict[str, float], say: Callable[[str], None],
                      ) -> tuple[dict[str, Any], CheckReport]:

@@ -13,8 +13,9 @@ The evaluation runs in a child made by ``os.fork`` (the network and dataset are 
 copied through a pipe): objects alive at the fork are moved out of the cyclic collector's
 reach first (``gc.freeze``, so the child's collections do not touch, and copy, the
 parent's pages), the child reports nothing on the terminal (another thread may hold the
-terminal's lock at the fork) and leaves with ``os._exit``; its result (or its error, as
-text) comes back pickled through a pipe.  POSIX only: elsewhere, below
+terminal's lock at the fork) and leaves with ``os._exit``; its result, or its exception (as
+an :class:`ExactmemError` naming it when it does not pickle), comes back pickled through a
+pipe and is returned or raised in the parent.  POSIX only: elsewhere, below
 :data:`MIN_POSITIONS`, or with too little memory available, the pipeline evaluates first
 and checks after, as before (also with ``EXACTMEM_OVERLAP=0``).
 """
@@ -36,25 +37,23 @@ from exactmem.model.dataset import Dataset
 from exactmem.model.evaluate import Evaluation
 
 MIN_POSITIONS = 1 << 17  # read positions below which a fork costs more than it saves
+MEMORY_FACTOR = 2  # available memory, in multiples of the process's peak, to fork
 
 
 def available(positions: int) -> bool:
     """Whether to overlap an evaluation of ``positions`` read positions with the check:
-    ``EXACTMEM_OVERLAP`` is not 0, ``os.fork`` exists, at least two CPUs, ``EXACTMEM_JOBS``
-    is not 1, enough work, and
-    the memory the machine has available is at least :data:`MEMORY_FACTOR` times this
-    process's peak so far (the evaluation and the check then hold their states at once)."""
-    jobs = os.environ.get("EXACTMEM_JOBS", "").strip()
+    ``EXACTMEM_OVERLAP`` is not 0, ``EXACTMEM_JOBS`` is not 1, ``os.fork`` exists, at least
+    two CPUs, enough work, and the memory the machine has available is at least
+    :data:`MEMORY_FACTOR` times this process's peak so far (the evaluation and the check
+    then hold their states at once)."""
     if os.environ.get("EXACTMEM_OVERLAP", "").strip() == "0":
         return False
+    jobs = os.environ.get("EXACTMEM_JOBS", "").strip()
     if not (hasattr(os, "fork") and sys.platform != "win32" and (os.cpu_count() or 1) > 1
             and jobs != "1" and positions >= MIN_POSITIONS):
         return False
     free = _available_bytes()
     return free is None or free >= MEMORY_FACTOR * _peak_bytes()
-
-
-MEMORY_FACTOR = 2
 
 
 def _available_bytes() -> int | None:
