@@ -64,7 +64,7 @@ def paper_block_size(n_points: int) -> int:
     return max(1, math.ceil(n_points / m))
 
 
-def layout(xs: Sequence[Fraction], labels: Sequence[int], block_size: int) -> Layout:
+def layout(xs: Sequence[Fraction | int], labels: Sequence[int], block_size: int) -> Layout:
     k = max(1, min(block_size, len(xs)))
     m = math.ceil(len(xs) / k)
     rho = max(1, max(math.floor(x) for x in xs).bit_length())
@@ -72,22 +72,34 @@ def layout(xs: Sequence[Fraction], labels: Sequence[int], block_size: int) -> La
     return Layout(m, k, rho, c)
 
 
-def _check_points(xs: Sequence[Fraction], labels: Sequence[int],
-                  zeros: Sequence[Fraction]) -> None:
-    if not xs:
+def _over_one_denominator(values: Sequence[Fraction | int]) -> tuple[list[int], int]:
+    """Integer keys ``x * den`` over the least common denominator ``den`` of ``values``
+    (exact: order, differences and floors are those of the fractions)."""
+    den = 1
+    for d in {x.denominator for x in values}:
+        den = den * d // math.gcd(den, d)
+    return [x.numerator * (den // x.denominator) for x in values], den
+
+
+def _check_points(keys: Sequence[int], labels: Sequence[int], zero_keys: Sequence[int],
+                  den: int) -> None:
+    """Lemma C.1's conditions on the points ``keys / den`` and the zeros ``zero_keys / den``."""
+    if not keys:
         raise ConstructionError("Lemma C.1 needs at least one labelled point")
-    if len(xs) != len(labels):
-        raise ConstructionError(f"{len(xs)} points but {len(labels)} labels")
+    if len(keys) != len(labels):
+        raise ConstructionError(f"{len(keys)} points but {len(labels)} labels")
     for i, y in enumerate(labels):
         if type(y) is not int or y < 1:
             raise ConstructionError(f"label {i} is {y!r}; Lemma C.1 needs labels >= 1 "
                                     f"(0 is the output for every other point)")
-    allp = sorted([*xs, *zeros])
-    if allp[0] < 2:
-        raise ConstructionError(f"Lemma C.1 needs points >= 2, found {allp[0]}")
+    allp = sorted([*keys, *zero_keys])
+    if allp[0] < 2 * den:
+        raise ConstructionError(f"Lemma C.1 needs points >= 2, found {Fraction(allp[0], den)}")
+    two = 2 * den
     for a, b in zip(allp, allp[1:], strict=False):
-        if b - a < 2:
-            raise ConstructionError(f"Lemma C.1 needs points >= 2 apart: {a} and {b}")
+        if b - a < two:
+            raise ConstructionError(f"Lemma C.1 needs points >= 2 apart: {Fraction(a, den)} "
+                                    f"and {Fraction(b, den)}")
 
 
 def _add(*terms: tuple[int | Fraction, Expr]) -> dict[str, int | Fraction]:
@@ -109,25 +121,26 @@ def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
     Returns the layout and the expression of ``acc + this network's output``, to be used by
     the caller's next step (the network's last term is still linear at that point).
     """
-    _check_points(xs, labels, zeros)
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    pts = [xs[i] for i in order]
+    keys, den = _over_one_denominator([*xs, *zeros])
+    _check_points(keys[:len(xs)], labels, keys[len(xs):], den)
+    order = sorted(range(len(xs)), key=keys.__getitem__)
+    floors = [keys[i] // den for i in order]  # floor(x) of the sorted points
     ys = [labels[i] for i in order]
-    lay = layout(pts, ys, block_size or paper_block_size(len(pts)))
+    lay = layout(floors, ys, block_size or paper_block_size(len(floors)))
     m, k, rho, c = lay.m, lay.k, lay.rho, lay.c
     u_blocks: list[int] = []
     w_blocks: list[int] = []
     bounds: list[tuple[int, int]] = []
     for j in range(m):
-        blk = pts[j * k:(j + 1) * k]
+        blk = floors[j * k:(j + 1) * k]
         lab = ys[j * k:(j + 1) * k]
         u = w = 0
         for p in range(k):
-            u = (u << rho) | (math.floor(blk[p]) if p < len(blk) else 0)
+            u = (u << rho) | (blk[p] if p < len(blk) else 0)
             w = (w << c) | (lab[p] if p < len(blk) else 0)
         u_blocks.append(u)
         w_blocks.append(w)
-        bounds.append((math.floor(blk[0]), math.floor(blk[-1]) + 1))
+        bounds.append((blk[0], blk[-1] + 1))
     carried = keep(*carry)
     total: dict[str, Expr] = {}
     if pending:

@@ -279,14 +279,14 @@ def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Ran
     """
     if not points:
         raise ConstructionError("projection of an empty point set")
-    if len(set(points)) != len(points):
-        raise ConstructionError("projection: the points must be distinct")
     d = len(points[0])
     L = 1  # common denominator: g . v = (g . (L v)) / L with integer L v
-    for v in points:
-        for x in v:
-            L = L * x.denominator // math.gcd(L, x.denominator)
-    ints = [tuple(x.numerator * (L // x.denominator) for x in v) for v in points]
+    for den in {x.denominator for v in points for x in v}:
+        L = L * den // math.gcd(L, den)
+    scale = {den: L // den for den in {x.denominator for v in points for x in v}}
+    ints = [tuple([x.numerator * scale[x.denominator] for x in v]) for v in points]
+    if len(set(ints)) != len(ints):  # v -> L v is one-to-one
+        raise ConstructionError("projection: the points must be distinct")
     K = max(4, len(points) ** 2)
     best: tuple[Fraction, list[int], int, int, list[int]] | None = None
     valid = 0
