@@ -29,6 +29,13 @@ def _once(ds: Dataset, name: str, compute: Callable[[], _T]) -> _T:
     return value
 
 
+def release_facts(ds: Dataset) -> None:
+    """Forget the facts kept per sequence (:func:`multiset_keys`: one tuple a sequence);
+    for callers done with validation and the build, so their memory is free for the next
+    stage.  Asked again, they are computed again."""
+    ds.memo.pop("multiset_keys", None)
+
+
 def multiset_key(seq: tuple[Any, ...]) -> tuple[Any, ...]:
     """The multiset of a sequence's tokens, as a sorted tuple."""
     return tuple(sorted(seq))
@@ -185,5 +192,6 @@ def validate(ds: Dataset) -> DatasetReport:
 
 
 __all__ = ["DatasetError", "DatasetReport", "distinct_tokens", "find_conflicting_duplicate",
-           "find_inconsistency", "multiset_key", "multiset_keys", "require_consistent",
+           "find_inconsistency", "multiset_key", "multiset_keys", "release_facts",
+           "require_consistent",
            "require_no_conflicting_duplicates", "separation_squared", "validate"]
