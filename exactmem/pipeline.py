@@ -25,9 +25,9 @@ from exactmem.checker.floatexact import CLAIMS as FLOAT_CLAIMS
 from exactmem.checker.sharded import check_certificate_sharded
 from exactmem.constructions.base import BuildResult
 from exactmem.errors import CertificateError, ConstructionError, ExactmemError
-from exactmem.model import overlap
+from exactmem.model import forked, overlap
 from exactmem.model.dataset import Dataset
-from exactmem.model.dataset_checks import validate
+from exactmem.model.dataset_checks import release_facts, validate
 from exactmem.model.evaluate import Evaluation
 from exactmem.model.interval import has_softmax_scores
 from exactmem.model.interval_verdict import evaluate_certified
@@ -119,6 +119,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         say(line)
     with _stage("build", t):
         result = con.build(ds, opts)
+    release_facts(ds)  # per-sequence facts of validation and build: not read from here on
     formats = list(float_exact) if float_exact is not None else list(con.claims) or \
         float_format_for(int(opts.get("max_bits", 0) or 0))
     unknown = [f for f in formats if f not in FLOAT_CLAIMS]
@@ -142,7 +143,7 @@ def certify(ds: Dataset, construction: str, options: Mapping[str, Any] | None = 
         say(f"built {construction} in {t['build']:.2f}s; evaluating exactly in a second "
             "process while the checker checks the labels as claims")
         guess = overlap.labels_as_predictions(ds, spec.readout.kind == "scalar")
-        child = overlap.Forked(_timed_evaluation, spec, ds)
+        child = forked.Forked(_timed_evaluation, spec, ds)
         try:
             cert, report = claim(guess)
             evaluation, t["evaluate"], t["cpu:evaluate"] = child.result()

@@ -23,6 +23,7 @@ from functools import reduce
 
 import numpy as np
 
+from exactmem.model import forked
 from exactmem.model.spec import Affine
 
 _I64 = np.iinfo(np.int64)
@@ -230,17 +231,29 @@ def _sorted_pass(maps: tuple[Affine, ...], xs: np.ndarray, den: int, relu_first:
 def _parallel_pass(maps: tuple[Affine, ...], xs: np.ndarray, den: int, relu_first: bool,
                    jobs: int, tick: Callable[[], None] | None) -> tuple[np.ndarray, int]:
     """:func:`_sorted_pass` on ``jobs`` consecutive ranges of the sorted points, the first
-    here and the others in fresh processes; the parts are put over their least common
+    here and the others in forked children when this process runs one thread (else in
+    fresh processes); the parts are put over their least common
     denominator.  Each point's value is its own (a piece restricted to a range keeps its
     coefficients), so the values equal one pass's; the denominator may be a multiple of
     its (callers reduce)."""
     bounds = [len(xs) * k // jobs for k in range(jobs + 1)]
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx) as pool:
-        futures = [pool.submit(_sorted_pass, maps, xs[lo:hi], den, relu_first)
-                   for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
-        parts = [_sorted_pass(maps, xs[:bounds[1]], den, relu_first, tick)]
-        parts += [f.result() for f in futures]
+    ranges = list(zip(bounds[1:-1], bounds[2:], strict=True))
+    if forked.usable(alone=True):  # children share this process's pages (the maps)
+        children = [forked.Forked(_sorted_pass, maps, xs[lo:hi], den, relu_first)
+                    for lo, hi in ranges]
+        try:
+            parts = [_sorted_pass(maps, xs[:bounds[1]], den, relu_first, tick)]
+            parts += [child.result() for child in children]
+        finally:
+            for child in children:
+                child.close()
+    else:  # threads run here: fresh processes, sent the maps
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx) as pool:
+            futures = [pool.submit(_sorted_pass, maps, xs[lo:hi], den, relu_first)
+                       for lo, hi in ranges]
+            parts = [_sorted_pass(maps, xs[:bounds[1]], den, relu_first, tick)]
+            parts += [f.result() for f in futures]
     common = reduce(lambda p, q: p * q // math.gcd(p, q), (d for _, d in parts), 1)
     return np.concatenate([o if d == common else o * (common // d) for o, d in parts],
                           axis=1), common

@@ -161,8 +161,10 @@ def test_parallel_pass_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     maps = deep.layers[1:]
     x = np.random.default_rng(3).integers(-50, 5000, size=40)
     seq, sden = mpiece.evaluate(maps, x, 3, relu_first=True, jobs=1)
-    par3, pden = mpiece.evaluate(maps, x, 3, relu_first=True, jobs=3)
-    assert _fractions(par3, pden, False) == _fractions(seq, sden, False)
+    for fork in (True, False):  # ranges in forked children, or in spawned processes
+        monkeypatch.setattr(mpiece.forked, "usable", lambda *, alone=False, _f=fork: _f)
+        par3, pden = mpiece.evaluate(maps, x, 3, relu_first=True, jobs=3)
+        assert _fractions(par3, pden, False) == _fractions(seq, sden, False)
     cols = [(int(v),) for v in x]
     cseq, csden = cpiece.evaluate(_checker_maps(FeedForward(maps)), cols, 3, True, jobs=1)
     cpar, cpden = cpiece.evaluate(_checker_maps(FeedForward(maps)), cols, 3, True, jobs=3)
