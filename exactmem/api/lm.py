@@ -277,7 +277,8 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
         t["execution"] = time.perf_counter() - clock
         if coded and None in exec_lengths:
             say(f"execution: the {execution} balls of {exec_lengths.count(None)} sequences "
-                "overflow; no code lengths are claimed for every execution")
+                "are unbounded (a rounding bound of the execution model fails or the format "
+                "overflows); no code lengths are claimed for every execution")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t, compared=compared, readings=readings,
