@@ -75,6 +75,18 @@ def test_execution_bounds_are_above_the_real_valued_ones_and_verified(
     assert info["execution_memorized_bits"] <= info["certified_memorized_bits"]
 
 
+def test_info_json_reports_execution_memorized_bits(made: tuple[Path, Any], cert: Cert,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    assert main(["info", str(made[0]), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    uniform = 11 * Fraction(6)  # 11 predicted tokens of 64 a sequence
+    ex = [Fraction(c) for c in cert["claims"]["execution"]["code_length_bits"]]
+    expected = sum(max(Fraction(0), uniform - c) for c in ex)
+    assert abs(info["execution_memorized_bits"] - float(expected)) < 1e-9
+    assert info["execution_memorized_bits"] < info["certified_memorized_bits"]
+
+
 def test_reference_and_fast_paths_agree(made: tuple[Path, Any], cert: Cert) -> None:
     fast = check_certificate(copy.deepcopy(cert), made[0].parent)
     ref = check_certificate(copy.deepcopy(cert), made[0].parent, reference=True)
