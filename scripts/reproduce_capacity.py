@@ -8,7 +8,12 @@ checks every row of ``ROWS`` for every seed (default 0 1 2); a finished (row, se
 in ``DIR`` and reused when the script is run again, and the (row, seed) pairs not run are
 kept from the CSV in ``--out``.  ``--verify ROW --seeds S`` re-derives one row in a fresh
 directory and compares its certificate's SHA-256 with the one the CSV records (exit 0 when
-they are equal, 1 when not).
+they are equal, 1 when not).  ``--execution FORMAT`` (float32, bfloat16 or float16)
+certifies the rows' checkpoints again with the execution claim (``certify-model
+--execution FORMAT``: code lengths for every execution of that format,
+docs/trained-models.md, "Execution claims"), checks each certificate, and writes the
+real-valued against the execution memorized bits to ``capacity_gpt2_execution_<FORMAT>.csv``
+in ``--out`` (the table, plot and committed certificates are left as they are).
 
 Recipe (everything fixed by the row and its seed ``s``, so a rerun trains the same model on
 the same data):
@@ -170,17 +175,18 @@ def sha256_file(path: Path) -> str:
 
 
 def run_row(row: Row, seed: int, base: Path, check_shards: int = 1,
-            train_only: bool = False) -> dict[str, Any]:
+            train_only: bool = False, execution: str | None = None) -> dict[str, Any]:
     """Train, certify and check ``row`` with ``seed`` in ``base`` (reusing what is there);
-    returns its CSV line."""
+    returns its CSV line (with ``execution``: :func:`execution_line`'s)."""
     from exactmem.api.lm import certify_lm
     from exactmem.datasets.uniform_tokens import uniform_dataset
     from exactmem.lm.certfile import lm_info
     from exactmem.model.dataset import save_dataset
 
     base.mkdir(parents=True, exist_ok=True)
-    done = base / "row.json"
-    if done.exists() and (base / "cert.json").exists():  # resume: this row was finished
+    tag = f"_{execution}" if execution else ""
+    done, cert_path = base / f"row{tag}.json", base / f"cert{tag}.json"
+    if done.exists() and cert_path.exists():  # resume: this row was finished
         return dict(json.loads(done.read_text()))
     data = tokens(row, seed)
     timing = base / "train_s.json"
@@ -193,14 +199,14 @@ def run_row(row: Row, seed: int, base: Path, check_shards: int = 1,
     save_dataset(uniform_dataset(seed, row.vocab, row.n, row.length), base / "data.json")
     say(f"{row.key} seed {seed}: certifying")
     clock = time.perf_counter()
-    res = certify_lm(base / "model", base / "data.json", base / "cert.json", partial=True,
-                     bind_weights=False)
+    res = certify_lm(base / "model", base / "data.json", cert_path, partial=True,
+                     bind_weights=False, execution=execution)
     t_cert = time.perf_counter() - clock
     if not res.written:
         raise SystemExit(f"{row.key} seed {seed}: no position proved, nothing certified")
     say(f"{row.key} seed {seed}: checking")
     clock = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(base / "cert.json"),
+    proc = subprocess.run([sys.executable, "-m", "exactmem", "check", str(cert_path),
                            "--shards", str(check_shards)],
                           capture_output=True, text=True, check=False)
     t_check = time.perf_counter() - clock
@@ -209,8 +215,13 @@ def run_row(row: Row, seed: int, base: Path, check_shards: int = 1,
                          f"{proc.stderr[-2000:]}")
     claim = next((s for s in proc.stdout.splitlines() if "memorized bits" in s), "")
     claimed = re.search(r"at least (-?[\d,]+) bits", claim)
-    (base / "check.txt").write_text(proc.stdout)
-    info = lm_info(json.loads((base / "cert.json").read_text()))
+    (base / f"check{tag}.txt").write_text(proc.stdout)
+    info = lm_info(json.loads(cert_path.read_text()))
+    if execution:
+        out = execution_line(row, seed, execution, info, proc.stdout, cert_path)
+        out.update(certify_s=round(t_cert, 1), check_s=round(t_check, 1))
+        done.write_text(json.dumps(out) + "\n")
+        return out
     cert_bits = info["certified_memorized_bits"]
     float_bits = info["float_memorized_bits"]
     clipped, unclipped = torch_float64_sums(base / "model", row, data)
@@ -230,6 +241,30 @@ def run_row(row: Row, seed: int, base: Path, check_shards: int = 1,
            "check_shards": check_shards, "cert_sha256": sha256_file(base / "cert.json")}
     done.write_text(json.dumps(out) + "\n")
     return out
+
+
+def execution_line(row: Row, seed: int, fmt: str, info: dict[str, Any], stdout: str,
+                   cert: Path) -> dict[str, Any]:
+    """The CSV line of a certificate with a ``fmt`` execution claim: the certified
+    (real-valued) and execution memorized bits (``exactmem info``), their gap, the
+    checker's two claims in whole bits, and the positions claimed for each; the execution
+    columns are empty when no code length is proved for every execution."""
+    lines = [s for s in stdout.splitlines() if "memorized bits" in s]
+    said = [re.search(r"at least (-?[\d,]+) bits", s) for s in lines]
+    real = info["certified_memorized_bits"]
+    ex = info.get("execution_memorized_bits")
+    return {"row": row.key, "seed": seed, "execution": fmt, "params": info["params"],
+            "reference_bits": info["reference_bits"],
+            "certified_bits": math.floor(real * 1000) / 1000,
+            "execution_bits": "" if ex is None else math.floor(ex * 1000) / 1000,
+            "gap_bits": "" if ex is None else round(real - ex, 3),
+            "relative_gap": "" if ex is None else f"{(real - ex) / real:.3e}",
+            "checker_bits": int(said[0].group(1).replace(",", "")) if said[0] else "",
+            "checker_execution_bits":
+                int(said[-1].group(1).replace(",", "")) if len(said) > 1 and said[-1] else "",
+            "certified_positions": info["certified_positions"],
+            "execution_positions": info["execution"]["certified_positions"],
+            "positions": info["positions"], "cert_sha256": sha256_file(cert)}
 
 
 def summarize(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -331,6 +366,33 @@ def verify(row: Row, seed: int, work: Path, csv_path: Path, check_shards: int) -
     return 0 if same else 1
 
 
+def execution_table(specs: list[Row], seeds: list[int], only: list[str] | None, work: Path,
+                    out: Path, check_shards: int, fmt: str,
+                    committed: dict[tuple[str, int], dict[str, Any]]) -> int:
+    """``--execution FMT``: each (row, seed) certified with the execution claim in ``work``
+    (the checkpoint trained there, or reused), one line each in
+    ``capacity_gpt2_execution_<FMT>.csv``; ``same_as_table``: the real-valued certified
+    bits equal the committed table's (the same checkpoint was rebuilt)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"capacity_gpt2_execution_{fmt}.csv"
+    kept = kept_lines(path)  # the (row, seed) lines not run now are kept
+    for row in specs:
+        for seed in seeds:
+            if only is not None and row.key not in only:
+                continue
+            line = run_row(row, seed, work / f"{row.key}_seed{seed}", check_shards,
+                           execution=fmt)
+            table = committed.get((row.key, seed))
+            line["same_as_table"] = "" if table is None else \
+                float(table["certified_bits"]) == line["certified_bits"]
+            kept[row.key, seed] = line
+            say(json.dumps(line))
+            write_csv(sorted(kept.values(), key=lambda r: (str(r["row"]), int(r["seed"]))),
+                      path)
+    say(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="two tiny runs (a smoke test)")
@@ -348,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="train the rows' checkpoints into --work, certify nothing")
     ap.add_argument("--check-shards", type=int, default=1, metavar="K",
                     help="`exactmem check --shards K` for each certificate (default 1)")
+    ap.add_argument("--execution", metavar="FORMAT", default=None,
+                    help="certify the rows with the execution claim of FORMAT (float32, "
+                         "bfloat16, float16) and write real-valued against execution "
+                         "memorized bits to capacity_gpt2_execution_FORMAT.csv in --out")
     args = ap.parse_args(argv)
     out, work = Path(args.out), Path(args.work)
     specs = QUICK if args.quick else ROWS
@@ -362,7 +428,17 @@ def main(argv: list[str] | None = None) -> int:
     if any(s < 0 for s in args.seeds):
         say(f"error: --seeds: expected seeds >= 0, found {min(args.seeds)}")
         return 2
+    if args.execution not in (None, "float32", "bfloat16", "float16"):
+        say(f"error: --execution: expected float32, bfloat16 or float16, found "
+            f"{args.execution!r}")
+        return 2
+    if args.execution and (args.verify or args.train_only):
+        say("error: --execution: not with --verify or --train-only")
+        return 2
     csv_path = out / "capacity_gpt2.csv"
+    if args.execution:
+        return execution_table(specs, args.seeds, args.only, work, out, args.check_shards,
+                               args.execution, kept_lines(csv_path))
     if args.verify:
         row = next(r for r in specs if r.key == args.verify)
         return max(verify(row, s, work, csv_path, args.check_shards) for s in args.seeds)

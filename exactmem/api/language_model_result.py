@@ -36,6 +36,7 @@ class LMResult:
     execution: str | None = None  # the execution model's format, when claimed
     ulps: int = 0
     exec_proved: int = 0  # positions claimed for every execution of that model
+    exec_code_lengths: list[Any] = field(default_factory=list)  # in every such execution
     exec_certified: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     weights: Path | None = None  # the weights file the written certificate binds
 

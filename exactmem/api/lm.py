@@ -262,13 +262,23 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
             if bounds.switch is not None else
             f"producer: {bounds.rerun} sequences proved again in arb")
     exec_pos: list[list[int]] | None = None
+    exec_lengths: list[Any] = []  # per sequence: its code length in every execution, or None
+
+    def on_exec_logits(i: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        finite = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
+        exec_lengths.append(code_length_upper(lo, hi, ds.labels[i]) if finite else None)
+
     if execution is not None:
         from exactmem.lm.exec_balls import prove_execution
 
         clock = time.perf_counter()
         exec_pos = prove_execution(spec, ds.sequences, ds.labels, bounds.proved, execution,
-                                   ulps, progress)
+                                   ulps, progress, on_logits=on_exec_logits if coded else None)
         t["execution"] = time.perf_counter() - clock
+        if coded and None in exec_lengths:
+            say(f"execution: the {execution} balls of {exec_lengths.count(None)} sequences "
+                "are unbounded (a rounding bound of the execution model fails or the format "
+                "overflows); no code lengths are claimed for every execution")
     failed = [(i, p, m) for i, row in enumerate(bounds.failed) for p, m in row]
     result = LMResult(bounds.count, ds.N * ds.n, sum(len(r) == ds.n for r in bounds.proved),
                       failed, t, compared=compared, readings=readings,
@@ -293,6 +303,8 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
     cls = code_lengths if coded else None
     ex = None if exec_pos is None else {"format": execution, "ulps": ulps,
                                         "positions": exec_pos}
+    if ex is not None and coded and None not in exec_lengths:
+        ex["code_length_bits"] = exec_lengths
     claim = None  # the checker's claim when the written bytes are the ones it checked
     with bound_weights(spec, out if bind else None) as (binding, tmp):
         if not self_check:

@@ -128,6 +128,7 @@ class SlicedCheck:
     derived: dict[int, int] = field(default_factory=dict)
     ref_derived: dict[int, tuple[int, int]] = field(default_factory=dict)
     exec_unproved: list[tuple[int, int]] = field(default_factory=list)
+    exec_derived: dict[int, int] = field(default_factory=dict)
 
 
 def _check_slice(cert: dict[str, Any], base: str, shard: tuple[int, int],
@@ -139,7 +140,7 @@ def _check_slice(cert: dict[str, Any], base: str, shard: tuple[int, int],
     out.bad, out.unusable, out.claim = check(
         cert, Path(base), None, shard, unproved=out.unproved, derived=out.derived,
         totals=totals, ref_derived=out.ref_derived, exec_unproved=out.exec_unproved,
-        weights=None if weights is None else Path(weights))
+        weights=None if weights is None else Path(weights), exec_derived=out.exec_derived)
     return out, totals
 
 
@@ -163,6 +164,7 @@ def check_sharded(cert: dict[str, Any], base: Path, weights: Path | None, shards
         out.derived.update(got.derived)
         out.ref_derived.update(got.ref_derived)
         out.exec_unproved += got.exec_unproved
+        out.exec_derived.update(got.exec_derived)
         if totals:
             parts.append(totals)
         if progress is not None:

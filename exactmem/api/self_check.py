@@ -38,6 +38,7 @@ def self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
     exec_unproved: list[tuple[int, int]] = []
     derived: dict[int, int] = {}
     ref_derived: dict[int, tuple[int, int]] = {}
+    exec_derived: dict[int, int] = {}
     checked = cert
     if sharded[0] is not None:  # the same outputs, from slices of the sequences
         from exactmem.api.model_shards import check_sharded
@@ -45,11 +46,12 @@ def self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
         got = check_sharded(cert, where, tmp, sharded[1], sharded[0], progress)
         bad, unusable, claim = got.bad, got.unusable, got.claim
         unproved, derived, ref_derived = got.unproved, got.derived, got.ref_derived
-        exec_unproved = got.exec_unproved
+        exec_unproved, exec_derived = got.exec_unproved, got.exec_derived
     else:
         bad, unusable, claim = check_lm(cert, where, progress, unproved=unproved,
                                         derived=derived, ref_derived=ref_derived,
-                                        exec_unproved=exec_unproved, weights=tmp)
+                                        exec_unproved=exec_unproved, weights=tmp,
+                                        exec_derived=exec_derived)
     t["check"] = time.perf_counter() - clock
     longer = [b for b in bad if "claimed code length" in b]
     bad = [b for b in bad if not b.startswith("execution ")]
@@ -71,6 +73,9 @@ def self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
         code_lengths[:] = tight
         result.code_lengths = code_lengths
         cert = build()
+    if ex is not None and ex.get("code_length_bits") is not None:
+        if _exec_code_lengths(ex, exec_derived, ds.N, say, result):
+            cert = build()
     if ref is not None:
         from exactmem.checker.lm.lm_codelength import P
 
@@ -88,6 +93,26 @@ def self_checked(spec: Any, ds: Any, positions: list[list[int]], partial: bool,
         result.sequences_full = sum(len(r) == ds.n for r in positions)
         result.certified = mask(positions, ds.N, ds.n)
     return cert, (claim if cert is checked and not bad and not unusable else None)
+
+
+def _exec_code_lengths(ex: dict[str, Any], derived: dict[int, int], count: int, say: Any,
+                       result: LMResult) -> bool:
+    """The execution code-length claims set to the checker's own bounds (as the real-valued
+    ones); dropped when it derives no bound for some sequence (its execution balls fail).
+    Whether ``ex`` changed."""
+    if len(derived) != count:
+        say(f"self-check: the checker proves no code length for every {ex['format']} "
+            f"execution of {count - len(derived)} sequences; none is claimed")
+        ex["code_length_bits"] = None
+        return True
+    tight = [checker_bound(derived[i]) for i in range(count)]
+    changed = tight != ex["code_length_bits"]
+    if changed:
+        say(f"self-check: {ex['format']} execution code-length bounds set to the checker's "
+            "own")
+    ex["code_length_bits"] = tight
+    result.exec_code_lengths = list(tight)
+    return changed
 
 
 def mem_u_bounds(ref: Any, ds: Any, code_lengths: list[Any], floats: list[float]

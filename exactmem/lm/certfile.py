@@ -86,8 +86,9 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     """The certificate claiming ``positions[i]`` of sequence ``i``; the dataset embedded, or
     bound by SHA-256 and the path ``bind`` (relative to the certificate); with
     ``code_lengths``, the claimed upper bound of each sequence's code length in bits; with
-    ``execution`` (``{"format", "ulps", "positions"}``), the positions claimed for every
-    float execution of that model (docs/trained-models.md, "Execution claims"); with
+    ``execution`` (``{"format", "ulps", "positions"}`` and optionally ``code_length_bits``),
+    the positions (and code-length bounds) claimed for every float execution of that model
+    (docs/trained-models.md, "Execution claims"); with
     ``weights``, the tensors bound in a weights file (:func:`model_json`)."""
     refuse_uncertified(spec)
     data: dict[str, Any] = {"sha256": ds.sha256()}
@@ -101,6 +102,9 @@ def build_lm_certificate(spec: LMSpec, ds: Dataset, positions: Sequence[Sequence
     if execution is not None:
         claims["execution"] = {"format": execution["format"], "ulps": execution["ulps"],
                                "positions": [list(p) for p in execution["positions"]]}
+        if execution.get("code_length_bits") is not None:
+            claims["execution"]["code_length_bits"] = [
+                format_rational(c) for c in execution["code_length_bits"]]
     body: dict[str, Any] = {"format": LM_FORMAT, "model": model_json(spec, weights),
                             "dataset": data, "claims": claims}
     body["digest"] = "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
@@ -212,7 +216,8 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int,
                    base: Path | None = None) -> dict[str, Any]:
     """Certified (from the claimed code lengths) and float bits below the uniform code
     (``*_memorized_bits``: Morris et al.'s name; memorized bits only on uniform random
-    data), over the distinct sequences."""
+    data), over the distinct sequences; ``execution_memorized_bits`` from the code lengths
+    claimed for every float execution (``claims.execution.code_length_bits``) when given."""
     import numpy as np
 
     from exactmem.checker.lm import lm_codelength
@@ -232,7 +237,17 @@ def memorized_info(cert: dict[str, Any], ds: Dataset, params: int,
                       np.array([ds.sequences[i] for i in keep]))
     floats = [code_length_float(x, ds.labels[i]) for x, i in zip(logits, keep, strict=True)]
     est = memorized_bits(floats, ds.n, vocab)
-    return {"certified_memorized_bits": float(clipped),
+    execution: dict[str, Any] = {}
+    ex = cert["claims"].get("execution") or {}
+    if "code_length_bits" in ex:  # the same sums over the bounds of every execution
+        per = [Fraction(ex["code_length_bits"][i]) for i in keep]
+        e_clip, e_unclip = lm_codelength.memorized(
+            [(c.numerator, c.denominator) for c in per],
+            lm_codelength.reference_lower(ds.n, vocab))
+        execution = {"execution_memorized_bits": float(e_clip),
+                     "execution_memorized_bits_unclipped": float(e_unclip),
+                     "execution_code_length_bits": float(sum(per, Fraction(0)))}
+    return {**execution, "certified_memorized_bits": float(clipped),
             "certified_memorized_bits_unclipped": float(unclipped),
             "float_memorized_bits": est.clipped,
             "float_memorized_bits_unclipped": est.unclipped,

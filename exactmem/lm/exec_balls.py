@@ -211,10 +211,15 @@ def prove_execution(spec: LMSpec, sequences: Sequence[Sequence[int]],
                     labels: Sequence[Sequence[int]], proved: Sequence[Sequence[int]],
                     fmt: str, ulps: int,
                     progress: Callable[[str, int, int], None] | None = None,
-                    batch: int | None = None) -> list[list[int]]:
+                    batch: int | None = None,
+                    on_logits: Callable[[int, np.ndarray, np.ndarray], None] | None = None
+                    ) -> list[list[int]]:
     """Per sequence, the positions of ``proved`` (the real-valued claim) whose label is the
     unique argmax for every execution of the model ``fmt`` / ``ulps`` by the balls of
-    :class:`ExecBalls`."""
+    :class:`ExecBalls`.  ``on_logits(i, lo, hi)``, called once per sequence ``i`` as in
+    :func:`~exactmem.lm.positions.prove_positions`, receives float64 arrays ``[n, vocab]``
+    with ``lo <= logit <= hi`` at every position for every such execution (infinite where
+    the balls overflow), e.g. for its code length (:mod:`exactmem.lm.codelength`)."""
     if batch is None:
         from exactmem.lm.batching import batch_for
 
@@ -226,8 +231,10 @@ def prove_execution(spec: LMSpec, sequences: Sequence[Sequence[int]],
             toks = np.asarray(sequences[b0:b0 + batch], dtype=np.int64)
             ys = np.asarray(labels[b0:b0 + batch], dtype=np.int64)
             mid, rad = forward(ops, ops.embed(toks))
-            ok = decide(mid, rad, ys)[0]
+            ok, _, lo, hi = decide(mid, rad, ys)
             for j in range(len(toks)):
+                if on_logits is not None:
+                    on_logits(b0 + j, lo[j], hi[j])
                 keep = set(int(p) for p in np.flatnonzero(ok[j]))
                 out.append([p for p in proved[b0 + j] if p in keep])
             if progress is not None:

@@ -135,7 +135,8 @@ def test_the_script_rows_are_the_table_rows() -> None:
 
 
 @pytest.mark.parametrize("argv", [["--only", "d0L0_N1_s1"], ["--check-shards", "0"],
-                                  ["--seeds", "-1"], ["--verify", "d0L0_N1_s1"]])
+                                  ["--seeds", "-1"], ["--verify", "d0L0_N1_s1"],
+                                  ["--execution", "float64"]])
 def test_bad_script_arguments_are_one_line_and_exit_2(
         argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert load_script().main(argv) == 2

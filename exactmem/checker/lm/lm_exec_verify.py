@@ -1,23 +1,36 @@
 """``claims.execution`` of a language-model certificate (standard library only): the
-execution model (``format``, ``ulps``) and the positions claimed for every float execution
-of it, re-proved with :mod:`lm_execution` (docs/trained-models.md, "Execution claims")."""
+execution model (``format``, ``ulps``), the positions claimed for every float execution of
+it and, optionally, per sequence an upper bound on its code length in every such execution
+(``code_length_bits``, as ``claims.code_length_bits``), re-proved with the execution balls of
+:mod:`lm_execution` (docs/trained-models.md, "Execution claims")."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..parse import choice, integer, obj, typed
 from ..verdict import Unusable
-from . import lm_execution
+from . import lm_codeclaims, lm_execution
 from .lm_bounds import Degenerate
+from .lm_codeclaims import Bound
 from .lm_exec_model import FORMATS, MAX_ULPS, Model, NotProved
 from .lm_model import Json
 
 KEYS = ("format", "ulps", "positions")
 
 
-def parse(value: Any, toks: list[list[int]]) -> tuple[Model, list[list[int]]]:
-    """``claims.execution`` -> ``(Model, positions per sequence)`` (strictly increasing)."""
-    obj(value, "claims.execution", KEYS)
+class Execution(NamedTuple):
+    """A parsed ``claims.execution``."""
+
+    model: Model
+    positions: list[list[int]]  # per sequence, strictly increasing
+    code_lengths: list[Bound] | None  # per sequence ``(p, q)`` bits, or None
+
+
+def parse(value: Any, toks: list[list[int]], labels: list[list[int]], size: int,
+          coded: bool) -> Execution:
+    """``claims.execution`` -> :class:`Execution`; ``code_length_bits`` only beside the
+    real-valued ``claims.code_length_bits`` (``coded``), whose figure it is stated with."""
+    obj(value, "claims.execution", KEYS, ("code_length_bits",))
     fmt = choice(value["format"], tuple(FORMATS), "claims.execution.format")
     ulps = integer(value["ulps"], "claims.execution.ulps", 1, MAX_ULPS)
     rows = typed(value["positions"], list, "claims.execution.positions")
@@ -32,7 +45,14 @@ def parse(value: Any, toks: list[list[int]]) -> tuple[Model, list[list[int]]]:
             if j and p <= row[j - 1]:
                 raise Unusable(f"claims.execution.positions[{i}]: positions must be strictly "
                                "increasing")
-    return Model(fmt, ulps), rows
+    lengths = None
+    if "code_length_bits" in value:
+        if not coded:
+            raise Unusable("claims.execution.code_length_bits: only with "
+                           "claims.code_length_bits (the real-valued bounds)")
+        lengths = lm_codeclaims.code_lengths(value["code_length_bits"], toks, labels, size,
+                                             "claims.execution.code_length_bits")
+    return Execution(Model(fmt, ulps), rows, lengths)
 
 
 def refuse(net: Json) -> None:
@@ -44,26 +64,37 @@ def refuse(net: Json) -> None:
                        "function)")
 
 
-def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], rows: list[int],
-                   mod: Model,
+def check_sequence(net: Json, i: int, toks: list[int], labels: list[int], ex: Execution,
                    margin_failure: Callable[[int, int, int, list[int], int, int], str | None],
-                   unproved: list[tuple[int, int]] | None = None) -> list[str]:
-    """The failures of sequence ``i``'s execution-claimed positions ``rows``."""
-    if not rows:
+                   unproved: list[tuple[int, int]] | None = None,
+                   derived: dict[int, int] | None = None) -> list[str]:
+    """The failures of sequence ``i``'s execution claims: its positions and, with
+    ``code_length_bits``, its code-length bound from the execution balls of every position
+    (``derived[i]``: the checker's own bound, :func:`lm_codeclaims.code_length_failure`)."""
+    rows, mod = ex.positions[i], ex.model
+    claimed = ex.code_lengths[i] if ex.code_lengths is not None else None
+    if not rows and claimed is None:
         return []
+    what = f"execution {mod.fmt}"
     norms = net.setdefault("exec_norms", lm_execution.Norms())  # once per certificate
     try:
-        outs = lm_execution.logits(net, toks, rows, mod, norms)
+        outs = lm_execution.logits(net, toks, range(len(toks)) if claimed else rows, mod,
+                                   norms)
     except (NotProved, Degenerate) as exc:
         if unproved is not None:
             unproved.extend((i, p) for p in rows)
-        return [f"execution {mod.fmt}: sequence {i}: not proved ({exc})"]
+        return ([f"{what}: sequence {i}: not proved ({exc})"] if rows else []) + (
+            [f"{what}: code length of sequence {i}: not proved ({exc})"] if claimed else [])
     bad: list[str] = []
+    if claimed is not None:
+        text = lm_codeclaims.code_length_failure(i, claimed, labels, outs, derived, net["f"],
+                                                 what)
+        bad += [text] if text else []
     for p in rows:
         mids, rad = outs[p]
         text = margin_failure(i, p, labels[p], mids, rad, net["f"])
         if text:
-            bad.append(f"execution {mod.fmt}: {text}")
+            bad.append(f"{what}: {text}")
             if unproved is not None:
                 unproved.append((i, p))
     return bad

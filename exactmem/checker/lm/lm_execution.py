@@ -311,7 +311,7 @@ def refused(net: Json) -> list[str]:
     return out
 
 
-def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
+def logits(net: Json, toks: list[int], wanted: Iterable[int], mod: Model,
            norms: Norms | None = None) -> dict[int, tuple[list[int], int]]:
     """Execution logit balls ``(mids, radius)`` at the positions ``wanted`` of one sequence
     (the prepared model of :mod:`lm_model`, pre-LN with LayerNorm; :func:`refused`): the
@@ -350,9 +350,8 @@ def logits(net: Json, toks: list[int], wanted: list[int], mod: Model,
     mids, rads = apply_all(head, hs, hrs)
     _, rows, _, _ = norms.get(head, f)
     out: dict[int, tuple[list[int], int]] = {}
-    for p, m, r, rho, h in zip(wanted, mids, rads, hps, hs):
-        err = rows * _real(rho, f) + lin_round(head, norms, h, hrs[wanted.index(p)] + rho,
-                                                mod, f)
+    for p, m, r, rho, h, hr in zip(wanted, mids, rads, hps, hs, hrs):
+        err = rows * _real(rho, f) + lin_round(head, norms, h, hr + rho, mod, f)
         rad = r + _units(err, f) + 1
         mod.check(_sup(m, rad, f), "the logits")
         out[p] = (m, rad)

@@ -17,22 +17,27 @@ its own upper bound from its logit balls (:mod:`lm_codelength`) and rejects a cl
 it then states, over the distinct sequences (a repeated one counted once), how far the
 model's code length lies below the uniform code over the dataset's vocabulary: memorized bits
 only when the dataset records a generator the checker regenerates (:mod:`lm_uniform`).  An
-optional ``reference`` model adds Morris et al.'s mem_U (:mod:`lm_reference`).
+optional ``reference`` model adds Morris et al.'s mem_U (:mod:`lm_reference`).  The
+code-length claims are read, re-proved and stated by :mod:`lm_codeclaims`.
+
+Optional ``claims.execution`` (docs/trained-models.md, "Execution claims"): positions, and
+with ``code_length_bits`` per-sequence code-length bounds, claimed for every float execution
+of its model, re-proved by :mod:`lm_exec_verify`.
 
 Optional ``claims.wrong_positions`` and ``claims.extraction`` (greedy extraction from a
 prefix, docs/extraction.md) are read and re-proved by :mod:`lm_extract`.
 """
 
 import hashlib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..cert_dataset import canonical, dataset_object, dataset_source
-from ..parse import integer, number, obj, ratio, typed
+from ..parse import integer, number, obj, typed
 from ..passes import Progress
 from ..verdict import CheckReport, Unusable
 from . import (
+    lm_codeclaims,
     lm_codelength,
     lm_exec_verify,
     lm_extract,
@@ -49,29 +54,6 @@ TOP = ("format", "model", "dataset", "claims", "digest")
 MAX_WORK = 1 << 40  # multiply-adds of the forward passes, estimated before any tensor is read
 Positions = list[tuple[int, int]]  # (sequence, position) pairs
 Outcome = tuple[list[str], bool, str | None]  # failures, unusable, the claim
-
-
-def code_lengths(value: Any, toks: list[list[int]], labels: list[list[int]],
-                 size: int) -> list[tuple[int, int]]:
-    """``claims.code_length_bits``: one non-negative ``"p/q"`` per sequence; the dataset must
-    label each position with the next token (the last label is the token after the input),
-    so the labels of a sequence are its tokens 1..n, coded given token 0."""
-    rows = typed(value, list, "claims.code_length_bits")
-    if len(rows) != len(toks):
-        raise Unusable(f"claims.code_length_bits: expected {len(toks)} bounds, found {len(rows)}")
-    out: list[tuple[int, int]] = []
-    for i, text in enumerate(rows):
-        p, q = ratio(text, f"claims.code_length_bits[{i}]")
-        if p < 0:
-            raise Unusable(f"claims.code_length_bits[{i}]: a code length is >= 0")
-        if any(labels[i][k] != toks[i][k + 1] for k in range(len(toks[i]) - 1)):
-            raise Unusable(f"claims.code_length_bits: sequence {i} is not labelled with its "
-                           "next tokens, so its code length is not that of the sequence")
-        if labels[i][-1] >= size:
-            raise Unusable(f"claims.code_length_bits: sequence {i}'s last label is not a token "
-                           f"of the dataset's vocabulary of {size}")
-        out.append((p, q))
-    return out
 
 
 def claims(value: Any, toks: list[list[int]]) -> tuple[bool, list[list[int]]]:
@@ -115,7 +97,7 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
           derived: dict[int, int] | None = None, totals: dict[str, Any] | None = None,
           ref_derived: dict[int, tuple[int, int]] | None = None,
           exec_unproved: Positions | None = None, weights: Path | None = None,
-          reference: bool = False) -> Outcome:
+          reference: bool = False, exec_derived: dict[int, int] | None = None) -> Outcome:
     """Check a decoded LM certificate; returns ``(failures, unusable, claim)``; ``weights``:
     the bound weights file to read instead of the one beside the certificate.  The
     positions ``(i, p)`` whose margin (or wrong-position claim) is not proved are appended
@@ -128,7 +110,9 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     ``reference`` model is checked by :mod:`lm_reference` (``ref_derived[i]``: the checker's
     ``(lower, upper)`` bounds of its code length).  With ``claims.execution`` its positions
     are re-proved for every execution of its model (:mod:`lm_exec_verify`); those it cannot
-    prove are appended to ``exec_unproved``.  ``reference`` (True): the standard-library
+    prove are appended to ``exec_unproved``; with its ``code_length_bits``,
+    ``exec_derived[i]`` is set as ``derived[i]`` from the execution balls of every position.
+    ``reference`` (True): the standard-library
     products only (else :mod:`lm_limbs` where available: the same integers)."""
     failures: list[str] = []
     try:
@@ -160,18 +144,21 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
         partial, pos = claims(cert["claims"], toks)
         coded = None
         if "code_length_bits" in cert["claims"]:
-            coded = code_lengths(cert["claims"]["code_length_bits"], toks, labels, size)
+            coded = lm_codeclaims.code_lengths(cert["claims"]["code_length_bits"], toks,
+                                               labels, size)
         wrong, extract = lm_extract.read(cert["claims"], toks, labels, head["vocab_size"])
         want = lm_extract.wanted(pos, wrong)
         ref = lm_reference.read(cert["reference"], head, toks, coded) \
             if "reference" in cert else None
         execution = None
         if "execution" in cert["claims"]:
-            execution = lm_exec_verify.parse(cert["claims"]["execution"], toks)
+            execution = lm_exec_verify.parse(cert["claims"]["execution"], toks, labels, size,
+                                             coded is not None)
         n = len(toks[0])
         wanted = [n if coded else len(row) for row in want]
-        if execution is not None:  # a second forward pass for its sequences
-            wanted += [len(row) for row in execution[1]]
+        if execution is not None:  # a second forward pass: every position with code lengths
+            wanted += [n if execution.code_lengths else len(row)
+                       for row in execution.positions]
         cost = work(head, wanted, n) + (lm_reference.cost(ref, toks) if ref else 0)
         if cost > MAX_WORK:
             raise Unusable(f"the forward passes would take about {cost:.3g} multiply-adds "
@@ -212,16 +199,15 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     for i in range(lo, hi):
         if progress is not None:
             progress("forward", i - lo, hi - lo)
-        erows = execution[1][i] if execution is not None else []
+        erows = execution.positions[i] if execution is not None else []
         if not want[i] and coded is None and not erows:
             continue
         if max(labels[i]) >= net["vocab"]:
             failures.append(f"sequence {i}: a label is not a token of the model's vocabulary")
             continue
-        if erows and execution is not None:
-            failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], erows,
-                                                      execution[0], margin_failure,
-                                                      exec_bad)
+        if execution is not None and (erows or execution.code_lengths):
+            failures += lm_exec_verify.check_sequence(net, i, toks[i], labels[i], execution,
+                                                      margin_failure, exec_bad, exec_derived)
             exec_proved += len(erows)
         if not want[i] and coded is None:
             continue
@@ -231,7 +217,7 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
             failures.append(f"sequence {i}: {exc}")
             continue
         if coded is not None:
-            bad = code_length_failure(i, coded[i], labels[i], outs, derived, f)
+            bad = lm_codeclaims.code_length_failure(i, coded[i], labels[i], outs, derived, f)
             if bad:
                 failures.append(bad)
         if ref is not None:
@@ -259,13 +245,16 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     exec_held = None  # the execution model's format and the positions re-proved under it
     if execution is not None:
         lost = set(exec_bad)
-        exec_held = (execution[0].fmt, [[p for p in row if (i, p) not in lost]
-                                        for i, row in enumerate(execution[1])])
-    mem = mem_u = None
+        exec_held = (execution.model.fmt, [[p for p in row if (i, p) not in lost]
+                                           for i, row in enumerate(execution.positions)])
+    mem = mem_u = exec_mem = None
     if coded is not None:
-        once = distinct(toks, labels, lo, hi)
-        mem = lm_codelength.below_uniform([coded[i] for i in once],
-                                          lm_codelength.reference_lower(n, size))
+        once = lm_codeclaims.distinct(toks, labels, lo, hi)
+        h_lo = lm_codelength.reference_lower(n, size)
+        mem = lm_codelength.below_uniform([coded[i] for i in once], h_lo)
+        if execution is not None and execution.code_lengths:
+            exec_mem = lm_codelength.below_uniform([execution.code_lengths[i] for i in once],
+                                                   h_lo)
         if ref is not None:
             mem_u = (lm_reference.mem_u(ref, coded, once), len(once), ref["name"])
     part: dict[str, Any] = {
@@ -274,8 +263,8 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
         "seed": seed, "mem_u": mem_u,
         **lm_extract.totals(wrong, extract, pos, lo, hi, exec_held)}
     if execution is not None:
-        part["execution"] = {"proved": exec_proved, "format": execution[0].fmt,
-                             "model": execution[0].text()}
+        part["execution"] = {"proved": exec_proved, "format": execution.model.fmt,
+                             "model": execution.model.text(), "below_uniform": exec_mem}
     if totals is not None:
         totals.update(part)
     return failures, False, None if failures else claim_text(part)
@@ -295,20 +284,6 @@ def check_report(cert: dict[str, Any], base: Path, progress: Progress | None = N
     return report
 
 
-def distinct(toks: list[list[int]], labels: list[list[int]], lo: int, hi: int) -> list[int]:
-    """The indices in ``[lo, hi)`` of the sequences that do not repeat an earlier one of the
-    whole dataset (same tokens and labels): a repeated sequence is counted once."""
-    seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
-    out: list[int] = []
-    for i in range(hi):
-        key = (tuple(toks[i]), tuple(labels[i]))
-        if key not in seen:
-            seen.add(key)
-            if i >= lo:
-                out.append(i)
-    return out
-
-
 def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals of disjoint slices, in order, as those of their union: counts and the
     exact rational code-length totals are sums (no rounding before the claim is written)."""
@@ -317,8 +292,11 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for key in ("proved", "positions", "full", "sequences"):
             out[key] += t[key]
         if "execution" in out:
-            out["execution"] = {**out["execution"],
-                                "proved": out["execution"]["proved"] + t["execution"]["proved"]}
+            e, te = out["execution"], t["execution"]
+            out["execution"] = {**e, "proved": e["proved"] + te["proved"]}
+            if e.get("below_uniform") is not None and te.get("below_uniform") is not None:
+                out["execution"]["below_uniform"] = tuple(
+                    a + b for a, b in zip(e["below_uniform"], te["below_uniform"]))
         mine, theirs = out["below_uniform"], t["below_uniform"]
         if mine is not None and theirs is not None:
             out["below_uniform"] = tuple(a + b for a, b in zip(mine, theirs))
@@ -341,58 +319,11 @@ def claim_text(t: dict[str, Any]) -> str:
     if t.get("execution") is not None:
         claim += "\nc claim: " + lm_exec_verify.text(t)
     if t["below_uniform"] is not None:
-        claim += "\nc claim: " + below_uniform_text(t["below_uniform"], t["sequences"],
-                                                     t["n"], t["vocab"], t.get("seed"))
+        claim += "\nc claim: " + lm_codeclaims.below_uniform_text(
+            t["below_uniform"], t["sequences"], t["n"], t["vocab"], t.get("seed"))
+        if (t.get("execution") or {}).get("below_uniform") is not None:
+            claim += "\nc claim: " + lm_codeclaims.execution_text(t)
     if t.get("mem_u"):
         total, count, name = t["mem_u"]
         claim += "\nc claim: " + lm_reference.text(total, count, t["sequences"], name)
     return claim
-
-
-def code_length_failure(i: int, claimed: tuple[int, int], labels: list[int],
-                        outs: Mapping[int, tuple[list[int], int]],
-                        derived: dict[int, int] | None = None,
-                        f: int = lm_forward.F) -> str | None:
-    """None when the checker's own upper bound of sequence ``i``'s code length is at most the
-    claimed ``p/q``; else the failure text."""
-    p, q = claimed
-    upper = 0
-    for k, y in enumerate(labels):
-        mids, rad = outs[k]
-        upper += lm_codelength.position_upper(mids, rad, y, f)
-    if derived is not None:
-        derived[i] = upper
-    if upper * q <= p << lm_codelength.P:
-        return None
-    return (f"sequence {i}: claimed code length {number(p)}/{number(q)} bits is below what "
-            f"the checker proves ({number(upper)}/2^{lm_codelength.P} bits)")
-
-
-def below_uniform_text(totals: lm_codelength.Totals, sequences: int, n: int, vocab: int,
-                       seed: int | None = None) -> str:
-    """The code-length claim from the exact totals ``(clipped, unclipped, code, distinct,
-    uniform)`` of :func:`lm_codelength.below_uniform`, summed over the distinct sequences
-    (docs/memorized-bits.md).  It says what was measured: the model's code length against
-    the uniform code, and calls the clipped sum memorized bits only when the data is what a
-    recorded generator draws from ``seed`` (:mod:`lm_uniform`: regenerated and compared),
-    so that the uniform distribution is the data's true distribution."""
-    clipped, unclipped, code, count, uniform = totals
-    repeats = sequences - count
-    low = number(clipped.numerator // clipped.denominator)
-    text = (f"code length at most {number(-(-code.numerator // code.denominator))} bits for "
-            f"the {count} distinct sequences of the dataset"
-            + (f" ({repeats} repeated sequences counted once)" if repeats else "")
-            + f", {number(unclipped.numerator // unclipped.denominator)} bits below the "
-            f"uniform code over {vocab} tokens ({number(uniform.numerator // uniform.denominator)}"
-            f" bits: {n} predicted positions per sequence, token 0 not predicted); ")
-    if seed is not None:
-        return text + (
-            f"memorized bits (Morris et al. 2025, the data is uniform random: regenerated "
-            f"from seed {seed} by {lm_uniform.NAME}): at least {low} bits, per sequence "
-            "max(0, uniform - code length) with the uniform distribution the data's true "
-            "distribution (rigorous bounds: code length rounded up, the rest down)")
-    return text + (
-        f"per sequence max(0, uniform - code length), summed as Morris et al. 2025: "
-        f"at least {low} bits (rigorous bounds: code length rounded up, the rest down). "
-        "These are bits below the uniform code, not memorized bits: the checker cannot see "
-        "that the data is uniform random (the dataset records no generator it regenerates)")
