@@ -38,11 +38,22 @@ def _claim(v: Fraction | int | None) -> str | None:
 
 
 def _claims(predictions: Sequence[Sequence[Fraction | int | None]]) -> list[list[str | None]]:
-    """The claimed outputs' texts; equal values share one string (a memorizing network
-    repeats its few label values N times)."""
+    """The claimed outputs' texts; equal values share one string, and rows of one output
+    (next-token) share one list per value (a memorizing network repeats its few label
+    values N times).  The rows are read, never changed in place."""
     text: dict[Fraction | int | None, str | None] = {}
-    return [[text[v] if v in text else text.setdefault(v, _claim(v)) for v in row]
-            for row in predictions]
+    single: dict[Fraction | int | None, list[str | None]] = {}
+    out: list[list[str | None]] = []
+    for row in predictions:
+        if len(row) == 1:
+            (v,) = row
+            hit = single.get(v)
+            if hit is None:
+                hit = single[v] = [text[v] if v in text else text.setdefault(v, _claim(v))]
+            out.append(hit)
+        else:
+            out.append([text[v] if v in text else text.setdefault(v, _claim(v)) for v in row])
+    return out
 
 
 def build_certificate(ds: Dataset, result: BuildResult, construction: str,

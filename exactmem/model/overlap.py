@@ -67,8 +67,14 @@ def labels_as_predictions(ds: Dataset, scalar: bool) -> Evaluation:
     """The evaluation of a network that memorizes ``ds``: every read position predicts its
     label (``Fraction(y)`` for a scalar readout, class ``y`` otherwise), no failures."""
     value: dict[int, Fraction | int] = {}  # one object per label value: N rows share them
+    rows: dict[tuple[int, ...], tuple[Fraction | int | None, ...]] = {}  # and one row each
     preds: list[tuple[Fraction | int | None, ...]] = []
     for i in range(ds.N):
         labels = ds.position_labels(i)
-        preds.append(tuple(value.setdefault(y, Fraction(y) if scalar else y) for y in labels))
+        row = rows.get(labels) if len(labels) == 1 else None
+        if row is None:
+            row = tuple(value.setdefault(y, Fraction(y) if scalar else y) for y in labels)
+            if len(labels) == 1:
+                rows[labels] = row
+        preds.append(row)
     return Evaluation(tuple(preds), ())
