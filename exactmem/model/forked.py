@@ -41,7 +41,10 @@ class Forked:
         gc.freeze()  # the child's collector leaves the parent's objects (and pages) alone
         try:
             pid = os.fork()
-        finally:
+        except BaseException:
+            gc.unfreeze()
+            raise
+        if pid != 0:  # the parent collects its objects again; the child keeps them frozen
             gc.unfreeze()
         if pid == 0:  # the child: compute, send, leave without running the parent's exits
             os.close(read)
