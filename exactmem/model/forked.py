@@ -23,13 +23,17 @@ from typing import Any
 
 from exactmem.errors import ExactmemError
 
+READER = "forked: result"  # the name of the thread that drains a child's pipe
+
 
 def usable(*, alone: bool = False) -> bool:
-    """Whether ``os.fork`` exists here; with ``alone``, also that this process runs one
-    thread (a fork copies only the calling thread, and a lock another thread holds would
-    stay held in the child)."""
+    """Whether ``os.fork`` exists here; with ``alone``, also that no other thread runs here
+    than the main one and the readers of earlier children (a fork copies only the calling
+    thread, and a lock another thread holds would stay held in the child; a reader holds
+    only its own pipe, which a later child never reads)."""
     return hasattr(os, "fork") and sys.platform != "win32" and (
-        not alone or threading.active_count() == 1)
+        not alone or all(t is threading.main_thread() or t.name == READER
+                         for t in threading.enumerate()))
 
 
 class Forked:
@@ -68,7 +72,7 @@ class Forked:
         self._status: int | None = None
         self._chunks: list[bytes] = []
         self._reader = threading.Thread(target=self._read, args=(read,), daemon=True,
-                                        name="forked evaluation: result")
+                                        name=READER)
         self._reader.start()  # drains the pipe, so the child never waits on a full one
 
     def _read(self, fd: int) -> None:
@@ -82,7 +86,7 @@ class Forked:
         self._reap()
         data = b"".join(self._chunks)
         if not data:
-            raise ExactmemError(f"the forked evaluation ended without a result (status "
+            raise ExactmemError(f"a forked child ended without a result (status "
                                 f"{self._status})")
         ok, value = pickle.loads(data)
         if not ok:

@@ -121,3 +121,28 @@ def test_too_little_memory_evaluates_first(monkeypatch: pytest.MonkeyPatch) -> N
     ds = generate("next-token", N=20, n=4, vocab=6, classes=3, seed=5)
     assert certify(ds, "lookup", {"seed": 1}, log=said.append).report.verified
     assert not any("in a second process" in line for line in said), said
+
+
+def test_fork_alone_allows_only_the_readers_of_earlier_children() -> None:
+    """A further child may be forked beside the threads that drain earlier children's pipes,
+    not beside any other thread (its locks would stay held in the child)."""
+    import threading
+
+    from exactmem.model import forked
+
+    if not forked.usable(alone=True):
+        pytest.skip("another thread runs in this test process already")
+    child = forked.Forked(sum, [1, 2, 3])
+    try:
+        assert forked.usable(alone=True)
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait)
+        other.start()
+        try:
+            assert not forked.usable(alone=True) and forked.usable()
+        finally:
+            stop.set()
+            other.join()
+        assert child.result() == 6
+    finally:
+        child.close()
