@@ -1,5 +1,5 @@
 """Benchmark: a GPT-2 of about 1M parameters trained to memorize random sequences, certified
-position by position (issue 28's targets, docs/trained-models.md).
+position by position (targets: docs/trained-models.md).
 
 The model: 4 layers, d = 128, 4 heads, vocab 2048, context 64 (1,063,680 parameters with the
 tied head), trained on CPU on 1,000 random sequences of 65 tokens (numpy ``default_rng(2048)``,

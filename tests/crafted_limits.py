@@ -1,4 +1,4 @@
-"""Crafted files that once took the machine (issue 26, item 4), built small for the tests
+"""Crafted files that once took the machine, built small for the tests
 and full size for the acceptance run:
 
     python tests/crafted_limits.py OUT_DIR

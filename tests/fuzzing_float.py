@@ -379,7 +379,7 @@ def _claiming(cert: Cert, formats: Any) -> Cert:
 
 
 def crafted_float(tmp: Path) -> list[tuple[str, Path, int]]:
-    """The float attacks of issue 26 as files with the exit code they must get."""
+    """The float attacks as files with the exit code they must get."""
     cases: list[tuple[str, Cert, int]] = [
         ("bfloat16 claim, weights 2^-130", _claiming(tiny_network([Fraction(1, 2 ** 130)]),
                                                      ["bfloat16"]), 1),

@@ -1,4 +1,4 @@
-"""A float-exact claim that verifies holds on this machine (issue 26, acceptance): certified
+"""A float-exact claim that verifies holds on this machine: certified
 through the CLI, checked, exported to ONNX and torch, run in onnxruntime and torch on CPU
 in every claimed format, with subnormals flushed to zero and without.  Compared by labels,
 never bit for bit (docs/float-exact.md)."""

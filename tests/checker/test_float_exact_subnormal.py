@@ -1,4 +1,4 @@
-"""Float-exact claims hold where hardware flushes subnormals (issue 26, item 1).
+"""Float-exact claims hold where hardware flushes subnormals.
 
 The crafted certificates (``tiny_network``, tests/fuzzing_float.py): 64 one-token sequences,
 each token embedded as the one-hot vector of its label, then linear maps whose weights are

@@ -1,6 +1,6 @@
 """Language-model certificates split across ``check --shards K`` by sequence: the same
 verdict and the same claim lines (positions and memorized bits, combined exactly) for
-every K; a tampered weight is rejected in every split (issue 28)."""
+every K; a tampered weight is rejected in every split."""
 
 from __future__ import annotations
 
