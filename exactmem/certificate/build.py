@@ -44,15 +44,17 @@ def _claims(predictions: Sequence[Sequence[Fraction | int | None]]) -> list[list
     text: dict[Fraction | int | None, str | None] = {}
     single: dict[Fraction | int | None, list[str | None]] = {}
     out: list[list[str | None]] = []
+
+    def said(v: Fraction | int | None) -> str | None:
+        return text[v] if v in text else text.setdefault(v, _claim(v))
+
     for row in predictions:
         if len(row) == 1:
             (v,) = row
             hit = single.get(v)
-            if hit is None:
-                hit = single[v] = [text[v] if v in text else text.setdefault(v, _claim(v))]
-            out.append(hit)
+            out.append(hit if hit is not None else single.setdefault(v, [said(v)]))
         else:
-            out.append([text[v] if v in text else text.setdefault(v, _claim(v)) for v in row])
+            out.append([said(v) for v in row])
     return out
 
 

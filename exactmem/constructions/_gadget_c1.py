@@ -72,7 +72,7 @@ def layout(xs: Sequence[Fraction | int], labels: Sequence[int], block_size: int)
     return Layout(m, k, rho, c)
 
 
-def _over_one_denominator(values: Sequence[Fraction | int]) -> tuple[list[int], int]:
+def over_one_denominator(values: Sequence[Fraction | int]) -> tuple[list[int], int]:
     """Integer keys ``x * den`` over the least common denominator ``den`` of ``values``
     (exact: order, differences and floors are those of the fractions)."""
     den = 1
@@ -121,7 +121,7 @@ def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
     Returns the layout and the expression of ``acc + this network's output``, to be used by
     the caller's next step (the network's last term is still linear at that point).
     """
-    keys, den = _over_one_denominator([*xs, *zeros])
+    keys, den = over_one_denominator([*xs, *zeros])
     _check_points(keys[:len(xs)], labels, keys[len(xs):], den)
     order = sorted(range(len(xs)), key=keys.__getitem__)
     floors = [keys[i] // den for i in order]  # floor(x) of the sorted points

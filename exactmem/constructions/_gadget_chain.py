@@ -10,10 +10,8 @@ running total, so the width stays constant and the weights have ``~B`` bits inst
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
-from functools import reduce
 from typing import Any
 
 from exactmem.constructions import _gadget_c1 as c1
@@ -27,8 +25,7 @@ def emit_chain(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
 
     Returns per-network layout facts and the output expression (linear in the last channels).
     """
-    den = reduce(lambda a, b: a * b // math.gcd(a, b), {x.denominator for x in xs}, 1)
-    keys = [x.numerator * (den // x.denominator) for x in xs]  # integer keys: x * den
+    keys, _ = c1.over_one_denominator(xs)  # integer keys: x * den
     order = sorted(range(len(xs)), key=keys.__getitem__)
     size = group_points if group_points > 0 else len(xs)
     groups = [order[s:s + size] for s in range(0, len(order), size)]
