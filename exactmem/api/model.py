@@ -162,7 +162,8 @@ def certify_model(model: PathLike | Mapping[str, Any] | Any, dataset: Dataset | 
     from exactmem.certificate import build_certificate, write_certificate
     from exactmem.checker import check_certificate
     from exactmem.constructions.base import BuildResult
-    from exactmem.importers.import_model import needs_torch, read_model
+    from exactmem.importers.import_model import read_model
+    from exactmem.importers.model_files import needs_torch
     from exactmem.model.evaluate import evaluate
     from exactmem.model.interval import has_softmax_scores
     from exactmem.model.interval_verdict import certify_interval, softmax_hint

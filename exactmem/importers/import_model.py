@@ -11,14 +11,13 @@ of :mod:`exactmem.exporters.skeleton`: the ``_extra_state`` entry of a state dic
 read strictly, and every tensor is checked before conversion (present, floating point,
 finite, the expected shape), so unusable input is one message naming the tensor.
 
-torch is imported only to read a ``.pt`` file or torch tensors; safetensors files are read
-with the ``safetensors`` package's numpy API (bfloat16 tensors are decoded from their bits).
+torch is imported only to read a ``.pt`` file or torch tensors; the files themselves are
+read by :mod:`exactmem.importers.model_files`.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,13 @@ import numpy as np
 from exactmem.arith import ScaledMatrix, to_rational
 from exactmem.errors import NotExactError, SpecError
 from exactmem.exporters.skeleton import BIAS_PARTS, SKELETON_FORMAT
+from exactmem.importers.model_files import (
+    METADATA_KEY,
+    SAFETENSORS_SUFFIXES,
+    is_safetensors,
+    load_safetensors_state,
+    load_torch_state,
+)
 from exactmem.importers.model_kinds import (
     check_declared,
     unsupported_modules,
@@ -48,12 +54,8 @@ from exactmem.model.spec import (
     NetworkSpec,
     Readout,
 )
-from exactmem.optional import require
 
 EXTRA_STATE = "_extra_state"
-METADATA_KEY = "exactmem.skeleton"
-SAFETENSORS_SUFFIXES = (".safetensors", ".st")
-FLOAT_CODES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,73 +357,6 @@ def spec_from_state(state: Mapping[str, Any], skel: object | None = None,
     return ImportedModel(spec, source, tuple(sorted(dtypes)), len(names), weights)
 
 
-# files ----------------------------------------------------------------------------------
-def load_torch_state(path: Path) -> dict[str, Any]:
-    """``torch.load(path, weights_only=True)``: a dict of tensors (and ``_extra_state``)."""
-    torch = require("torch", "reading a PyTorch file")
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds (pickle, zip, RuntimeError)
-        text = str(exc).strip().splitlines()
-        why = f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
-        raise SpecError(f"cannot read {path} as a PyTorch state dict (a file written by "
-                        f"torch.save): {why}") from None
-    if not isinstance(state, Mapping):
-        raise SpecError(f"{path}: expected a state dict (a mapping of tensor names to "
-                        f"tensors), found {type(state).__name__}")
-    return dict(state)
-
-
-def _safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(8)
-            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
-            if not 0 < size <= 100_000_000:
-                raise ValueError("no safetensors header")
-            header = json.loads(fh.read(size))
-    except (OSError, ValueError, struct.error) as exc:
-        raise SpecError(f"cannot read {path} as a safetensors file: {exc}") from None
-    if not isinstance(header, dict):
-        raise SpecError(f"{path}: the safetensors header is not an object")
-    return header, 8 + size
-
-
-def load_safetensors_state(path: Path) -> tuple[dict[str, Any], str | None]:
-    """The arrays of a safetensors file (float dtypes only) and its skeleton metadata."""
-    header, start = _safetensors_header(path)
-    meta = header.get("__metadata__") or {}
-    arrays: dict[str, Any] = {}
-    bf16: dict[str, Any] = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        code = entry.get("dtype") if isinstance(entry, dict) else None
-        if code not in FLOAT_CODES:
-            raise NotExactError(f"{name}: expected a floating-point tensor "
-                                f"({', '.join(FLOAT_CODES.values())}), found {code}")
-        if code == "BF16":
-            bf16[name] = entry
-    safe_open = require("safetensors", "reading a safetensors file").safe_open
-    try:
-        with safe_open(str(path), framework="numpy") as fh:
-            for name in fh.keys():  # noqa: SIM118 - safe_open is not a mapping
-                if name not in bf16:
-                    arrays[name] = fh.get_tensor(name)
-    except Exception as exc:  # safetensors raises its own error types
-        raise SpecError(f"cannot read {path} as a safetensors file: {exc}") from None
-    if bf16:
-        raw = path.read_bytes()
-        for name, entry in bf16.items():
-            try:
-                lo, hi = entry["data_offsets"]
-                bits = np.frombuffer(raw[start + lo:start + hi], dtype="<u2").astype(np.uint32)
-                arrays[name] = (bits << 16).view(np.float32).reshape(entry["shape"])  # exact
-            except (KeyError, TypeError, ValueError) as exc:
-                raise SpecError(f"{name}: cannot decode the bfloat16 tensor: {exc}") from None
-    return arrays, meta.get(METADATA_KEY) if isinstance(meta, dict) else None
-
-
 def read_model(source: str | Path | Mapping[str, Any] | Any,
                skeleton: object | None = None) -> ImportedModel:
     """Read ``source`` exactly: a ``.pt`` state dict file, a safetensors file, a state dict
@@ -431,7 +366,7 @@ def read_model(source: str | Path | Mapping[str, Any] | Any,
         path = Path(source)
         if not path.is_file():
             raise SpecError(f"{path}: no such model file")
-        if path.suffix.lower() in SAFETENSORS_SUFFIXES or _is_safetensors(path):
+        if path.suffix.lower() in SAFETENSORS_SUFFIXES or is_safetensors(path):
             arrays, meta = load_safetensors_state(path)
             refusal = unsupported_names(arrays, str(path))
             if refusal is not None:
@@ -453,18 +388,3 @@ def read_model(source: str | Path | Mapping[str, Any] | Any,
         return spec_from_state(state_dict(), skeleton, f"the module {type(source).__name__}")
     raise SpecError(f"expected a model file path, a state dict or a module, found "
                     f"{type(source).__name__}")
-
-
-def needs_torch(source: object) -> bool:
-    """Whether reading ``source`` imports torch (a ``.pt`` file; not a safetensors file)."""
-    if not isinstance(source, (str, Path)) or not Path(source).is_file():
-        return False
-    path = Path(source)
-    return path.suffix.lower() not in SAFETENSORS_SUFFIXES and not _is_safetensors(path)
-
-
-def _is_safetensors(path: Path) -> bool:
-    """A torch file is a zip (``PK``); a safetensors file starts with a small header size."""
-    with path.open("rb") as fh:
-        head = fh.read(9)
-    return len(head) == 9 and head[:2] != b"PK" and head[8:9] == b"{"
