@@ -43,18 +43,24 @@ def _claims(predictions: Sequence[Sequence[Fraction | int | None]]) -> list[list
     values N times).  The rows are read, never changed in place."""
     text: dict[Fraction | int | None, str | None] = {}
     single: dict[Fraction | int | None, list[str | None]] = {}
-    out: list[list[str | None]] = []
+    same: dict[int, list[str | None]] = {}  # by row object: rows shared by the predictions
+    out: list[list[str | None]] = []        # (one per label value) are read once
 
     def said(v: Fraction | int | None) -> str | None:
         return text[v] if v in text else text.setdefault(v, _claim(v))
 
     for row in predictions:
-        if len(row) == 1:
-            (v,) = row
-            hit = single.get(v)
-            out.append(hit if hit is not None else single.setdefault(v, [said(v)]))
-        else:
-            out.append([said(v) for v in row])
+        hit = same.get(id(row))
+        if hit is None:
+            if len(row) == 1:
+                (v,) = row
+                hit = single.get(v)
+                if hit is None:
+                    hit = single[v] = [said(v)]
+            else:
+                hit = [said(v) for v in row]
+            same[id(row)] = hit
+        out.append(hit)
     return out
 
 
@@ -71,9 +77,10 @@ def build_certificate(ds: Dataset, result: BuildResult, construction: str,
         from exactmem.model.evaluate import evaluate
 
         evaluation = evaluate(result.spec, ds)
-    dataset: dict[str, Any] = {"sha256": ds.sha256()}
+    data = ds.to_json()
+    dataset: dict[str, Any] = {"sha256": ds.sha256(data)}
     if dataset_path is None:
-        dataset["data"] = ds.to_json()
+        dataset["data"] = data
     else:
         dataset["path"] = dataset_path
     cert: dict[str, Any] = {

@@ -5,7 +5,7 @@ Matrices are lists of rows of ``"p/q"`` strings (integers as ``"p"``), biases fl
 
 from __future__ import annotations
 
-from fractions import Fraction
+import math
 from typing import Any
 
 from exactmem.arith import ScaledMatrix, format_rational, to_rational
@@ -24,8 +24,17 @@ from exactmem.model.spec import (
 
 
 def matrix_to_json(m: ScaledMatrix) -> list[list[str]]:
+    """Each entry ``x / den`` as :func:`format_rational` writes it, reduced by one ``gcd``
+    (no ``Fraction`` made: ``den > 0``)."""
     den = m.den
-    return [[format_rational(Fraction(x, den)) for x in row] for row in m.num]
+    if den == 1:
+        return [[f"{x:d}" for x in row] for row in m.num]
+    return [[_over(x, den) for x in row] for row in m.num]
+
+
+def _over(x: int, den: int) -> str:
+    g = math.gcd(x, den)
+    return f"{x // g:d}" if g == den else f"{x // g:d}/{den // g:d}"
 
 
 def vector_to_json(m: ScaledMatrix | None) -> list[str] | None:

@@ -5,8 +5,9 @@ strict grammar of docs/dataset-format.md; the producer's loader reads datasets w
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from itertools import chain
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
@@ -98,10 +99,7 @@ def dataset_object(data: Any, where: str = "dataset") -> Dataset:
             found = f"length {len(s)}" if type(s) is list else f"found {kind_of(s)}"
             raise Unusable(f"{where}.sequences[{i}]: {found}, expected a list of n = "
                            f"{n or '>= 1'} tokens (all sequences of one length)")
-        if inputs == "token-ids":
-            if not all(type(t) is int and 0 <= t < size for t in s):  # else: which one
-                for k, t in enumerate(s):
-                    integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
+        if inputs == "token-ids":  # the tokens are checked together below
             norm_seqs.append(s)
             toks.append(s)
             continue
@@ -117,7 +115,16 @@ def dataset_object(data: Any, where: str = "dataset") -> Dataset:
             text.append(t)
         toks.append(row)
         norm_seqs.append(text)
-    for i, y in enumerate(labels):
+    if inputs == "token-ids" and not _ints_in(chain.from_iterable(seqs), 0, size - 1):
+        for i, s in enumerate(seqs):  # which one
+            for k, t in enumerate(s):
+                integer(t, f"{where}.sequences[{i}][{k}]", 0, size - 1)
+    if task == "next-token":
+        labels_ok = _ints_in(labels, 0)
+    else:
+        labels_ok = all(type(y) is list and len(y) == n for y in labels) and _ints_in(
+            chain.from_iterable(labels), 0)
+    for i, y in enumerate([] if labels_ok else labels):  # which one
         ys = [y] if task == "next-token" else y
         if type(ys) is not list or len(ys) != (1 if task == "next-token" else n):
             raise Unusable(f"{where}.labels[{i}]: seq2seq needs a list of {n} labels")
@@ -130,6 +137,17 @@ def dataset_object(data: Any, where: str = "dataset") -> Dataset:
                                       (task, inputs))
     digest = hashlib.sha256(canonical(norm).encode()).hexdigest()
     return task, inputs, toks, labels, size, digest
+
+
+def _ints_in(values: Iterable[Any], lo: int, hi: int | None = None) -> bool:
+    """Every value is an ``int`` (not a ``bool``) in ``[lo, hi]`` (``hi`` ``None``: no upper
+    bound; an empty list: true); the per-value checks then need not run."""
+    vals = list(values)
+    if not vals:
+        return True
+    if set(map(type, vals)) != {int}:
+        return False
+    return min(vals) >= lo and (hi is None or max(vals) <= hi)
 
 
 GENERATORS = ("exactmem.uniform-tokens/1",)  # checker/lm/lm_uniform.py regenerates them

@@ -301,7 +301,6 @@ def attention(layer: Layer, cols: list[Col], den: int, index: Index, queries: li
                               den, *subset(cols, index, queries))
         rows: list[Col] = []
         counts: list[int] = []
-        m = len(ov[0])
         for seq in index:
             tick()
             sums: dict[tuple[int, ...], Col] = {}
@@ -312,14 +311,14 @@ def attention(layer: Layer, cols: list[Col], den: int, index: Index, queries: li
                     key = tuple(ks)
                     if key not in sums:
                         sums[key] = kv[0] if len(kv) == 1 else \
-                            tuple(sum(c[r] for c in kv) for r in range(m))
+                            tuple(map(sum, zip(*kv)))
                     rows.append(sums[key])
                     counts.append(len(ks))
                     continue
                 qc = qq[seq[q]]
                 ties = [kv[j] for j in tied([sum(map(mul, kk[seq[p]], qc)) for p in ks])]
                 rows.append(ties[0] if len(ties) == 1 else
-                            tuple(sum(c[r] for c in ties) for r in range(m)))
+                            tuple(map(sum, zip(*ties))))
                 counts.append(len(ties))
         L = 1  # the lcm of the tie counts that occur, not of 1..#keys
         for c in set(counts):

@@ -50,7 +50,13 @@ CHUNK = 8192  # sequences an attention layer (or a float-exact pass) holds at on
 def outputs(state: State, read: Sequence[int]) -> Outputs:
     """``[sequence][read position] -> tuple of Fractions`` of a final state."""
     cols, den, index = state
-    return [[tuple(Fraction(x, den) for x in cols[seq[p]]) for p in read] for seq in index]
+    memo: dict[int, tuple[Fraction, ...]] = {}  # per column: many positions share one
+    for seq in index:
+        for p in read:
+            c = seq[p]
+            if c not in memo:
+                memo[c] = tuple(Fraction(x, den) for x in cols[c])
+    return [[memo[seq[p]] for p in read] for seq in index]
 
 
 def join(parts: Sequence[State]) -> State:

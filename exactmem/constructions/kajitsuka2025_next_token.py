@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Mapping
 from fractions import Fraction
 from itertools import repeat
+from operator import mul
 from typing import Any
 
 from exactmem.arith import ScaledMatrix
@@ -120,7 +121,8 @@ def token_weights(multisets: list[Counter[Any]], vocab: list[Any],
     K = max(16, len(multisets) ** 2)
     for _ in range(MAX_TRIES):
         f = {t: rng.randint(1, K) for t in vocab}
-        sums = [sum(c * f[t] for t, c in ms.items() if t in f) for ms in multisets]
+        weight = f.get  # a token outside ``vocab`` weighs 0
+        sums = [sum(map(mul, ms.values(), map(weight, ms, repeat(0)))) for ms in multisets]
         if len(set(sums)) == len(multisets):
             return f, K, sums
     raise ConstructionError(f"no injective token weights in {MAX_TRIES} draws from 1..{K}")

@@ -109,9 +109,20 @@ class Dataset:
         return max(max(y) for y in self.labels) + 1
 
     def slice(self, lo: int, hi: int) -> Dataset:
-        """The sequences ``lo .. hi - 1`` with their labels (a dataset of its own)."""
-        return dataclasses.replace(self, sequences=self.sequences[lo:hi],
-                                   labels=self.labels[lo:hi], generator=None)
+        """The sequences ``lo .. hi - 1`` with their labels (a dataset of its own).  Its
+        sequences and labels are this validated dataset's, so they are not checked again
+        (an empty range is refused as an empty dataset is)."""
+        sequences = self.sequences[lo:hi]
+        if not sequences:
+            raise DatasetError(f"slice {lo}:{hi}: no sequences (the dataset has {self.N})")
+        part = object.__new__(Dataset)
+        for f in dataclasses.fields(self):
+            object.__setattr__(part, f.name, getattr(self, f.name))
+        object.__setattr__(part, "sequences", sequences)
+        object.__setattr__(part, "labels", self.labels[lo:hi])
+        object.__setattr__(part, "generator", None)
+        object.__setattr__(part, "memo", {})
+        return part
 
     def position_labels(self, i: int) -> tuple[int, ...]:
         """Labels of sequence ``i`` at every read position (one for next-token)."""
@@ -132,9 +143,11 @@ class Dataset:
             obj["generator"] = dict(self.generator)
         return obj
 
-    def sha256(self) -> str:
-        """SHA-256 of the canonical JSON text of the dataset (see docs/dataset-format.md)."""
-        return hashlib.sha256(canonical_json(self.to_json()).encode()).hexdigest()
+    def sha256(self, as_json: dict[str, Any] | None = None) -> str:
+        """SHA-256 of the canonical JSON text of the dataset (see docs/dataset-format.md);
+        ``as_json``: its :meth:`to_json`, when the caller made it already."""
+        obj = self.to_json() if as_json is None else as_json
+        return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
 
 def _check_label(y: object, where: str) -> None:

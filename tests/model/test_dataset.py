@@ -144,3 +144,22 @@ def test_derived_facts_are_the_datasets_own() -> None:
     assert distinct_tokens(tail) == [2, 1, 3, 4, 0]
     with pytest.raises(InconsistentLabelsError):
         require_consistent(ds)
+
+
+@pytest.mark.parametrize("task", ["next-token", "seq2seq"])
+def test_a_slice_equals_the_dataset_built_from_its_rows(task: str) -> None:
+    """A slice is not validated again: it must be the dataset the same rows give, with its
+    own (empty) facts, and an empty range is refused."""
+    seqs = [(1, 2, 3), (2, 1, 3), (4, 4, 0), (0, 1, 2)]
+    labels: list = [0, 1, 1, 2] if task == "next-token" else [(0, 1, 1), (1, 0, 2), (2, 2, 0),
+                                                                (0, 0, 1)]
+    ds = Dataset(task, "token-ids", tuple(seqs), tuple(labels), vocab_size=5)
+    ds.memo["seen"] = True
+    for lo, hi in [(0, 4), (1, 3), (3, 4), (2, 9)]:
+        part = ds.slice(lo, hi)
+        built = Dataset(task, "token-ids", tuple(seqs[lo:hi]), tuple(labels[lo:hi]),
+                        vocab_size=5)
+        assert part == built and hash(part) == hash(built) and part.sha256() == built.sha256()
+        assert part.memo == {} and part.generator is None and part.N == len(seqs[lo:hi])
+    with pytest.raises(DatasetError, match="slice 2:2"):
+        ds.slice(2, 2)

@@ -145,3 +145,29 @@ def test_all_zero_activations_over_a_huge_denominator() -> None:
 
     a, den = _normalize(np.zeros((2, 2), dtype=np.int64), 2**70)
     assert den == 1 and not a.any()
+
+
+def test_matrices_are_written_as_reduced_rationals() -> None:
+    """``matrix_to_json`` writes each entry as the reduced ``p/q`` of ``Fraction(x, den)``
+    (``"p"`` for integers), for small, huge and negative entries and denominators."""
+    import random
+    from fractions import Fraction
+
+    from exactmem.arith import ScaledMatrix
+    from exactmem.certificate.encode import matrix_to_json
+
+    rng = random.Random(5)
+    for _ in range(500):
+        den = rng.choice([1, 2, 6, 7, 2**70 + 3, 10**30])
+        rows = tuple(tuple(rng.choice([0, 1, -1, den, -den, 3 * den, rng.randrange(-50, 50),
+                                       rng.randrange(-10**40, 10**40)]) for _ in range(3))
+                     for _ in range(2))
+        want = []
+        for row in rows:
+            texts = []
+            for x in row:
+                q = Fraction(x, den)
+                texts.append(str(q.numerator) if q.denominator == 1
+                             else f"{q.numerator}/{q.denominator}")
+            want.append(texts)
+        assert matrix_to_json(ScaledMatrix(rows, den, 3)) == want
