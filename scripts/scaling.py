@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
         rows.append(row)
         rows.sort(key=lambda r: int(r["points"]))  # type: ignore[call-overload]
         with path.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer = csv.DictWriter(fh, fieldnames=FIELDS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
         print(f"{path}: row for {row['points']} points, verified {row['verified']}, "
@@ -287,7 +287,7 @@ def main(argv: list[str]) -> int:
                 rows = [r for r in csv.DictReader(fh) if int(r["points"]).bit_length() - 1
                         not in exps]
         with path.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer = csv.DictWriter(fh, fieldnames=FIELDS, lineterminator="\n")
             writer.writeheader()
             for r in rows:
                 writer.writerow(r)
