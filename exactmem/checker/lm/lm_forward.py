@@ -35,7 +35,7 @@ from math import isqrt
 from operator import mul
 from typing import Any
 
-from . import lm_bounds, lm_fastgelu, lm_limbs, lm_ops
+from . import lm_bounds, lm_fastgelu, lm_fusedgelu, lm_limbs, lm_ops
 from .lm_attention import Balls, Rows, attention, ones, pack, slots, unpack
 from .lm_bounds import SLACK, Degenerate, at_radius, ball, cdiv
 
@@ -178,6 +178,8 @@ def gelu(kind: str, m: list[int], r: int, consts: dict[str, Any],
         fast = lm_fastgelu.gelu_tanh(m, r, consts["fast_gelu"], f)
         if fast is not None:
             return fast
+    if kind == "gelu_tanh" and consts.get("fused_gelu") and lm_fusedgelu.available(f):
+        return lm_fusedgelu.gelu_tanh(m, r, consts, f)  # these integers, in one loop
     tanh_form = kind == "gelu_tanh"
     clo, chi = consts["c"] if tanh_form else consts["s"]  # sqrt(2/pi), or 1/sqrt(2)
     fn, lip = (lm_bounds.tanh, 1) if tanh_form else (lm_bounds.erf, 2)  # |erf'| < 2

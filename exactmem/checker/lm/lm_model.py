@@ -222,8 +222,9 @@ def at_precision(parsed: Json, f: int) -> Json:
               for i in range(parsed["layers"])]
     rows, e = t["wte" if parsed["tied"] else "head"]
     consts = lm_forward.constants(parsed["d"] // parsed["heads"], f)
-    if parsed.get("fast"):  # GELU's float64 outward bounds (lm_fastgelu)
+    if parsed.get("fast"):  # GELU's float64 outward bounds (lm_fastgelu), else one loop
         consts["fast_gelu"] = lm_fastgelu.constants(consts["c"], f)
+        consts["fused_gelu"] = True  # (lm_fusedgelu: the integers of lm_forward.gelu)
     return {"wte": t["wte"], "wpe": None if parsed["rotary"] else t["wpe"], "blocks": blocks,
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
             "head": prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f)),
