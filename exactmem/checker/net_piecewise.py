@@ -10,10 +10,12 @@ slope is 0 (a row constant on each piece).
 An affine map adds rows on the common refinement of their pieces (rows on the same pieces
 share one ``starts`` list, and then the sum is elementwise); a ReLU splits a piece at the
 first point where ``a x + b`` changes sign (``a x + b`` is monotone in ``x``: one bisection,
-integer comparisons only) and zeroes one side.  The outputs are then evaluated at every
-point.  The arithmetic is that of the row-major pass, done once per piece instead of once
-per point; a Lemma C.1 network's block rows are constant on each block, so its cost follows
-the number of blocks, not of points.
+integer comparisons only) and zeroes one side.  A row read with many more pieces than the
+other rows of a sum (a row that gains a block each map) is added last: the others' pieces
+are placed among its own by bisection and its lists copied in slices.  The outputs are then
+evaluated at every point.  The arithmetic is that of the row-major pass, done once per piece
+instead of once per point; a Lemma C.1 network's block rows are constant on each block, so
+its cost follows the number of blocks, not of points.
 """
 
 import multiprocessing
@@ -35,6 +37,8 @@ intercepts, numerators over the map's denominator."""
 Term = tuple[int, Row]
 Where = dict[int, Callable[[list[int]], Any]]
 Cache = dict[tuple[int, ...], tuple[list[int], Where]]
+"""One map's shared work: refinements (by the ids of the ``starts`` lists) and sums of
+signed rows (by ``-1``, the cuts' id and the signs and ids of the rows)."""
 Map = tuple[tuple[Sequence[Sequence[int]], int], tuple[Sequence[Sequence[int]], int]]
 
 
@@ -120,12 +124,119 @@ def _scaled(values: list[int], w: int) -> list[int]:
     return values if w == 1 else list(map(mul, repeat(w), values))
 
 
+def _onto(big: list[int], starts: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """The cuts of ``big`` and ``starts`` (both sorted, first 0; ``starts`` the short one),
+    the positions in ``big`` before which the new cuts go, and each start's index among the
+    cuts (one bisection per start; ``big`` is copied in slices, not walked)."""
+    if big[0] != 0 or starts[0] != 0:
+        raise ValueError("a row's first piece must start at point 0")
+    at: list[int] = []
+    index: list[int] = []
+    new: list[int] = []
+    for s in starts:
+        p = bisect_left(big, s)
+        index.append(p + len(new))  # the new cuts before ``s`` are all below it
+        if p == len(big) or big[p] != s:
+            at.append(p)
+            new.append(s)
+    cuts: list[int] = []
+    prev = 0
+    for p, s in zip(at, new):
+        cuts += big[prev:p]
+        cuts.append(s)
+        prev = p
+    cuts += big[prev:]
+    return cuts, at, index
+
+
+def _onto_big(values: list[int], at: list[int]) -> list[int]:
+    """``big``'s per-piece values on the cuts of :func:`_onto`: a new cut at position ``p``
+    lies in piece ``p - 1`` (every new cut is above ``big[0] = 0``)."""
+    out: list[int] = []
+    prev = 0
+    for p in at:
+        out += values[prev:p]
+        out.append(values[p - 1])
+        prev = p
+    out += values[prev:]
+    return out
+
+
+def _plus_pieces(big: list[int], values: list[int], index: list[int]) -> list[int]:
+    """``big`` (values on the cuts) plus the short row's per-piece ``values``: piece ``j``
+    covers the cuts from ``index[j]`` to ``index[j + 1]``; where it is 0, ``big``'s values
+    are copied, not added to."""
+    out: list[int] = []
+    for v, lo, hi in zip(values, index, [*index[1:], len(big)]):
+        out += big[lo:hi] if v == 0 else map(add, big[lo:hi], repeat(v))
+    return out
+
+
+def _plus_largest(w: int, big: Row, rest: Row, size: int) -> Row:
+    """``w * big + rest`` where ``big`` has many more pieces than ``rest``: ``rest`` is
+    refined onto ``big``'s pieces with a bisection per piece of ``rest`` and ``big``'s
+    lists are copied in slices, so the work per piece of ``big`` is a list copy and, where
+    ``rest`` is not 0, one addition (a row that gains a block a map stays cheap)."""
+    (bs, ba, bb), (rs, ra, rb) = big, rest
+    cuts, at, index = _onto(bs, rs)
+    b = _plus_pieces(_scaled(_onto_big(bb, at), w), rb, index)
+    a: list[int] | None = None
+    if ba is not None or (ra is not None and any(ra)):
+        big_a = [0] * len(cuts) if ba is None else _scaled(_onto_big(ba, at), w)
+        a = big_a if ra is None else _plus_pieces(big_a, ra, index)
+        a = a if any(a) else None
+    return _compact(cuts, a, b, size)
+
+
+LARGEST_SHARE = 4
+"""A row read with at least this many times the pieces of the other rows read together is
+added last, by :func:`_plus_largest`."""
+
+
 def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, size: int,
                 cache: Cache) -> Row:
     """``scale * sum(w * row) + bias`` over the common refinement of the rows read."""
     terms = [(x * scale, rows[j]) for j, x in enumerate(wrow) if x]
     if not terms:
         return [0], None, [bias]
+    if len(terms) > 1:
+        top = max(range(len(terms)), key=lambda t: len(terms[t][1][0]))
+        others = sum(len(r[0]) for t, (_, r) in enumerate(terms) if t != top)
+        if len(terms[top][1][0]) >= LARGEST_SHARE * others and any(
+                r[0] is not terms[top][1][0] for _, r in terms):
+            rest = _affine_terms(terms[:top] + terms[top + 1:], bias, size, cache)
+            return _plus_largest(terms[top][0], terms[top][1], rest, size)
+    return _affine_terms(terms, bias, size, cache)
+
+
+def _group_sum(group: list[tuple[bool, Row]], cuts: list[int], where: Where | None,
+               cache: Cache) -> tuple[list[int] | None, list[int]]:
+    """The slopes and intercepts of ``sum(±row)`` on ``cuts``, positive rows first (no
+    negation pass); kept in ``cache`` for the map's other rows that read the same signed
+    rows (the step ``t1 - t2`` of a threshold, read by the next threshold and the label
+    sum)."""
+    group = sorted(group, key=lambda t: not t[0])
+    key = (-1, id(cuts), *[k for positive, row in group for k in (positive, id(row))])
+    hit = cache.get(key)
+    if hit is not None:
+        return hit  # type: ignore[return-value]
+    ga: list[int] | None = None
+    gb: list[int] | None = None
+    for positive, (starts, a, b) in group:
+        op = add if positive else sub
+        part = _refine(starts, b, cuts, where)
+        gb = (part if positive else list(map(neg, part))) if gb is None else list(
+            map(op, gb, part))
+        if a is not None:
+            part = _refine(starts, a, cuts, where)
+            ga = list(map(op, ga if ga is not None else repeat(0), part))
+    assert gb is not None
+    cache[key] = (ga, gb)  # type: ignore[assignment]
+    return ga, gb
+
+
+def _affine_terms(terms: list[Term], bias: int, size: int, cache: Cache) -> Row:
+    """``sum(w * row) + bias`` over the common refinement of the rows' pieces."""
     if len(terms) == 1:
         w, (starts, a, b) = terms[0]
         if w == 1 and not bias:  # a copy: share the row
@@ -141,17 +252,7 @@ def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, siz
     a_sum: list[int] | None = None
     b_sum: list[int] = []
     for g, (mag, group) in enumerate(groups.items()):
-        ga: list[int] | None = None
-        gb: list[int] | None = None
-        for positive, (starts, a, b) in group:
-            op = add if positive else sub
-            part = _refine(starts, b, cuts, where)
-            gb = (part if positive else list(map(neg, part))) if gb is None else list(
-                map(op, gb, part))
-            if a is not None:
-                part = _refine(starts, a, cuts, where)
-                ga = list(map(op, ga if ga is not None else repeat(0), part))
-        assert gb is not None
+        ga, gb = _group_sum(group, cuts, where, cache)
         gb = _scaled(gb, mag)
         b_sum = list(map(add, b_sum, gb)) if g else gb
         if ga is not None:

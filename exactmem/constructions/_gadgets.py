@@ -27,6 +27,7 @@ The gadgets (each exact on the stated domain; ``proofs/lemma_gadgets.py`` proves
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from operator import mul
 
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import ConstructionError
+from exactmem.model import forked
 from exactmem.model.spec import Affine, FeedForward
 
 ONE = "1"  # the key of the constant term in an expression
@@ -271,6 +273,62 @@ class Projection:
         return Fraction(max(self.nums), self.den)
 
 
+Try = tuple[Fraction, list[int], int, int, list[int]] | None
+"""A draw ``g`` of Lemma C.2: its range in units of the least gap, the values ``g . Lv``,
+the least gap, the least value and ``g``; ``None`` when two points meet."""
+
+PARALLEL_POINTS = 1 << 16  # points from which the draws are tried on two cores
+
+
+def _try(g: list[int], ints: Sequence[tuple[int, ...]]) -> Try:
+    vals = [sum(map(mul, g, v)) for v in ints]  # every point has d coordinates
+    srt = sorted(vals)
+    gap = min((b - a for a, b in zip(srt, srt[1:], strict=False)), default=1)
+    if gap <= 0:
+        return None
+    return Fraction(srt[-1] - srt[0], gap), vals, gap, srt[0], g
+
+
+def _least(tried: Sequence[Try]) -> int:
+    """The index of the first valid draw with the least range (-1: none is valid)."""
+    best = -1
+    for i, t in enumerate(tried):
+        if t is not None and (best < 0 or t[0] < tried[best][0]):  # type: ignore[index]
+            best = i
+    return best
+
+
+def _tries_here(gs: list[list[int]], ints: Sequence[tuple[int, ...]]) -> list[Try]:
+    """The draws ``gs``; only the first with the least range keeps its values (one list of
+    values alive at a time besides the current draw's)."""
+    out: list[Try] = []
+    for g in gs:
+        out.append(_try(g, ints))
+        best = _least(out)
+        out = [t if i == best else _no_values(t) for i, t in enumerate(out)]
+    return out
+
+
+def _no_values(t: Try) -> Try:
+    return None if t is None else (t[0], [], t[2], t[3], t[4])
+
+
+def _tries(gs: list[list[int]], ints: Sequence[tuple[int, ...]]) -> list[Try]:
+    """:func:`_try` of every draw, in order; with many points and draws, the second half in
+    a forked child (the points are shared, not sent).  Only the values of the draw with the
+    least range of each half are kept (the others are never used)."""
+    if len(gs) < 2 or len(ints) < PARALLEL_POINTS or (os.cpu_count() or 1) < 2 \
+            or not forked.usable(alone=True):
+        return _tries_here(gs, ints)
+    half = len(gs) // 2
+    child = forked.Forked(_tries_here, gs[half:], ints)
+    try:
+        here = _tries_here(gs[:half], ints)
+        return here + child.result()
+    finally:
+        child.close()
+
+
 def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Random,
                          tries: int = 8, max_tries: int = 200) -> Projection:
     """Lemma C.2 by the exact recipe: draw ``g`` in ``{-K..K}^d``, ``D`` = least gap of ``g . v``
@@ -288,21 +346,17 @@ def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Ran
     if len(set(ints)) != len(ints):  # v -> L v is one-to-one
         raise ConstructionError("projection: the points must be distinct")
     K = max(4, len(points) ** 2)
-    best: tuple[Fraction, list[int], int, int, list[int]] | None = None
-    valid = 0
-    for _ in range(max_tries):
-        g = [rng.randint(-K, K) for _ in range(d)]
-        vals = [sum(map(mul, g, v)) for v in ints]  # every point has d coordinates
-        srt = sorted(vals)
-        gap = min((b - a for a, b in zip(srt, srt[1:], strict=False)), default=1)
-        if gap <= 0:
-            continue
-        valid += 1
-        spread = Fraction(srt[-1] - srt[0], gap)  # the range in units of the least gap
-        if best is None or spread < best[0]:
-            best = (spread, vals, gap, srt[0], g)
-        if valid >= tries:
+    # the first ``tries`` draws are always made (as many draws as valid ones at least): drawn
+    # up front, in the same order, and tried on two cores when there are many points
+    first = [[rng.randint(-K, K) for _ in range(d)] for _ in range(min(tries, max_tries))]
+    tried = _tries(first, ints)
+    for _ in range(max_tries - len(first)):
+        if sum(t is not None for t in tried) >= tries:
             break
+        tried += _tries([[rng.randint(-K, K) for _ in range(d)]], ints)
+        keep = _least(tried)
+        tried = [t if i == keep else _no_values(t) for i, t in enumerate(tried)]
+    best = tried[_least(tried)] if _least(tried) >= 0 else None
     if best is None:
         raise ConstructionError(f"no separating projection found in {max_tries} draws")
     _, vals, gap, lo, g = best

@@ -75,7 +75,7 @@ def relu(row: Rows, xs: np.ndarray) -> Rows:
     """``max(0, row)``: a piece with ``a > 0`` is positive exactly for ``x > floor(-b / a)``,
     one with ``a < 0`` for ``x < ceil(b / -a)``; ``a = 0`` pieces keep ``b`` if positive."""
     if row.a is None:
-        if min(row.b) >= 0:
+        if row.b.min() >= 0:
             return row
         return Rows(row.starts, None, np.where(row.b > 0, row.b, 0).astype(object))
     size = len(xs)
@@ -106,10 +106,58 @@ def relu(row: Rows, xs: np.ndarray) -> Rows:
     return _compact(Rows(starts, na, nb), size)
 
 
+LARGEST_SHARE = 4
+"""A row read with at least this many times the pieces of the other rows read together is
+added last, by :func:`_plus_largest`."""
+
+
+def _plus_pieces(big: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``big`` plus ``values`` repeated ``counts`` times; only where a value is not 0."""
+    nz = np.repeat(values != 0, counts).astype(bool)
+    if not nz.any():
+        return big
+    out = big.copy()
+    out[nz] = big[nz] + np.repeat(values, counts)[nz]
+    return out
+
+
+def _plus_largest(w: int, big: Rows, rest: Rows, size: int) -> Rows:
+    """``w * big + rest`` where ``big`` has many more pieces than ``rest``: the cuts of
+    ``rest`` are inserted into ``big``'s (one ``searchsorted``), ``big``'s coefficients are
+    copied (a new cut repeats the piece it lies in), and ``rest``'s are added only where
+    they are not 0 (a row that gains a block a map stays cheap)."""
+    bs, rs = big.starts, rest.starts
+    p = np.searchsorted(bs, rs, side="left")
+    new = (p == len(bs)) | (bs[np.minimum(p, len(bs) - 1)] != rs)
+    at = p[new]
+    cuts = np.insert(bs, at, rs[new])
+    counts = np.diff(np.append(p + np.cumsum(new) - new, len(cuts)))
+
+    def onto(values: np.ndarray) -> np.ndarray:
+        out = np.insert(values, at, values[at - 1]) if len(at) else values
+        return out if w == 1 else out * w
+
+    b = _plus_pieces(onto(big.b), rest.b, counts)
+    a: np.ndarray | None = None
+    if big.a is not None or rest.a is not None:
+        base = onto(big.a) if big.a is not None else _obj([0] * len(cuts))
+        a = base if rest.a is None else _plus_pieces(base, rest.a, counts)
+        a = a if a.any() else None
+    return _compact(Rows(cuts, a, b), size)
+
+
 def _combine(rows: list[Rows], weights: list[tuple[int, int]], bias: int, size: int) -> Rows:
     """``sum(w * rows[j]) + bias`` on the common refinement of the rows read."""
     if not weights:
         return Rows(np.zeros(1, dtype=np.int64), None, _obj([bias]))
+    if len(weights) > 1:
+        top = max(range(len(weights)), key=lambda t: len(rows[weights[t][1]].starts))
+        big = rows[weights[top][1]]
+        others = sum(len(rows[j].starts) for t, (_, j) in enumerate(weights) if t != top)
+        if len(big.starts) >= LARGEST_SHARE * others and any(
+                rows[j].starts is not big.starts for _, j in weights):
+            rest = _combine(rows, weights[:top] + weights[top + 1:], bias, size)
+            return _plus_largest(weights[top][0], big, rest, size)
     if len(weights) == 1:
         w, j = weights[0]
         r = rows[j]
@@ -129,7 +177,7 @@ def _combine(rows: list[Rows], weights: list[tuple[int, int]], bias: int, size: 
     for mag, terms in groups.items():
         ga: np.ndarray | None = None
         gb: np.ndarray | None = None
-        for sign, j in terms:
+        for sign, j in sorted(terms, key=lambda t: -t[0]):  # positive first: no negation
             r = rows[j]
             pick = np.searchsorted(r.starts, starts, side="right") - 1 if merged else None
             rb = r.b if pick is None else r.b[pick]
