@@ -17,6 +17,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from exactmem import __version__
 from exactmem.errors import ExactmemError
@@ -91,9 +92,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "quiet", False):
         progress.configure(quiet=True)
     try:
-        return _dispatch(args)
+        with blas_threads():
+            return _dispatch(args)
     finally:
         progress._state["quiet"] = saved
+
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def blas_threads() -> AbstractContextManager[object]:
+    """numpy's BLAS on one thread for the command, unless one of
+    :data:`BLAS_THREAD_VARIABLES` is set (then the library's own choice stands).  The
+    checker's and the language-model producer's products are small and interleaved with
+    Python work: a second BLAS thread mostly waits, and costs CPU seconds without saving
+    wall time (docs/cli.md).  Needs ``threadpoolctl``; without it nothing changes."""
+    if any(os.environ.get(v, "").strip() for v in BLAS_THREAD_VARIABLES):
+        return nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _dispatch(args: argparse.Namespace) -> int:

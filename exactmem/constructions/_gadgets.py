@@ -315,10 +315,11 @@ def _no_values(t: Try) -> Try:
 
 def _tries(gs: list[list[int]], ints: Sequence[tuple[int, ...]]) -> list[Try]:
     """:func:`_try` of every draw, in order; with many points and draws, the second half in
-    a forked child (the points are shared, not sent).  Only the values of the draw with the
+    a forked child (the points are shared, not sent; the child only computes and writes its
+    pipe, so it may fork beside a progress thread).  Only the values of the draw with the
     least range of each half are kept (the others are never used)."""
     if len(gs) < 2 or len(ints) < PARALLEL_POINTS or (os.cpu_count() or 1) < 2 \
-            or not forked.usable(alone=True):
+            or not forked.usable():
         return _tries_here(gs, ints)
     half = len(gs) // 2
     child = forked.Forked(_tries_here, gs[half:], ints)
