@@ -106,13 +106,11 @@ def blas_threads() -> AbstractContextManager[object]:
     :data:`BLAS_THREAD_VARIABLES` is set (then the library's own choice stands).  The
     checker's and the language-model producer's products are small and interleaved with
     Python work: a second BLAS thread mostly waits, and costs CPU seconds without saving
-    wall time (docs/cli.md).  Needs ``threadpoolctl``; without it nothing changes."""
+    wall time (docs/cli.md)."""
     if any(os.environ.get(v, "").strip() for v in BLAS_THREAD_VARIABLES):
         return nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return nullcontext()
+    from threadpoolctl import threadpool_limits
+
     return threadpool_limits(limits=1, user_api="blas")
 
 

@@ -7,10 +7,9 @@ from contextlib import nullcontext
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from exactmem import cli
-
-threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
 def _blas_threads() -> list[int]:

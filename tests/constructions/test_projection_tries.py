@@ -52,7 +52,7 @@ points_st = st.integers(1, 3).flatmap(lambda d: st.lists(
 @given(points=points_st, seed=st.integers(0, 1 << 30), tries=st.integers(1, 9))
 def test_projection_equals_trying_one_draw_at_a_time(
         in_child: bool, points: list[tuple[Fraction, ...]], seed: int, tries: int) -> None:
-    if in_child and not forked.usable(alone=True):
+    if in_child and not forked.usable():
         pytest.skip("no os.fork here")
     old = _gadgets.PARALLEL_POINTS
     _gadgets.PARALLEL_POINTS = 0 if in_child else 1 << 60
