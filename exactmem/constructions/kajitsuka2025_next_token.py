@@ -52,6 +52,7 @@ from typing import Any
 from exactmem.arith import ScaledMatrix
 from exactmem.constructions._gadget_chain import emit_chain
 from exactmem.constructions._gadgets import Program, stage_one_projection
+from exactmem.constructions._multiset_counts import MultisetCounts
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
@@ -128,6 +129,20 @@ def token_weights(multisets: list[Counter[Any]], vocab: list[Any],
     raise ConstructionError(f"no injective token weights in {MAX_TRIES} draws from 1..{K}")
 
 
+def _vocabulary_and_weights(keys: list[tuple[Any, ...]], tokens: list[Any], n: int,
+                            rng: random.Random,
+                            ) -> tuple[list[Any], dict[Any, int], int, list[int]]:
+    """Lemma B.1's vocabulary and the token weights on numpy counts
+    (:mod:`~exactmem.constructions._multiset_counts`), or by the reference forms above where
+    a weighted sum could pass int64 (the same tokens, draws and sums either way)."""
+    counts = MultisetCounts(keys, tokens, n)
+    vocab_a = counts.distinguishing_vocabulary()
+    weights = counts.token_weights(vocab_a, rng, MAX_TRIES)
+    if weights is None:
+        weights = token_weights([Counter(k) for k in keys], vocab_a, rng)
+    return (vocab_a, *weights)
+
+
 def _check(ds: Dataset) -> dict[str, Any]:
     require_consistent(ds)
     facts: dict[str, Any] = {}
@@ -154,10 +169,8 @@ def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> Buil
     n = ds.n
     ms_index: dict[tuple[Any, ...], int] = {}
     seq_ms = [ms_index.setdefault(key, len(ms_index)) for key in multiset_keys(ds)]
-    multisets = [Counter(k) for k in ms_index]
-    vocab_a = distinguishing_vocabulary(multisets)
-    f, K, sums = token_weights(multisets, vocab_a, rng)
     tokens = distinct_tokens(ds)
+    vocab_a, f, K, sums = _vocabulary_and_weights(list(ms_index), tokens, n, rng)
     layers: list[Layer] = []
     notes: list[str] = []
     if ds.inputs == "token-ids":
@@ -215,7 +228,7 @@ def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> Buil
                        layers=tuple(layers),
                        readout=Readout("scalar", "every" if every else "last"))
     params = {"seed": seed, "block_size": block_size, "block_points": int(options.get(
-        "block_points", 0)), "distinct_multisets": len(multisets), "vocabulary_A": len(vocab_a),
+        "block_points", 0)), "distinct_multisets": len(ms_index), "vocabulary_A": len(vocab_a),
         "token_weight_range": K, "contexts": len(points), "ff1": ff1,
         "ff2": {"lemma_c1": lay2, "projection_top": str(proj2.top)}, **facts}
     return BuildResult(spec=spec, params=params, notes=tuple(notes))
