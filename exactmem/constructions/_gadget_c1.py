@@ -72,6 +72,27 @@ def layout(xs: Sequence[Fraction | int], labels: Sequence[int], block_size: int)
     return Layout(m, k, rho, c)
 
 
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """Points ``keys[i] / den`` kept as integers over a common denominator (Lemma C.1 reads
+    only their order, differences and floors, so any common denominator serves)."""
+
+    keys: Sequence[int]
+    den: int
+
+
+def on_grid(*parts: Sequence[Fraction] | Grid) -> tuple[list[int], int]:
+    """Integer keys of every point of ``parts``, in order, over one common denominator."""
+    grids = [p if isinstance(p, Grid) else Grid(*over_one_denominator(p)) for p in parts]
+    den = 1
+    for g in grids:
+        den = den * g.den // math.gcd(den, g.den)
+    keys: list[int] = []
+    for g in grids:
+        keys += g.keys if g.den == den else [k * (den // g.den) for k in g.keys]
+    return keys, den
+
+
 def over_one_denominator(values: Sequence[Fraction | int]) -> tuple[list[int], int]:
     """Integer keys ``x * den`` over the least common denominator ``den`` of ``values``
     (exact: order, differences and floors are those of the fractions)."""
@@ -110,8 +131,8 @@ def _add(*terms: tuple[int | Fraction, Expr]) -> dict[str, int | Fraction]:
     return {k: v for k, v in out.items() if v != 0}
 
 
-def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
-         zeros: Sequence[Fraction] = (), block_size: int | None = None,
+def emit(prog: Program, xs: Sequence[Fraction] | Grid, labels: Sequence[int],
+         zeros: Sequence[Fraction] | Grid = (), block_size: int | None = None,
          carry: Sequence[str] = (), pending: Expr | None = None, acc: str = "acc",
          ) -> tuple[Layout, Expr]:
     """Append Lemma C.1 (stages II and III) on channel ``"x"`` of ``prog``.
@@ -121,9 +142,10 @@ def emit(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
     Returns the layout and the expression of ``acc + this network's output``, to be used by
     the caller's next step (the network's last term is still linear at that point).
     """
-    keys, den = over_one_denominator([*xs, *zeros])
-    _check_points(keys[:len(xs)], labels, keys[len(xs):], den)
-    order = sorted(range(len(xs)), key=keys.__getitem__)
+    keys, den = on_grid(xs, zeros)
+    points = len(xs.keys) if isinstance(xs, Grid) else len(xs)
+    _check_points(keys[:points], labels, keys[points:], den)
+    order = sorted(range(points), key=keys.__getitem__)
     floors = [keys[i] // den for i in order]  # floor(x) of the sorted points
     ys = [labels[i] for i in order]
     lay = layout(floors, ys, block_size or paper_block_size(len(floors)))

@@ -18,24 +18,26 @@ from exactmem.constructions import _gadget_c1 as c1
 from exactmem.constructions._gadgets import Expr, Program
 
 
-def emit_chain(prog: Program, xs: Sequence[Fraction], labels: Sequence[int],
+def emit_chain(prog: Program, xs: Sequence[Fraction] | c1.Grid, labels: Sequence[int],
                zeros: Sequence[Fraction] = (), block_size: int = 0, group_points: int = 0,
                carry: Sequence[str] = ()) -> tuple[list[dict[str, Any]], Expr]:
     """Append Lemma C.1 on channel ``x`` for all points (groups of ``group_points`` if > 0).
 
     Returns per-network layout facts and the output expression (linear in the last channels).
     """
-    keys, _ = c1.over_one_denominator(xs)  # integer keys: x * den
-    order = sorted(range(len(xs)), key=keys.__getitem__)
-    size = group_points if group_points > 0 else len(xs)
+    keys, den = c1.on_grid(xs, zeros)  # integer keys x * den: the points', then the zeros'
+    points = len(labels)
+    order = sorted(range(points), key=keys.__getitem__)
+    size = group_points if group_points > 0 else points
     groups = [order[s:s + size] for s in range(0, len(order), size)]
+    zero_keys = keys[points:]
     facts: list[dict[str, Any]] = []
     pending: Expr | None = None
     for g in groups:
-        gx = [xs[i] for i in g]
+        gx = c1.Grid([keys[i] for i in g], den)
         gy = [labels[i] for i in g]
-        others = [*zeros, *(xs[i] for h in groups if h is not g for i in h)] \
-            if len(groups) > 1 else list(zeros)
+        others = c1.Grid([*zero_keys, *(keys[i] for h in groups if h is not g for i in h)]
+                         if len(groups) > 1 else zero_keys, den)
         lay, pending = c1.emit(prog, gx, gy, others, block_size=block_size or None,
                                carry=carry, pending=pending, acc="total")
         facts.append({"points": len(g), "blocks": lay.m, "block_size": lay.k,

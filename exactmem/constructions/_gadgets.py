@@ -20,23 +20,17 @@ The gadgets (each exact on the stated domain; ``proofs/lemma_gadgets.py`` proves
 * :func:`label_select` — Lemma G.6's selection: ``s(v - 2^(c+1) (s(2r - 2x) + s(2x - 2r - 2)))``
   equals ``v`` if ``floor(x) = r`` and 0 if ``x < r - 1/2`` or ``x > r + 3/2`` (for
   ``0 <= v < 2^c``); this fuses G.5 and the final ``s(I 2^(c+1) - 2^(c+1) + v)`` of eq. (162);
-* :func:`stage_one_projection` — Lemma C.2 by the exact recipe: a random integer direction,
-  the least gap computed exactly, scaled so distinct points are >= 2 apart and >= 2.
+
+Lemma C.2's projection is :mod:`exactmem.constructions._projection`.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
-from operator import mul
 
 from exactmem.arith import ScaledMatrix
 from exactmem.errors import ConstructionError
-from exactmem.model import forked
 from exactmem.model.spec import Affine, FeedForward
 
 ONE = "1"  # the key of the constant term in an expression
@@ -239,129 +233,3 @@ def tent_bit_program(nbits: int) -> Program:
         p.step({bits[-1]: {"x1": 1, "x2": 1}, **keep("t1", "t2", *bits[:-1])})
     p.step({b: {b: 1} for b in bits})
     return p
-
-
-# ---- Lemma C.2: Stage-I projection ---------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Projection:
-    """``p(v) = w . v + b`` with values ``nums[i] / den``: distinct points >= 2 apart, every
-    value >= 2 (checked exactly in ``__post_init__``)."""
-
-    weight: tuple[Fraction, ...]
-    bias: Fraction
-    nums: tuple[int, ...]
-    den: int
-
-    def __post_init__(self) -> None:
-        vs = sorted(self.nums)
-        if vs and vs[0] < 2 * self.den:
-            raise ConstructionError(f"projection: smallest value {vs[0]}/{self.den} is below 2")
-        for a, b in zip(vs, vs[1:], strict=False):
-            if b - a < 2 * self.den:
-                raise ConstructionError(f"projection: values {a}/{self.den} and {b}/{self.den} "
-                                        f"are closer than 2")
-
-    @property
-    def values(self) -> tuple[Fraction, ...]:
-        return tuple(Fraction(v, self.den) for v in self.nums)
-
-    def affine(self) -> Affine:
-        return Affine(ScaledMatrix.row(list(self.weight)), ScaledMatrix.column([self.bias]))
-
-    @property
-    def top(self) -> Fraction:
-        return Fraction(max(self.nums), self.den)
-
-
-Try = tuple[Fraction, list[int], int, int, list[int]] | None
-"""A draw ``g`` of Lemma C.2: its range in units of the least gap, the values ``g . Lv``,
-the least gap, the least value and ``g``; ``None`` when two points meet."""
-
-PARALLEL_POINTS = 1 << 16  # points from which the draws are tried on two cores
-
-
-def _try(g: list[int], ints: Sequence[tuple[int, ...]]) -> Try:
-    vals = [sum(map(mul, g, v)) for v in ints]  # every point has d coordinates
-    srt = sorted(vals)
-    gap = min((b - a for a, b in zip(srt, srt[1:], strict=False)), default=1)
-    if gap <= 0:
-        return None
-    return Fraction(srt[-1] - srt[0], gap), vals, gap, srt[0], g
-
-
-def _least(tried: Sequence[Try]) -> int:
-    """The index of the first valid draw with the least range (-1: none is valid)."""
-    best = -1
-    for i, t in enumerate(tried):
-        if t is not None and (best < 0 or t[0] < tried[best][0]):  # type: ignore[index]
-            best = i
-    return best
-
-
-def _tries_here(gs: list[list[int]], ints: Sequence[tuple[int, ...]]) -> list[Try]:
-    """The draws ``gs``; only the first with the least range keeps its values (one list of
-    values alive at a time besides the current draw's)."""
-    out: list[Try] = []
-    for g in gs:
-        out.append(_try(g, ints))
-        best = _least(out)
-        out = [t if i == best else _no_values(t) for i, t in enumerate(out)]
-    return out
-
-
-def _no_values(t: Try) -> Try:
-    return None if t is None else (t[0], [], t[2], t[3], t[4])
-
-
-def _tries(gs: list[list[int]], ints: Sequence[tuple[int, ...]]) -> list[Try]:
-    """:func:`_try` of every draw, in order; with many points and draws, the second half in
-    a forked child (the points are shared, not sent; the child only computes and writes its
-    pipe, so it may fork beside a progress thread).  Only the values of the draw with the
-    least range of each half are kept (the others are never used)."""
-    if len(gs) < 2 or len(ints) < PARALLEL_POINTS or (os.cpu_count() or 1) < 2 \
-            or not forked.usable():
-        return _tries_here(gs, ints)
-    half = len(gs) // 2
-    child = forked.Forked(_tries_here, gs[half:], ints)
-    try:
-        here = _tries_here(gs[:half], ints)
-        return here + child.result()
-    finally:
-        child.close()
-
-
-def stage_one_projection(points: Sequence[tuple[Fraction, ...]], rng: random.Random,
-                         tries: int = 8, max_tries: int = 200) -> Projection:
-    """Lemma C.2 by the exact recipe: draw ``g`` in ``{-K..K}^d``, ``D`` = least gap of ``g . v``
-    (exact), ``w = (2/D) g``, ``b = 2 - min w . v``.  Of ``tries`` valid draws the one with the
-    smallest range is kept (fewer bits per field in Lemma C.1).  ``points`` must be distinct.
-    """
-    if not points:
-        raise ConstructionError("projection of an empty point set")
-    d = len(points[0])
-    L = 1  # common denominator: g . v = (g . (L v)) / L with integer L v
-    for den in {x.denominator for v in points for x in v}:
-        L = L * den // math.gcd(L, den)
-    scale = {den: L // den for den in {x.denominator for v in points for x in v}}
-    ints = [tuple([x.numerator * scale[x.denominator] for x in v]) for v in points]
-    if len(set(ints)) != len(ints):  # v -> L v is one-to-one
-        raise ConstructionError("projection: the points must be distinct")
-    K = max(4, len(points) ** 2)
-    # the first ``tries`` draws are always made (as many draws as valid ones at least): drawn
-    # up front, in the same order, and tried on two cores when there are many points
-    first = [[rng.randint(-K, K) for _ in range(d)] for _ in range(min(tries, max_tries))]
-    tried = _tries(first, ints)
-    for _ in range(max_tries - len(first)):
-        if sum(t is not None for t in tried) >= tries:
-            break
-        tried += _tries([[rng.randint(-K, K) for _ in range(d)]], ints)
-        keep = _least(tried)
-        tried = [t if i == keep else _no_values(t) for i, t in enumerate(tried)]
-    best = tried[_least(tried)] if _least(tried) >= 0 else None
-    if best is None:
-        raise ConstructionError(f"no separating projection found in {max_tries} draws")
-    _, vals, gap, lo, g = best
-    # p(v) = 2 (g . Lv - lo) / gap + 2 = (2 (g . Lv) + 2 gap - 2 lo) / gap
-    w = tuple(Fraction(2 * gi * L, gap) for gi in g)
-    return Projection(w, Fraction(2 * gap - 2 * lo, gap),
-                      tuple(2 * v + 2 * gap - 2 * lo for v in vals), gap)

@@ -51,8 +51,9 @@ from typing import Any
 
 from exactmem.arith import ScaledMatrix
 from exactmem.constructions._gadget_chain import emit_chain
-from exactmem.constructions._gadgets import Program, stage_one_projection
+from exactmem.constructions._gadgets import Program
 from exactmem.constructions._multiset_counts import MultisetCounts
+from exactmem.constructions._projection import stage_one_projection
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset
@@ -219,7 +220,7 @@ def build_pipeline(ds: Dataset, options: Mapping[str, Any], every: bool) -> Buil
     prog2 = Program(["phi", "F", "mean"])
     w2 = proj2.weight
     prog2.step({"x": {"phi": w2[0], "F": w2[1], "mean": w2[2], "1": proj2.bias}})
-    lay2, out2 = emit_chain(prog2, list(proj2.values), [y + 1 for y, _ in contexts.values()],
+    lay2, out2 = emit_chain(prog2, proj2.grid, [y + 1 for y, _ in contexts.values()],
                             (), block_size, group)
     prog2.step({"y": out2})
     layers.append(prog2.feedforward())

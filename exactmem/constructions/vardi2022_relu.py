@@ -33,7 +33,8 @@ from typing import Any
 
 from exactmem.arith import ScaledMatrix
 from exactmem.constructions._gadget_chain import emit_chain
-from exactmem.constructions._gadgets import ONE, Program, stage_one_projection
+from exactmem.constructions._gadgets import ONE, Program
+from exactmem.constructions._projection import stage_one_projection
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
 from exactmem.model.dataset import Dataset

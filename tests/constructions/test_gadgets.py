@@ -17,11 +17,11 @@ from exactmem.constructions._gadgets import (
     Program,
     interval_indicator,
     label_select,
-    stage_one_projection,
     tent_bit_extraction,
     threshold_bit_extraction,
     unit_interval_test,
 )
+from exactmem.constructions._projection import stage_one_projection
 from exactmem.errors import ConstructionError
 from exactmem.model.forward import dense_feedforward
 from exactmem.model.spec import FeedForward

@@ -1,7 +1,7 @@
-"""Lemma C.2's projection draws its first tries up front and, with many points, tries half
-of them in a forked child: the projection and the random stream after it are those of
-drawing and trying one at a time (written here), with and without the child, also when
-some draws are invalid (two points meet)."""
+"""Lemma C.2's projection draws its first tries up front and tries them on numpy limbs, or in
+Python integers with, for many points, half of them in a forked child: the projection and the
+random stream after it are those of drawing and trying one at a time (written here), on
+every path, also when some draws are invalid (two points meet)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactmem.constructions import _gadgets
+from exactmem.constructions import _projection
 from exactmem.model import forked
 
 
@@ -47,20 +47,53 @@ points_st = st.integers(1, 3).flatmap(lambda d: st.lists(
     unique=True))
 
 
-@pytest.mark.parametrize("in_child", [False, True])
+@pytest.mark.parametrize("path", ["limbs", "python", "python-in-child"])
 @settings(max_examples=40, deadline=None)
 @given(points=points_st, seed=st.integers(0, 1 << 30), tries=st.integers(1, 9))
 def test_projection_equals_trying_one_draw_at_a_time(
-        in_child: bool, points: list[tuple[Fraction, ...]], seed: int, tries: int) -> None:
-    if in_child and not forked.usable():
+        path: str, points: list[tuple[Fraction, ...]], seed: int, tries: int) -> None:
+    if path == "python-in-child" and not forked.usable():
         pytest.skip("no os.fork here")
-    old = _gadgets.PARALLEL_POINTS
-    _gadgets.PARALLEL_POINTS = 0 if in_child else 1 << 60
+    old = _projection.PARALLEL_POINTS, _projection.LIMBS
+    _projection.PARALLEL_POINTS = 0 if path == "python-in-child" else 1 << 60
+    _projection.LIMBS = path == "limbs"
     try:
         mine, ref = random.Random(seed), random.Random(seed)
-        got = _gadgets.stage_one_projection(points, mine, tries=tries)
+        got = _projection.stage_one_projection(points, mine, tries=tries)
     finally:
-        _gadgets.PARALLEL_POINTS = old
+        _projection.PARALLEL_POINTS, _projection.LIMBS = old
     w, b = one_at_a_time(points, ref, tries=tries)
     assert (got.weight, got.bias) == (w, b)
     assert mine.random() == ref.random()  # the same draws were made
+
+
+def _summary(t: _projection.Try) -> object:
+    return None if t is None else (t[0], t[2], t[3], t[4])
+
+
+@settings(max_examples=200, deadline=None)
+@given(d=st.integers(1, 4), bits=st.sampled_from([3, 20, 30, 47]), g_bits=st.sampled_from(
+    [2, 24, 40, 48]), seed=st.integers(0, 1 << 30), count=st.integers(1, 40))
+def test_a_limb_draw_is_the_integer_draw(d: int, bits: int, g_bits: int, seed: int,
+                                         count: int) -> None:
+    """Near the limbs' bounds, with negative coordinates, repeated values (no valid draw)
+    and gaps of every size, a limb draw has the range, gap and least value of Python's."""
+    rng = random.Random(seed)
+    top = (1 << bits) - 1
+    ints = [tuple(rng.choice([rng.randint(-top, top), top, -top, 0]) for _ in range(d))
+            for _ in range(count)]
+    K = (1 << g_bits) - 1  # noqa: N806
+    limbs = _projection._limbs(ints, K)
+    assert limbs is not None
+    for _ in range(3):
+        g = [rng.choice([rng.randint(-K, K), K, -K]) for _ in range(d)]
+        assert _summary(_projection._try_limbs(g, limbs)) == \
+            _summary(_projection._try(g, ints))
+
+
+def test_limbs_refused_where_int64_could_overflow() -> None:
+    assert _projection._limbs([(1 << 48,)], 10) is None
+    assert _projection._limbs([(-(1 << 48),)], 10) is None
+    assert _projection._limbs([(1 << 70,)], 10) is None
+    assert _projection._limbs([(1,), (2,)], 1 << 62) is None
+    assert _projection._limbs([((1 << 48) - 1,)], 1 << 50) is not None
