@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from typing import Any, TypeVar
 
 from exactmem.errors import DatasetError, InconsistentLabelsError
@@ -114,11 +115,7 @@ def distinct_tokens(ds: Dataset) -> list[Any]:
 
 
 def _first_seen(ds: Dataset) -> dict[Any, None]:
-    seen: dict[Any, None] = {}
-    for seq in ds.sequences:
-        for t in seq:
-            seen.setdefault(t, None)
-    return seen
+    return dict.fromkeys(chain.from_iterable(ds.sequences))  # insertion order: first seen
 
 
 def _sq_dist(a: tuple[Fraction, ...], b: tuple[Fraction, ...]) -> Fraction:
