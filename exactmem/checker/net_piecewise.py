@@ -24,16 +24,14 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
 from math import gcd
-from operator import add, itemgetter, lt, mul, ne, neg, or_, sub
+from operator import add, itemgetter, mul, neg, sub
 from typing import Any
 
+from .net_pieces import Row, compact, plus_largest, scaled
 from .parse import lcm
 
-Row = tuple[list[int], list[int] | None, list[int]]
-"""A row: ``(starts, a, b)``, the first point of each piece, slopes (``None``: all 0) and
-intercepts, numerators over the map's denominator."""
 Term = tuple[int, Row]
 Where = dict[int, Callable[[list[int]], Any]]
 Cache = dict[tuple[int, ...], tuple[list[int], Where]]
@@ -76,22 +74,6 @@ def _refinement(terms: list[Term], cache: Cache) -> tuple[list[int], Where]:
     return hit
 
 
-def _compact(starts: list[int], a: list[int] | None, b: list[int], size: int) -> Row:
-    """Drop empty pieces and join neighbours with equal coefficients."""
-    ends = [*starts[1:], size]
-    if not all(map(lt, starts, ends)):  # an empty piece
-        live = list(map(lt, starts, ends))
-        starts, b = list(compress(starts, live)), list(compress(b, live))
-        a = None if a is None else list(compress(a, live))
-    new = list(map(ne, b[1:], b)) if a is None else list(map(or_, map(ne, b[1:], b),
-                                                             map(ne, a[1:], a)))
-    if all(new):
-        return starts, a, b
-    new.insert(0, True)
-    return (list(compress(starts, new)), None if a is None else list(compress(a, new)),
-            list(compress(b, new)))
-
-
 def relu(row: Row, xs: list[int]) -> Row:
     """``max(0, row)`` on the points ``xs`` (sorted numerators): each piece splits at most
     once, where ``a x + b`` changes sign."""
@@ -117,80 +99,12 @@ def relu(row: Row, xs: list[int]) -> Row:
             a2 += [ap, 0]
             b2 += [bp, 0]
         s2 += [st, cut]
-    return _compact(s2, a2 if any(a2) else None, b2, size)
-
-
-def _scaled(values: list[int], w: int) -> list[int]:
-    return values if w == 1 else list(map(mul, repeat(w), values))
-
-
-def _onto(big: list[int], starts: list[int]) -> tuple[list[int], list[int], list[int]]:
-    """The cuts of ``big`` and ``starts`` (both sorted, first 0; ``starts`` the short one),
-    the positions in ``big`` before which the new cuts go, and each start's index among the
-    cuts (one bisection per start; ``big`` is copied in slices, not walked)."""
-    if big[0] != 0 or starts[0] != 0:
-        raise ValueError("a row's first piece must start at point 0")
-    at: list[int] = []
-    index: list[int] = []
-    new: list[int] = []
-    for s in starts:
-        p = bisect_left(big, s)
-        index.append(p + len(new))  # the new cuts before ``s`` are all below it
-        if p == len(big) or big[p] != s:
-            at.append(p)
-            new.append(s)
-    cuts: list[int] = []
-    prev = 0
-    for p, s in zip(at, new):
-        cuts += big[prev:p]
-        cuts.append(s)
-        prev = p
-    cuts += big[prev:]
-    return cuts, at, index
-
-
-def _onto_big(values: list[int], at: list[int]) -> list[int]:
-    """``big``'s per-piece values on the cuts of :func:`_onto`: a new cut at position ``p``
-    lies in piece ``p - 1`` (every new cut is above ``big[0] = 0``)."""
-    out: list[int] = []
-    prev = 0
-    for p in at:
-        out += values[prev:p]
-        out.append(values[p - 1])
-        prev = p
-    out += values[prev:]
-    return out
-
-
-def _plus_pieces(big: list[int], values: list[int], index: list[int]) -> list[int]:
-    """``big`` (values on the cuts) plus the short row's per-piece ``values``: piece ``j``
-    covers the cuts from ``index[j]`` to ``index[j + 1]``; where it is 0, ``big``'s values
-    are copied, not added to."""
-    out: list[int] = []
-    for v, lo, hi in zip(values, index, [*index[1:], len(big)]):
-        out += big[lo:hi] if v == 0 else map(add, big[lo:hi], repeat(v))
-    return out
-
-
-def _plus_largest(w: int, big: Row, rest: Row, size: int) -> Row:
-    """``w * big + rest`` where ``big`` has many more pieces than ``rest``: ``rest`` is
-    refined onto ``big``'s pieces with a bisection per piece of ``rest`` and ``big``'s
-    lists are copied in slices, so the work per piece of ``big`` is a list copy and, where
-    ``rest`` is not 0, one addition (a row that gains a block a map stays cheap)."""
-    (bs, ba, bb), (rs, ra, rb) = big, rest
-    cuts, at, index = _onto(bs, rs)
-    b = _plus_pieces(_scaled(_onto_big(bb, at), w), rb, index)
-    a: list[int] | None = None
-    if ba is not None or (ra is not None and any(ra)):
-        big_a = [0] * len(cuts) if ba is None else _scaled(_onto_big(ba, at), w)
-        a = big_a if ra is None else _plus_pieces(big_a, ra, index)
-        a = a if any(a) else None
-    return _compact(cuts, a, b, size)
+    return compact(s2, a2 if any(a2) else None, b2, size)
 
 
 LARGEST_SHARE = 4
 """A row read with at least this many times the pieces of the other rows read together is
-added last, by :func:`_plus_largest`."""
+added last, by :func:`~.net_pieces.plus_largest`."""
 
 
 def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, size: int,
@@ -205,7 +119,7 @@ def _affine_row(rows: list[Row], wrow: Sequence[int], scale: int, bias: int, siz
         if len(terms[top][1][0]) >= LARGEST_SHARE * others and any(
                 r[0] is not terms[top][1][0] for _, r in terms):
             rest = _affine_terms(terms[:top] + terms[top + 1:], bias, size, cache)
-            return _plus_largest(terms[top][0], terms[top][1], rest, size)
+            return plus_largest(terms[top][0], terms[top][1], rest, size)
     return _affine_terms(terms, bias, size, cache)
 
 
@@ -241,8 +155,8 @@ def _affine_terms(terms: list[Term], bias: int, size: int, cache: Cache) -> Row:
         w, (starts, a, b) = terms[0]
         if w == 1 and not bias:  # a copy: share the row
             return terms[0][1]
-        return (starts, None if a is None else _scaled(a, w),
-                list(map(add, _scaled(b, w), repeat(bias))) if bias else _scaled(b, w))
+        return (starts, None if a is None else scaled(a, w),
+                list(map(add, scaled(b, w), repeat(bias))) if bias else scaled(b, w))
     cuts, merged, where = terms[0][1][0], False, None
     if any(r[0] is not cuts and r[0] != cuts for _, r in terms):
         (cuts, where), merged = _refinement(terms, cache), True
@@ -253,16 +167,16 @@ def _affine_terms(terms: list[Term], bias: int, size: int, cache: Cache) -> Row:
     b_sum: list[int] = []
     for g, (mag, group) in enumerate(groups.items()):
         ga, gb = _group_sum(group, cuts, where, cache)
-        gb = _scaled(gb, mag)
+        gb = scaled(gb, mag)
         b_sum = list(map(add, b_sum, gb)) if g else gb
         if ga is not None:
-            ga = _scaled(ga, mag)
+            ga = scaled(ga, mag)
             a_sum = ga if a_sum is None else list(map(add, a_sum, ga))
     if bias:
         b_sum = list(map(add, b_sum, repeat(bias)))
     if a_sum is not None and not any(a_sum):
         a_sum = None
-    return _compact(cuts, a_sum, b_sum, size) if merged else (cuts, a_sum, b_sum)
+    return compact(cuts, a_sum, b_sum, size) if merged else (cuts, a_sum, b_sum)
 
 
 def _affine_rows(rows: list[Row], w: Sequence[Sequence[int]], scale: int, biases: list[int],

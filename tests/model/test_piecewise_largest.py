@@ -85,15 +85,15 @@ def test_producer_sum_with_a_largest_row(case: tuple[list, list[int], int, list[
 
 
 def test_the_largest_row_path_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A big row and a short one do reach ``_plus_largest``, and give the pointwise sum."""
+    """A big row and a short one do reach ``plus_largest``, and give the pointwise sum."""
     calls: list[int] = []
-    real = cpiece._plus_largest
+    real = cpiece.plus_largest
 
     def spy(w: int, big: cpiece.Row, rest: cpiece.Row, size: int) -> cpiece.Row:
         calls.append(1)
         return real(w, big, rest, size)
 
-    monkeypatch.setattr(cpiece, "_plus_largest", spy)
+    monkeypatch.setattr(cpiece, "plus_largest", spy)
     big = (list(range(0, SIZE, 2)), None, list(range(SIZE // 2)))
     small = ([0, 7], None, [0, 5])
     got = cpiece._affine_row([big, small], [1, 1], 1, 0, SIZE, {})
