@@ -16,6 +16,7 @@ from typing import Any
 
 from exactmem.constructions import _gadget_c1 as c1
 from exactmem.constructions._gadgets import Expr, Program
+from exactmem.errors import ConstructionError
 
 
 def emit_chain(prog: Program, xs: Sequence[Fraction] | c1.Grid, labels: Sequence[int],
@@ -26,7 +27,9 @@ def emit_chain(prog: Program, xs: Sequence[Fraction] | c1.Grid, labels: Sequence
     Returns per-network layout facts and the output expression (linear in the last channels).
     """
     keys, den = c1.on_grid(xs, zeros)  # integer keys x * den: the points', then the zeros'
-    points = len(labels)
+    points = len(xs.keys) if isinstance(xs, c1.Grid) else len(xs)
+    if len(labels) != points:
+        raise ConstructionError(f"{points} points but {len(labels)} labels")
     order = sorted(range(points), key=keys.__getitem__)
     size = group_points if group_points > 0 else points
     groups = [order[s:s + size] for s in range(0, len(order), size)]

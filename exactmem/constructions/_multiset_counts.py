@@ -14,8 +14,9 @@ comparison over it, and the greedy is run as rounds of one sort each:
 * a row alone in its class stays alone (a new token only splits classes), so it leaves play.
 
 Both give the same tokens, the same weights from the same random draws and the same sums
-(``tests/constructions/test_multiset_counts.py`` compares them).  Exact throughout: counts
-and weighted sums are integers, and a sum that could pass ``2^62`` is left to the reference.
+(``tests/constructions/test_multiset_counts.py`` compares them).  Exact throughout: counts,
+keys and weighted sums are int64 integers; where a key or a sum could pass ``2^62``
+(:func:`fits`, :meth:`MultisetCounts.token_weights`) the reference forms are used.
 """
 
 from __future__ import annotations
@@ -33,10 +34,17 @@ MAX_ENTRIES = 1 << 27  # entries of the token-major count matrix kept at once (b
 EXACT_SUM = 1 << 62  # weighted sums below this are exact in int64
 
 
+def fits(multisets: int, n: int) -> bool:
+    """Whether the greedy's ``(class, row)`` keys stay in int64: a class is below
+    ``M (n + 1) + n + 1`` and a key below ``M`` times that."""
+    return multisets * multisets * (n + 2) < EXACT_SUM
+
+
 class MultisetCounts:
     """The counts of each token in each of the distinct multisets ``keys`` (sorted tuples
     of tokens, one per distinct multiset, in first-appearance order); ``tokens``: every
-    token of the dataset, in first-appearance order (its slot is its position)."""
+    token of the dataset, in first-appearance order (its slot is its position); for
+    ``fits(len(keys), n)`` only."""
 
     def __init__(self, keys: Sequence[tuple[Any, ...]], tokens: Sequence[Any], n: int) -> None:
         self.keys = keys
@@ -44,6 +52,8 @@ class MultisetCounts:
         self.slot = {t: h for h, t in enumerate(tokens)}
         self.rank = {t: r for r, t in enumerate(sorted(tokens, key=repr))}
         M, V = len(keys), len(tokens)  # noqa: N806
+        if not fits(M, n):
+            raise ValueError(f"{M} multisets of {n} tokens: the greedy's keys could pass int64")
         dtype = np.uint8 if V <= 1 << 8 else np.uint16 if V <= 1 << 16 else np.uint32
         flat = chain.from_iterable(keys)
         if all(type(t) is int and 0 <= t < 1 << 24 for t in tokens):  # token ids: a table
@@ -127,4 +137,4 @@ class MultisetCounts:
         raise ConstructionError(f"no injective token weights in {tries} draws from 1..{K}")
 
 
-__all__ = ["MultisetCounts"]
+__all__ = ["MultisetCounts", "fits"]

@@ -52,7 +52,7 @@ from typing import Any
 from exactmem.arith import ScaledMatrix
 from exactmem.constructions._gadget_chain import emit_chain
 from exactmem.constructions._gadgets import Program
-from exactmem.constructions._multiset_counts import MultisetCounts
+from exactmem.constructions._multiset_counts import MultisetCounts, fits
 from exactmem.constructions._projection import stage_one_projection
 from exactmem.constructions.base import BuildResult, Construction, Option
 from exactmem.errors import AssumptionError, ConstructionError
@@ -135,7 +135,12 @@ def _vocabulary_and_weights(keys: list[tuple[Any, ...]], tokens: list[Any], n: i
                             ) -> tuple[list[Any], dict[Any, int], int, list[int]]:
     """Lemma B.1's vocabulary and the token weights on numpy counts
     (:mod:`~exactmem.constructions._multiset_counts`), or by the reference forms above where
-    a weighted sum could pass int64 (the same tokens, draws and sums either way)."""
+    a greedy key or a weighted sum could pass int64 (the same tokens, draws and sums either
+    way)."""
+    if not fits(len(keys), n):
+        multisets = [Counter(k) for k in keys]
+        vocab_a = distinguishing_vocabulary(multisets)
+        return (vocab_a, *token_weights(multisets, vocab_a, rng))
     counts = MultisetCounts(keys, tokens, n)
     vocab_a = counts.distinguishing_vocabulary()
     weights = counts.token_weights(vocab_a, rng, MAX_TRIES)

@@ -159,3 +159,10 @@ def test_lemma_c1_refuses_close_points() -> None:
         c1.emit(Program(["x"]), [Fraction(3), Fraction(4)], [1, 1])
     with pytest.raises(ConstructionError, match="labels >= 1"):
         c1.emit(Program(["x"]), [Fraction(3)], [0])
+
+
+def test_chain_refuses_points_and_labels_of_other_counts() -> None:
+    from exactmem.constructions._gadget_chain import emit_chain
+
+    with pytest.raises(ConstructionError, match="3 points but 2 labels"):
+        emit_chain(Program(["x"]), [Fraction(2), Fraction(4), Fraction(6)], [1, 2])

@@ -13,6 +13,7 @@ from exactmem.constructions import _multiset_counts
 from exactmem.constructions._multiset_counts import MultisetCounts
 from exactmem.constructions.kajitsuka2025_next_token import (
     MAX_TRIES,
+    _vocabulary_and_weights,
     distinguishing_vocabulary,
     token_weights,
 )
@@ -83,3 +84,16 @@ def test_one_multiset_and_repeats() -> None:
     keys = [(0, 0, 1), (0, 1, 1), (1, 1, 1), (0, 0, 0)]
     assert MultisetCounts(keys, [1, 0], 3).distinguishing_vocabulary() == \
         distinguishing_vocabulary([Counter(k) for k in keys])
+
+
+def test_keys_that_could_pass_int64_take_the_counter_forms(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(9)
+    keys = _keys(rng, list(range(15)), 5, 200)
+    tokens = _first_seen(keys, rng)
+    fast = _vocabulary_and_weights(keys, tokens, 5, random.Random(3))
+    monkeypatch.setattr(_multiset_counts, "EXACT_SUM", len(keys) ** 2 * 7)  # M^2 (n + 2)
+    assert not _multiset_counts.fits(len(keys), 5)
+    with pytest.raises(ValueError, match="int64"):
+        MultisetCounts(keys, tokens, 5)
+    assert _vocabulary_and_weights(keys, tokens, 5, random.Random(3)) == fast
