@@ -255,8 +255,9 @@ def _certify(model: str | Path, data: Any, output: str | Path | None, submit: An
         ref.bound(ds.sequences, ds.labels, progress, producer)
     t["bounds"] = time.perf_counter() - clock
     if bounds.switch is not None:
-        say(f"producer: arb for blocks 0..{bounds.switch - 1}, float64 norm balls from block "
-            f"{bounds.switch}" if bounds.switch else "producer: float64 norm balls throughout")
+        say(f"producer: arb for blocks 0..{bounds.switch - 1} ({bounds.arb_bits} bits), float64 "
+            f"norm balls from block {bounds.switch}" if bounds.switch
+            else "producer: float64 norm balls throughout")
     if bounds.rerun:
         say(f"producer: {bounds.rerun} further arb block steps for sequences left short"
             if bounds.switch is not None else

@@ -104,16 +104,17 @@ def prove_sharded(spec: Any, sequences: Sequence[Sequence[int]],
     proved: list[tuple[int, ...]] = []
     failed: list[tuple[tuple[int, float], ...]] = []
     lengths: list[Any] = []
-    rerun = 0
+    rerun = bits = 0
     for (_, b), fut in zip(parts, futures, strict=True):
         got, more = fut.result()
         proved += got.proved
         failed += got.failed
         lengths += more
         rerun += got.rerun
+        bits = max(bits, got.arb_bits)
         if progress is not None:
             progress("bounds", b, len(sequences))
-    return PositionBounds(tuple(proved), tuple(failed), switch, rerun), lengths
+    return PositionBounds(tuple(proved), tuple(failed), switch, rerun, bits), lengths
 
 
 @dataclass

@@ -7,7 +7,8 @@ run as ``arb_mat`` products over all positions of all sequences at once; LayerNo
 RMSNorm), GELU and softmax run per entry with arb's rigorous ``rsqrt``, ``tanh``, ``erf`` and
 ``exp``.  A *state* is a list of rows (one per position, sequences of ``n`` positions one after
 another), each row ``d_model`` arb balls that contain the exact residual-stream vector.  Call
-with ``flint.ctx.prec`` set (:data:`PREC` bits: what the checker carries).
+with ``flint.ctx.prec`` set: :data:`PREC` bits or more, as
+:class:`~exactmem.lm.arb_precision.ArbStates` chooses.
 
 Rotary positions (:func:`rotary_tables`): the certified function uses the exact reals
 ``cos(p omega_j)`` and ``sin(p omega_j)``, ``omega_j`` the stored float ``rope.inv_freq[j]``
@@ -187,38 +188,58 @@ def _add(x: Rows, o: Rows) -> Rows:
 
 
 class ArbNet(Ops[Rows]):
-    """The spec's weights as ``arb_mat`` / float lists, read once; the operations of
-    :mod:`exactmem.lm.block` on arb rows (``n``: the sequence length of the rows in hand)."""
+    """The operations of :mod:`exactmem.lm.block` on arb rows (``n``: the sequence length of
+    the rows in hand).  A weight matrix becomes an ``arb_mat`` on its first use and is kept:
+    a pass that stops after ``k`` blocks converts those ``k`` blocks only, and the head (the
+    vocabulary's rows, the largest matrix) only when a sequence climbs to the logits; token
+    and position rows are read from the spec's arrays per sequence (bounded memory for real
+    vocabularies)."""
 
     def __init__(self, spec: LMSpec) -> None:
         self.spec = spec
         self.n = spec.context
         self.eps = flint.arb(flint.fmpq(*spec.eps_fraction().as_integer_ratio()))
-        shapes = spec.shapes()
-        self.w = {name[:-len(".weight")]: _augmented(spec.get(name).tolist(),
-                                                     spec.get(name[:-6] + "bias").tolist())
-                  for name in shapes if len(shapes[name]) == 2 and name.endswith(".weight")}
-        self.vec = {name: spec.get(name).tolist() for name in shapes if len(shapes[name]) == 1}
-        self.head_mat = _mat(spec.get("wte" if spec.tied_head else "head").T.tolist())
-        self.wte = spec.get("wte").tolist()
-        self.wpe = None if spec.rotary_dims else spec.get("wpe").tolist()
-        self.tables: dict[int, tuple[Rows, Rows]] = {}
+        self._w: dict[str, flint.arb_mat] = {}
+        self._vec: dict[str, list[float]] = {}
+        self._head: flint.arb_mat | None = None
+        self.tables: dict[tuple[int, int], tuple[Rows, Rows]] = {}  # by (n, precision)
+
+    def vec(self, name: str) -> list[float]:
+        """The 1-D tensor ``name`` as floats (read once)."""
+        if name not in self._vec:
+            self._vec[name] = self.spec.get(name).tolist()
+        return self._vec[name]
+
+    def weights(self, name: str) -> flint.arb_mat:
+        """``[W; b]`` of the map ``name`` (:func:`_augmented`), converted on first use."""
+        if name not in self._w:
+            self._w[name] = _augmented(self.spec.get(name + ".weight").tolist(),
+                                       self.spec.get(name + ".bias").tolist())
+        return self._w[name]
+
+    def head_mat(self) -> flint.arb_mat:
+        """The head's ``d x V`` matrix (the token table when tied), converted on first use."""
+        if self._head is None:
+            self._head = _mat(self.spec.get("wte" if self.spec.tied_head else "head")
+                              .T.tolist())
+        return self._head
 
     def norm(self, x: Rows, name: str) -> Rows:
         """The norm ``name`` (LayerNorm, or RMSNorm when ``spec.norm`` says so)."""
         norm = _rmsnorm if self.spec.norm == "rmsnorm" else _layernorm
-        return norm(x, self.vec[name + ".weight"], self.vec[name + ".bias"], self.eps)
+        return norm(x, self.vec(name + ".weight"), self.vec(name + ".bias"), self.eps)
 
     def linear(self, x: Rows, name: str) -> Rows:
-        return _affine(x, self.w[name])
+        return _affine(x, self.weights(name))
 
     def attention(self, x: Rows, name: str) -> Rows:
         tables = None
         if self.spec.rotary_dims:
-            if self.n not in self.tables:
-                self.tables[self.n] = rotary_tables(self.vec[INV_FREQ], self.n)
-            tables = self.tables[self.n]
-        return _attention(_affine(x, self.w[name]), self.spec, layer_of(name), self.n, tables)
+            key = (self.n, flint.ctx.prec)
+            if key not in self.tables:
+                self.tables[key] = rotary_tables(self.vec(INV_FREQ), self.n)
+            tables = self.tables[key]
+        return _attention(_affine(x, self.weights(name)), self.spec, layer_of(name), self.n, tables)
 
     def product(self, a: Rows, b: Rows) -> Rows:
         return [[x * y for x, y in zip(r, s, strict=True)] for r, s in zip(a, b, strict=True)]
@@ -227,17 +248,19 @@ class ArbNet(Ops[Rows]):
         return _gelu(x, self.spec.activation)
 
     def residual(self, x: Rows, h: Rows, name: str) -> Rows:
-        return _add(x, _affine(h, self.w[name]))
+        return _add(x, _affine(h, self.weights(name)))
 
     def head(self, x: Rows) -> Rows:
-        return (flint.arb_mat(x) * self.head_mat).tolist()
+        return (flint.arb_mat(x) * self.head_mat()).tolist()
 
     def embed(self, chunk: Sequence[Sequence[int]]) -> Rows:
         """``wte[t_p] + wpe[p]`` for every position of every sequence of ``chunk``."""
-        if self.wpe is None:  # rotary positions: no position embedding
-            return [[flint.arb(a) for a in self.wte[t]] for seq in chunk for t in seq]
-        wpe = self.wpe
-        return [[flint.arb(a) + flint.arb(p) for a, p in zip(self.wte[t], wpe[k], strict=True)]
+        wte = self.spec.get("wte")
+        if self.spec.rotary_dims:  # rotary positions: no position embedding
+            return [[flint.arb(a) for a in wte[t].tolist()] for seq in chunk for t in seq]
+        wpe = self.spec.get("wpe")
+        return [[flint.arb(a) + flint.arb(p) for a, p in zip(wte[t].tolist(), wpe[k].tolist(),
+                                                             strict=True)]
                 for seq in chunk for k, t in enumerate(seq)]
 
     def layer(self, x: Rows, i: int, n: int) -> Rows:

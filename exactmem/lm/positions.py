@@ -17,6 +17,7 @@ import flint
 import numpy as np
 
 from exactmem.lm.arb import PREC, ArbNet, decide_rows, float64
+from exactmem.lm.arb_precision import ArbStates
 from exactmem.lm.decoder import LMSpec
 
 OnLogits = Callable[[int, np.ndarray, np.ndarray], None]
@@ -31,12 +32,14 @@ class PositionBounds:
     """Per sequence: the positions proved, and for the others the float margin of the label
     (midpoint logit of the label minus the best other midpoint; < 0: not even the float
     argmax).  ``switch``: with ``producer="auto"``, the block from which float64 took over;
-    ``rerun``: sequences proved again in full arb."""
+    ``rerun``: sequences proved again in full arb; ``arb_bits``: the largest precision the
+    arb blocks ran at (:mod:`exactmem.lm.arb_precision`; 0 when none ran)."""
 
     proved: tuple[tuple[int, ...], ...]
     failed: tuple[tuple[tuple[int, float], ...], ...]
     switch: int | None = None
     rerun: int = 0
+    arb_bits: int = 0
 
     @property
     def count(self) -> int:
@@ -46,20 +49,19 @@ class PositionBounds:
 def prove_arb(spec: LMSpec, sequences: Sequence[Sequence[int]],
               labels: Sequence[Sequence[int]], progress: Progress | None = None,
               batch: int = 64, on_logits: OnLogits | None = None) -> tuple[Proved, Failed]:
-    """Every block in arb at :data:`~exactmem.lm.arb.PREC` bits."""
+    """Every block in arb, at :data:`~exactmem.lm.arb.PREC` bits or more
+    (:class:`~exactmem.lm.arb_precision.ArbStates`)."""
     old = flint.ctx.prec
     flint.ctx.prec = PREC
     try:
-        net = ArbNet(spec)
+        states = ArbStates(ArbNet(spec))
         proved: Proved = []
         failed: Failed = []
         for b0 in range(0, len(sequences), batch):
             chunk = sequences[b0:b0 + batch]
             n = len(chunk[0])
-            x = net.embed(chunk)
-            for i in range(spec.layers):
-                x = net.layer(x, i, n)
-            logits = net.logits(x)
+            x = states.run(chunk, spec.layers, n)
+            logits = states.net.logits(x)
             for j in range(len(chunk)):
                 if on_logits is not None:
                     rows = logits[j * n:(j + 1) * n]
@@ -110,9 +112,9 @@ def prove_positions(spec: LMSpec, sequences: Sequence[Sequence[int]],
     if producer == "auto":
         from exactmem.lm.split import prove_split
 
-        got, miss, k, climbs = prove_split(spec, sequences, labels, progress, batch, on_logits,
-                                           switch, float_margins)
-        return PositionBounds(tuple(got), tuple(miss), k, climbs)
+        got, miss, k, climbs, bits = prove_split(spec, sequences, labels, progress, batch,
+                                                 on_logits, switch, float_margins)
+        return PositionBounds(tuple(got), tuple(miss), k, climbs, bits)
     from exactmem.lm.normballs import prove_fast
 
     got, miss = prove_fast(spec, sequences, labels, progress, batch, on_logits)

@@ -16,7 +16,9 @@ proof), and ``k`` is the one with the least estimated cost in arb blocks: ``k`` 
 :data:`FLOAT_BLOCK` for each norm-ball block, and one for each sequence the pass from ``j >=
 k`` leaves short (a position unproved although the float64 forward pass's argmax is right):
 such a sequence *climbs*, its arb state goes one block further and the norm balls start
-there, up to arb logits; the proved positions are the union of all its passes.
+there, up to arb logits; the proved positions are the union of all its passes.  The arb
+blocks run at a precision raised until the state handed over is tighter than float64's
+rounding (:mod:`exactmem.lm.arb_precision`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from exactmem.lm import balls as I
 from exactmem.lm import normballs as N
 from exactmem.lm.arb import PREC, ArbNet, Rows, decide_rows
+from exactmem.lm.arb_precision import ArbStates
 from exactmem.lm.batching import batch_for
 from exactmem.lm.decoder import LMSpec
 from exactmem.lm.float64 import label_margin, logits64
@@ -110,20 +113,23 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 progress: Callable[[str, int, int], None] | None = None, batch: int = 64,
                 on_logits: N.OnLogits | None = None, switch: int | None = None,
                 float_margins: np.ndarray | None = None
-                ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int, int]:
-    """``(proved, failed, k, climbs)`` per sequence as
+                ) -> tuple[list[tuple[int, ...]], list[tuple[tuple[int, float], ...]], int, int,
+                           int]:
+    """``(proved, failed, k, climbs, bits)`` per sequence as
     :func:`~exactmem.lm.normballs.prove_fast` returns them: arb for blocks ``0 .. k-1``
     (``k = switch``, or :func:`choose_switch`), then norm balls.  A sequence with a position
     left unproved although its float argmax is right climbs: its arb state goes one block
     further and the norm balls start there, up to arb logits (the union of the proofs is
-    kept); ``climbs`` counts these steps.  ``float_margins``: the float64 forward pass's
-    label margins ``[N, n]`` when the caller already has them (else computed a batch at a
-    time)."""
+    kept); ``climbs`` counts these steps; ``bits``: the largest precision the arb blocks ran
+    at (:class:`~exactmem.lm.arb_precision.ArbStates`, 0 when none ran).
+    ``float_margins``: the float64 forward pass's label margins ``[N, n]`` when the caller
+    already has them (else computed a batch at a time)."""
     w = N.NormWeights(spec)
     k = choose_switch(w, sequences, labels, float_margins) if switch is None else switch
     if not 0 <= k <= spec.layers:
         raise ValueError(f"switch: expected a block from 0 to {spec.layers}, found {k}")
     net = ArbNet(spec)
+    states = ArbStates(net)
     proved: list[tuple[int, ...]] = []
     failed: list[tuple[tuple[int, float], ...]] = []
     climbs = 0
@@ -135,9 +141,7 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
             ys = np.asarray(labels[b0:b0 + batch], dtype=np.int64)
             n = len(chunk[0])
             if k:
-                rows = net.embed(chunk)
-                for i in range(k):
-                    rows = net.layer(rows, i, n)
+                rows = states.run(chunk, k, n)
                 x = to_nball(rows, len(chunk), n)
             else:
                 rows = []
@@ -155,12 +159,13 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 if not keep:
                     break
                 climbs += len(keep)
+                flint.ctx.prec = states.prec
                 if level == 0:
                     rows = net.embed(chunk)
                 rows = [r for t in keep for r in rows[t * n:(t + 1) * n]]
                 seqs = seqs[keep]
                 if level < spec.layers:
-                    rows = net.layer(rows, level, n)
+                    rows = states.climb([chunk[int(j)] for j in seqs], rows, level, n)
                     level += 1
                     got = _from(w, to_nball(rows, len(seqs), n), level, ys[seqs])[0]
                     ok[seqs] |= got
@@ -174,4 +179,4 @@ def prove_split(spec: LMSpec, sequences: Sequence[Sequence[int]],
                 progress("bounds", min(b0 + batch, len(sequences)), len(sequences))
     finally:
         flint.ctx.prec = old
-    return proved, failed, k, climbs
+    return proved, failed, k, climbs, states.prec if k or climbs else 0
