@@ -77,7 +77,7 @@ def test_nothing_is_evaluated_when_the_digest_fails(coded: Cert, exponents: list
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     cert = scaled(coded, "head", 40)
     cert["digest"] = coded["digest"]
-    monkeypatch.setattr(lm_verify, "precision", None)  # no forward pass runs
+    monkeypatch.setattr(lm_verify, "prepared", None)  # no forward pass runs
     monkeypatch.setattr(lm_verify.lm_forward, "logits", None)
     report = check_certificate(cert, Path("."))
     assert report.exit_code == 1 and "digest" in report.failures[0]

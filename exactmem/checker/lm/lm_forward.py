@@ -27,7 +27,7 @@ Midpoint-radius form keeps each matrix-vector product to one integer dot product
 by Kronecker substitution (the same integers, :mod:`lm_attention`), and tanh / erf / exp run
 at the precision the radius calls for (:func:`lm_bounds.at_radius`).  ``F`` is the default
 precision; every function takes ``f`` (the certificate's, chosen by
-:func:`lm_model.precision`).
+:func:`lm_model.prepared`).
 """
 
 from collections.abc import Iterable, Sequence
@@ -56,15 +56,18 @@ def linear(w: Tensor, b: Tensor | None, f: int = F) -> Lin:
     and the largest bias."""
     rows, e = w
     cols = [list(c) for c in zip(*rows)]
-    if b is None:
-        bias = [0] * len(cols)
-    else:
-        bn, eb = b
-        if eb > e:
-            cols = [[x << (eb - e) for x in c] for c in cols]
-            e = eb
-        bias = [x << (e - eb + f) for x in bn[0]]
-    return cols, bias, e, max(sum(map(abs, c)) for c in cols), max(map(abs, bias))
+    if b is not None and b[1] > e:
+        cols = [[x << (b[1] - e) for x in c] for c in cols]
+        e = b[1]
+    return at_bias(cols, e, max(sum(map(abs, c)) for c in cols), b, f)
+
+
+def at_bias(cols: Rows, e: int, l1: int, b: Tensor | None, f: int) -> Lin:
+    """A map of :func:`linear` from its columns (scale ``2**-e``, ``e`` at least the bias's,
+    largest column 1-norm ``l1``) with the bias ``b`` at ``2**-f``: the columns do not depend
+    on ``f``, so a model prepared again at another precision shares them."""
+    bias = [0] * len(cols) if b is None else [x << (e - b[1] + f) for x in b[0][0]]
+    return cols, bias, e, l1, max(map(abs, bias))
 
 
 def apply(lin: Lin, m: list[int], r: int) -> Ball:

@@ -170,6 +170,16 @@ class Linear(tuple[Any, ...]):
     limbs: Limbs
 
 
+def shared(lin: tuple[Any, ...], old: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``lin`` with the limbs of ``old``, a map with the same columns (prepared at another
+    precision: :func:`lm_forward.at_bias`), when ``old`` has them."""
+    if not isinstance(old, Linear):
+        return lin
+    out = Linear(lin)
+    out.limbs = old.limbs
+    return out
+
+
 def prepare(lin: tuple[Any, ...]) -> tuple[Any, ...]:
     """``lin`` with its weight limbs (:class:`Linear`), or ``lin`` itself when the fast
     path is not available for it."""

@@ -200,9 +200,11 @@ def score_scale(parsed: Json, i: int, f: int) -> tuple[int, int]:
     return (lo + hi) >> 1, hi - ((lo + hi) >> 1)
 
 
-def at_precision(parsed: Json, f: int) -> Json:
+def at_precision(parsed: Json, f: int, like: Json | None = None) -> Json:
     """The model read by :func:`model`, prepared for :func:`lm_forward.logits` at ``f``
-    fractional bits (every precision is sound; it decides only how tight the balls are)."""
+    fractional bits (every precision is sound; it decides only how tight the balls are).
+    ``like``: the same model prepared at another precision, whose weight columns and limbs
+    (the same integers at every precision) are shared rather than made again."""
     t, (ep, eq) = parsed["t"], parsed["eps"]
     zero = ([[0] * parsed["d"]], 0)
 
@@ -212,22 +214,32 @@ def at_precision(parsed: Json, f: int) -> Json:
     def prep(lin: Any) -> Any:  # the same integers either way (lm_limbs)
         return lm_limbs.prepare(lin) if parsed.get("fast") else lin
 
-    def lin(name: str) -> Any:
-        return prep(lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f))
+    def lin(name: str, old: Any = None) -> Any:
+        if old is None:
+            return prep(lm_forward.linear(t[name + ".weight"], t.get(name + ".bias"), f))
+        cols, _, e, l1, _ = old
+        return lm_limbs.shared(lm_forward.at_bias(cols, e, l1, t.get(name + ".bias"), f), old)
 
-    blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn"), "proj": lin(f"h{i}.attn.proj"),
-               "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc"),
-               "gate": lin(f"h{i}.mlp.gate") if parsed["gated"] else None,
-               "mlp_proj": lin(f"h{i}.mlp.proj"), "scale": score_scale(parsed, i, f)}
+    def was(i: int, key: str) -> Any:
+        return None if like is None else like["blocks"][i][key]
+
+    blocks = [{"ln1": ln(f"h{i}.ln1"), "attn": lin(f"h{i}.attn", was(i, "attn")),
+               "proj": lin(f"h{i}.attn.proj", was(i, "proj")),
+               "ln2": ln(f"h{i}.ln2"), "fc": lin(f"h{i}.mlp.fc", was(i, "fc")),
+               "gate": lin(f"h{i}.mlp.gate", was(i, "gate")) if parsed["gated"] else None,
+               "mlp_proj": lin(f"h{i}.mlp.proj", was(i, "mlp_proj")),
+               "scale": score_scale(parsed, i, f)}
               for i in range(parsed["layers"])]
     rows, e = t["wte" if parsed["tied"] else "head"]
+    head = like["head"] if like is not None else \
+        prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f))
     consts = lm_forward.constants(parsed["d"] // parsed["heads"], f)
     if parsed.get("fast"):  # GELU's float64 outward bounds (lm_fastgelu), else one loop
         consts["fast_gelu"] = lm_fastgelu.constants(consts["c"], f)
         consts["fused_gelu"] = True  # (lm_fusedgelu: the integers of lm_forward.gelu)
     return {"wte": t["wte"], "wpe": None if parsed["rotary"] else t["wpe"], "blocks": blocks,
             "lnf": ln("lnf") if parsed["final"] else None, "post_ln": parsed["post_ln"],
-            "head": prep(lm_forward.linear(([list(c) for c in zip(*rows)], e), None, f)),
+            "head": head,
             "eps": ((ep << 2 * f) // eq, -((-ep << 2 * f) // eq)), "heads": parsed["heads"],
             "kv_heads": parsed["kv_heads"], "parallel": parsed["parallel"],
             "rope": t[INV_FREQ] if parsed["rotary"] else None, "rope_cache": [],
@@ -238,29 +250,38 @@ def at_precision(parsed: Json, f: int) -> Json:
 
 
 MAX_F = 1024  # the largest working precision (bits); any precision is sound
-PROBE_LIMIT = 116  # radius bits at 2**-128 (a radius of 2**-12) above which F is raised
+LOOSE = 12  # a logit radius above 2**-LOOSE raises the precision
 
 
-def precision(net: Json, toks: list[list[int]], pos: list[list[int]], coded: bool) -> int:
-    """The working precision for this certificate, chosen from the model: the logit radius of
-    the first sequence with anything to prove, evaluated at ``lm_forward.F`` bits, shows how
-    much the balls grow through the network (it depends on the weights, hardly on the
-    tokens); when it exceeds ``2**-12``, ``F`` becomes the next multiple of 16 at least 28
-    bits above that radius (so about ``2**-28``), and ``2 F`` when the balls grew past an
-    attention score radius of 1 on the way; never above :data:`MAX_F` (a model whose balls
+def prepared(net: Json, toks: list[list[int]], pos: list[list[int]], coded: bool) -> Json:
+    """``net`` at the working precision for this certificate, chosen from the model: the logit
+    radius of the first sequence with anything to prove shows how much the balls grow through
+    the network (it depends on the weights, hardly on the tokens).  It is evaluated at
+    ``net``'s precision and, while the balls grow past an attention score radius of 1 on the
+    way (the growth exceeds the precision), at twice that.  When the radius exceeds
+    ``2**-LOOSE``, or a probe at a doubled precision leaves it below, the precision becomes
+    the next multiple of 16 at least 28 bits above the growth (the radius about
+    ``2**-28``), never below ``net``'s.  Never above :data:`MAX_F` (a model whose balls
     grow by more is checked at ``MAX_F``, where its positions may stay unproved: the cost of
-    a check grows with ``F`` and a crafted norm gain could otherwise ask for any ``F``).  The
-    same sequence in every shard, so every shard picks the same precision; any precision is
+    a check grows with the precision and a crafted norm gain could otherwise ask for any).  The same
+    sequence in every shard, so every shard picks the same precision; any precision is
     sound."""
     i = next((k for k, row in enumerate(pos) if row or coded), None)
     if i is None:
-        return lm_forward.F
-    consts = {k: v for k, v in net["consts"].items() if k != "fast_gelu"}
-    try:  # the standard GELU, so that every path picks the same precision
-        outs = lm_forward.logits(dict(net, consts=consts), toks[i], pos[i] or [0])
-    except lm_bounds.Degenerate:  # a score radius past 1: the growth exceeds F bits
-        return 2 * lm_forward.F
-    bits: int = max(r for _, r in outs.values()).bit_length()
-    if bits <= PROBE_LIMIT:
-        return lm_forward.F
-    return min(-(-(bits + 28) // 16) * 16, MAX_F)
+        return net
+    start: int = net["f"]
+    while True:
+        f: int = net["f"]
+        consts = {k: v for k, v in net["consts"].items() if k != "fast_gelu"}
+        try:  # the standard GELU, so that every path picks the same precision
+            outs = lm_forward.logits(dict(net, consts=consts), toks[i], pos[i] or [0])
+        except lm_bounds.Degenerate:  # a score radius past 1: the growth exceeds f bits
+            if f >= MAX_F:
+                return net
+            net = at_precision(net["parsed"], min(2 * f, MAX_F), net)
+            continue
+        bits: int = max(r for _, r in outs.values()).bit_length()  # units of 2**-f
+        want = max(min(-(-(bits + 28) // 16) * 16, MAX_F), start)
+        if want == f or (f == start and bits <= f - LOOSE):
+            return net
+        return at_precision(net["parsed"], want, net)

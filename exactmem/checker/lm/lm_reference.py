@@ -29,7 +29,7 @@ from ..parse import number, obj, ratio, typed
 from ..verdict import Unusable
 from . import lm_codelength, lm_forward
 from .lm_bounds import Degenerate
-from .lm_model import at_precision, header, model, precision, work
+from .lm_model import header, model, prepared, work
 
 KEYS = ("model", "code_length_bits", "code_length_lower_bits")
 
@@ -83,9 +83,8 @@ def prepare(ref: dict[str, Any], toks: list[Any], pos: list[Any]) -> None:
     ``ref["f"]``) and its description for the claim."""
     m = ref["value"]["model"]
     net = model(m)
-    f = precision(net, toks, pos, True)
-    ref["net"] = net if f == net["f"] else at_precision(net["parsed"], f)
-    ref["f"] = f
+    ref["net"] = prepared(net, toks, pos, True)
+    ref["f"] = ref["net"]["f"]
     params = sum(len(t["values"]) for t in m["tensors"].values())
     digest = hashlib.sha256(canonical(m).encode()).hexdigest()
     ref["name"] = (f"reference model sha256:{digest[:16]}, layers {m['layers']}, d_model "

@@ -9,7 +9,7 @@ digest.  Each claimed position is re-proved with the rigorous forward pass of
 :mod:`lm_forward`: the lower bound of the label's logit must exceed the upper bound of every
 other logit.  Nothing the producer computed is trusted; the claim "K of M positions" is
 stated by the checker, with the working precision it chose from the model
-(:func:`lm_model.precision`).
+(:func:`lm_model.prepared`).
 
 Optional ``claims.code_length_bits``: per sequence an upper bound ``"p/q"`` on its code length
 ``-sum_t log2 p(label_t)`` over every position (docs/memorized-bits.md).  The checker derives
@@ -47,7 +47,7 @@ from . import (
     lm_weights,
 )
 from .lm_bounds import Degenerate
-from .lm_model import at_precision, header, model, precision, work
+from .lm_model import header, model, prepared, work
 
 FORMAT = "exactmem.lm-certificate/1"
 TOP = ("format", "model", "dataset", "claims", "digest")
@@ -183,9 +183,8 @@ def check(cert: dict[str, Any], base: Path, progress: Progress | None = None,
     if failures:  # the certificate is rejected whatever its positions: no forward pass
         return [*failures, "claims: not evaluated (a certificate whose digest, dataset hash or "
                            "weights file fails is rejected whatever its claims)"], False, None
-    f = precision(net, toks, want, coded is not None)
-    if f != net["f"]:
-        net = at_precision(net["parsed"], f)
+    net = prepared(net, toks, want, coded is not None)
+    f: int = net["f"]
     if ref is not None:
         try:
             lm_reference.prepare(ref, toks, pos)
