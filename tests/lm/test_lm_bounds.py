@@ -230,3 +230,24 @@ def test_tanh_and_erf_at_the_radius_contain_arb(z: int, zr: int, erf: bool) -> N
         x = flint.arb(z) / flint.arb(2) ** L.F
         assert _arb_contains(b, x.erf() if erf else x.tanh(), L.F)
     assert b[1] - b[0] <= max(8, lip * zr >> (B.SLACK - 3))
+
+
+@pytest.mark.parametrize("f", [150, 151, 256, 512, 1024])
+def test_the_constants_of_pi_follow_the_working_precision(f: int) -> None:
+    """Beyond 150 bits ``pi`` comes from Machin's formula at ``f + 16`` bits: the constants
+    stay within a few units at every precision (50 decimals of ``pi`` capped every GELU and
+    erf radius near ``2**-168``)."""
+    with mpmath.workprec(f + 64):
+        for got, want in ((B.sqrt_two_over_pi(f), mpmath.sqrt(2 / mpmath.pi)),
+                          (B.two_over_sqrt_pi(f), 2 / mpmath.sqrt(mpmath.pi))):
+            assert contains(got, want, f) and got[1] - got[0] <= 2
+        lo, hi = B.pi_bounds(f)
+        assert lo <= mpmath.pi * mpmath.mpf(2) ** f <= hi and hi - lo < 4
+
+
+@pytest.mark.parametrize("kind", ["gelu_tanh", "gelu_erf"])
+def test_gelu_of_a_tight_ball_is_tight_at_every_precision(kind: str) -> None:
+    for f in (128, 256, 512, 1024):
+        m = [3 << (f - 2), -(5 << (f - 3)), 1 << (f - 4)]
+        _, r = L.gelu(kind, m, 1 << 10, L.constants(64, f), f)
+        assert r.bit_length() - f <= -f + 16, (kind, f)

@@ -18,7 +18,8 @@ bound on its remainder.  Nothing here uses binary floating point.
   ``y >= 0``: one floor chain and a bound on its rounding error; the tail bounded by a
   geometric series), ``1 - erfc(y)`` with
   ``erfc(y) <= e**-y^2 < 2**-F`` for ``y^2 >= 0.7 F``; odd.
-- ``1/sqrt(v)`` and ``sqrt(c)`` with :func:`math.isqrt`; ``pi`` from its first 50 decimals.
+- ``1/sqrt(v)`` and ``sqrt(c)`` with :func:`math.isqrt`; ``pi`` from its first 50 decimals
+  up to 150 bits, by Machin's formula beyond (:func:`pi_bounds`).
 
 :func:`at_radius` evaluates tanh / erf / exp at the precision a ball's radius calls for;
 :func:`ball` turns bounds into a midpoint and a radius.
@@ -154,16 +155,59 @@ def sqrt_const(num: int, den: int, f: int) -> Bounds:
     return r, isqrt(cdiv(v, den)) + 1
 
 
+PI_GUARD = 32  # bits Machin's sum carries beyond the requested precision
+_PI: dict[int, Bounds] = {}
+
+
+def _atan_inv(k: int, p: int) -> Bounds:
+    """``(s, err)`` with ``|atan(1/k) 2**p - s| <= err`` for an integer ``k >= 2``."""
+    u = (1 << p) // k  # floor(2**p / k**(2i+1)), exactly
+    k2 = k * k
+    s = i = 0
+    while u:
+        term = u // (2 * i + 1)
+        s += -term if i & 1 else term
+        i += 1
+        u //= k2
+    return s, i + 1  # i terms off by < 1 each, the tail below 1
+
+
+def pi_bounds(q: int) -> Bounds:
+    """``(lo, hi)`` with ``lo <= pi 2**q <= hi`` and ``hi - lo < 4`` (cached per ``q``), by
+    Machin's formula ``pi = 16 atan(1/5) - 4 atan(1/239)``, ``atan(1/k) = sum_i (-1)**i /
+    ((2i + 1) k**(2i+1))``: each term is the exact floor ``floor(2**P / (k**(2i+1) (2i +
+    1)))`` (a floor of a floor of positive integers is the floor of the quotient), so it errs
+    by less than 1; the series alternates with decreasing terms, so the tail after the last
+    non-zero term is below 1."""
+    if q not in _PI:
+        p = q + PI_GUARD
+        a, ea = _atan_inv(5, p)
+        b, eb = _atan_inv(239, p)
+        s, err = 16 * a - 4 * b, 16 * ea + 4 * eb  # err < 2**PI_GUARD for any p below 2**24
+        _PI[q] = ((s - err) >> PI_GUARD, cdiv(s + err, 1 << PI_GUARD))
+    return _PI[q]
+
+
+def _pi(f: int) -> tuple[int, int, int]:
+    """``(lo, hi, s)`` with ``lo / s < pi < hi / s``, within ``2**-(f + 16)``: the first 50
+    decimals (``10**-50 < 2**-166``) up to ``f = 150``, Machin's formula beyond (so the
+    constants of GELU and erf never cap a ball's radius below the working precision)."""
+    if f <= 150:
+        return PI_DIGITS, PI_DIGITS + 1, PI_SCALE
+    lo, hi = pi_bounds(f + 16)
+    return lo, hi, 1 << (f + 16)
+
+
 def sqrt_two_over_pi(f: int) -> Bounds:
     """Bounds of ``sqrt(2 / pi) * 2**f``."""
-    lo = sqrt_const(2 * PI_SCALE, PI_DIGITS + 1, f)[0]
-    hi = sqrt_const(2 * PI_SCALE, PI_DIGITS, f)[1]
-    return lo, hi
+    lo, hi, s = _pi(f)
+    return sqrt_const(2 * s, hi, f)[0], sqrt_const(2 * s, lo, f)[1]
 
 
 def two_over_sqrt_pi(f: int) -> Bounds:
     """Bounds of ``2 / sqrt(pi) * 2**f`` (``sqrt(4 / pi)``)."""
-    return sqrt_const(4 * PI_SCALE, PI_DIGITS + 1, f)[0], sqrt_const(4 * PI_SCALE, PI_DIGITS, f)[1]
+    lo, hi, s = _pi(f)
+    return sqrt_const(4 * s, hi, f)[0], sqrt_const(4 * s, lo, f)[1]
 
 
 def rsqrt(vlo: int, vhi: int, f: int) -> Bounds:

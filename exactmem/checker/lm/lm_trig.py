@@ -4,11 +4,7 @@ Numbers are scaled integers, as in :mod:`lm_bounds`: ``X`` stands for ``X / 2**F
 function returns ``(lo, hi)`` with ``lo <= 2**F * value <= hi``; nothing uses binary floating
 point.
 
-- ``pi`` by Machin's formula ``pi = 16 atan(1/5) - 4 atan(1/239)``,
-  ``atan(1/k) = sum_i (-1)**i / ((2i + 1) k**(2i+1))``: each term is the exact floor
-  ``floor(2**P / (k**(2i+1) (2i + 1)))`` (a floor of a floor of positive integers is the floor
-  of the quotient), so it errs by less than 1; the series alternates with decreasing terms, so
-  the tail after the last non-zero term is below 1 (:func:`pi_bounds`).
+- ``pi`` by Machin's formula (:func:`lm_bounds.pi_bounds`);
 - ``cos(a)`` and ``sin(a)`` of an exact rational angle ``a = P / 2**S`` (:func:`cos_sin`):
   range reduction ``a = n pi/2 + t`` with the integer ``n`` nearest ``a / (pi/2)`` and the
   interval of ``t`` from ``pi``'s bounds at ``bits(a) + W`` bits (so ``|t| <= pi/4`` up to
@@ -21,34 +17,9 @@ point.
   ``(cos a, sin a)``.
 """
 
-from .lm_bounds import cdiv
+from .lm_bounds import cdiv, pi_bounds
 
 GUARD = 32  # bits carried beyond the requested precision
-_PI: dict[int, tuple[int, int]] = {}
-
-
-def _atan_inv(k: int, p: int) -> tuple[int, int]:
-    """``(s, err)`` with ``|atan(1/k) 2**p - s| <= err`` for an integer ``k >= 2``."""
-    u = (1 << p) // k  # floor(2**p / k**(2i+1)), exactly
-    k2 = k * k
-    s = i = 0
-    while u:
-        term = u // (2 * i + 1)
-        s += -term if i & 1 else term
-        i += 1
-        u //= k2
-    return s, i + 1  # i terms off by < 1 each, the tail below 1
-
-
-def pi_bounds(q: int) -> tuple[int, int]:
-    """``(lo, hi)`` with ``lo <= pi 2**q <= hi`` and ``hi - lo < 4`` (cached per ``q``)."""
-    if q not in _PI:
-        p = q + GUARD
-        a, ea = _atan_inv(5, p)
-        b, eb = _atan_inv(239, p)
-        s, err = 16 * a - 4 * b, 16 * ea + 4 * eb  # err < 2**GUARD for any p below 2**24
-        _PI[q] = ((s - err) >> GUARD, cdiv(s + err, 1 << GUARD))
-    return _PI[q]
 
 
 def _taylor(x: int, w: int) -> tuple[tuple[int, int], tuple[int, int]]:
