@@ -13,8 +13,10 @@ radius proves nothing the float64 pass could not.
 :func:`radius_bits`) and, when the state it hands over has a radius above ``2^-TARGET``,
 raises the precision by the bits missing (:func:`wanted`: the growth seen on the way,
 extrapolated where a radius became unbounded) and computes the state again from the
-embedding; the raised precision is kept for the batches after.  At most :data:`MAX_PREC`
-bits (the checker's own ceiling, ``lm_model.MAX_F``): a model whose balls grow by more is
+embedding; the raised precision is kept for the batches after.  The first state deeper
+than two blocks starts from a guess: blocks 0 and 1 of a short probe show the growth a
+block (:meth:`ArbStates.guess`).  At most :data:`MAX_PREC` bits (the checker's own
+ceiling, ``lm_model.MAX_F``): a model whose balls grow by more is
 handed over as it is, and its positions may stay unproved.  Any precision is sound; this
 only chooses one under which the positions can be proved.
 """
@@ -32,6 +34,7 @@ TARGET = 64  # the handed-over radius should be below 2^-TARGET (float64 rounds 
 MAX_PREC = 1024  # bits; as the checker's largest working precision
 STEP = 32  # precisions are multiples of STEP bits
 START = PREC  # the precision the first batch starts from
+PROBE_TOKENS = 8  # tokens of the first sequence that two blocks are run on to guess
 
 
 def radius_bits(rows: Rows) -> float:
@@ -67,8 +70,13 @@ def wanted(prec: int, bits: Sequence[float]) -> int:
                  if a > -math.inf]
         growth = max([float(STEP), *steps])
         last = bits[j] + growth * (len(bits) - 1 - j)
-    need = prec + math.ceil(last) + TARGET
-    need = -(-need // STEP) * STEP
+    return _need(prec, last)
+
+
+def _need(prec: int, bits: float) -> int:
+    """The precision at which a radius of ``2^bits`` at ``prec`` bits becomes at most
+    ``2^-TARGET``, a multiple of :data:`STEP` from ``prec`` to :data:`MAX_PREC`."""
+    need = -(-(prec + math.ceil(bits) + TARGET) // STEP) * STEP
     return min(max(need, prec), MAX_PREC)
 
 
@@ -81,10 +89,12 @@ class ArbStates:
         self.net = net
         self.prec = START if prec is None else prec
         self.raised = 0
+        self.guessed = False
 
-    def _blocks(self, rows: Rows, start: int, stop: int, n: int) -> tuple[Rows, list[float]]:
+    def _blocks(self, rows: Rows, start: int, stop: int, n: int,
+                prec: int | None = None) -> tuple[Rows, list[float]]:
         bits = []
-        flint.ctx.prec = self.prec
+        flint.ctx.prec = self.prec if prec is None else prec
         for i in range(start, stop):
             rows = self.net.layer(rows, i, n)
             bits.append(radius_bits(rows))
@@ -99,9 +109,31 @@ class ArbStates:
         self.raised += 1
         return True
 
+    def guess(self, chunk: Sequence[Sequence[int]], depth: int) -> int:
+        """A precision for ``depth`` blocks from blocks 0 and 1 of a short probe (the first
+        :data:`PROBE_TOKENS` tokens of the first sequence: attention is causal, so these are
+        the same positions as in the whole sequence): the radius after block 1 grown by
+        block 1's growth for each further block, 16 bits to spare (:func:`_need`); a probe
+        whose radius reaches 1 is run again at twice the precision."""
+        probe = [list(chunk[0][:PROBE_TOKENS])]
+        prec = self.prec
+        while True:  # a radius of 1 or more measures nothing: the probe again at 2x the bits
+            flint.ctx.prec = prec
+            _, bits = self._blocks(self.net.embed(probe), 0, 2, len(probe[0]), prec)
+            if bits[1] < 0 or prec >= MAX_PREC:
+                break
+            prec = min(2 * prec, MAX_PREC)
+        flint.ctx.prec = self.prec
+        if not all(math.isfinite(b) for b in bits):
+            return prec
+        return _need(prec, bits[1] + (bits[1] - bits[0]) * (depth - 2) + 16)
+
     def run(self, chunk: Sequence[Sequence[int]], depth: int, n: int) -> Rows:
         """The embedding of ``chunk`` (sequences of ``n`` tokens) through blocks ``0 ..
-        depth - 1``."""
+        depth - 1``; the first state deeper than two blocks starts from :meth:`guess`."""
+        if not self.guessed and depth > 2:
+            self.guessed = True
+            self.prec = max(self.prec, self.guess(chunk, depth))
         while True:
             flint.ctx.prec = self.prec
             rows, bits = self._blocks(self.net.embed(chunk), 0, depth, n)

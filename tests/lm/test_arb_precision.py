@@ -66,3 +66,21 @@ def test_a_short_start_proves_what_128_bits_prove(monkeypatch: pytest.MonkeyPatc
         assert pairs(got.proved) == want, (producer, switch)
         if producer == "auto":
             assert got.arb_bits > 8
+
+
+def test_a_deep_state_starts_from_the_guess(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four blocks from 16 bits: two blocks of an 8-token probe (at 16, 32, 64 bits, until
+    its radius is below 1) give the growth, so the state is computed once; without the
+    guess it is computed again."""
+    from lm_crafted import small_spec
+
+    spec = small_spec(seed=2, v=9, t=12, d=16, heads=2, layers=4, d_ff=32)
+    seqs = np.random.default_rng(1).integers(0, 9, size=(3, 12)).tolist()
+    states = P.ArbStates(ArbNet(spec), prec=16)
+    rows = states.run(seqs, 4, 12)
+    assert states.guessed and states.raised == 0 and states.prec > 16
+    assert P.radius_bits(rows) <= -P.TARGET
+    monkeypatch.setattr(P.ArbStates, "guess", lambda self, chunk, depth: self.prec)
+    plain = P.ArbStates(ArbNet(spec), prec=16)
+    plain.run(seqs, 4, 12)
+    assert plain.raised >= 1
